@@ -1,0 +1,190 @@
+"""The trusted execution context and its trace.
+
+An `ExecutionContext` is built by the application *after* authentication. It
+must never be parsed from model output or user-supplied JSON.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Annotated, final
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+
+__all__ = [
+    "DenialRecord",
+    "ExecutionContext",
+    "OperationRecord",
+    "Trace",
+]
+
+_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _printable(value: str) -> str:
+    if _CONTROL_CHARS.search(value):
+        raise ValueError("must not contain control characters")
+    return value
+
+
+_Ref = Annotated[str, Field(min_length=1, max_length=256), AfterValidator(_printable)]
+
+
+def _new_id() -> str:
+    return uuid.uuid4().hex
+
+
+@final
+class OperationRecord:
+    """One operation: intent declared, then start and end once it executes.
+
+    Holds no bodies, headers or credentials: ``target`` is already redacted.
+    """
+
+    __slots__ = (
+        "declared_at",
+        "duration",
+        "ended_at",
+        "error_type",
+        "intent_kind",
+        "intent_text",
+        "operation",
+        "started_at",
+        "status",
+        "target",
+        "tool",
+    )
+
+    def __init__(
+        self, tool: str, operation: str, intent_kind: str, intent_text: str, target: str | None
+    ) -> None:
+        self.tool = tool
+        self.operation = operation
+        self.intent_kind = intent_kind
+        self.intent_text = intent_text
+        self.target = target
+        self.declared_at = time.time()
+        self.started_at: float | None = None
+        self.ended_at: float | None = None
+        self.duration: float | None = None
+        self.status = "DECLARED"
+        self.error_type: str | None = None
+
+    def start(self) -> None:
+        self.started_at = time.time()
+        self.status = "STARTED"
+
+    def end(self, status: str, error_type: str | None = None) -> None:
+        self.ended_at = time.time()
+        if self.started_at is not None:
+            self.duration = self.ended_at - self.started_at
+        self.status = status
+        self.error_type = error_type
+
+    def as_dict(self) -> dict[str, object]:
+        """A plain mapping, for logs and JSON."""
+        return {"kind": "operation", **{k: getattr(self, k) for k in sorted(self.__slots__)}}
+
+    def __repr__(self) -> str:
+        return (
+            f"OperationRecord({self.tool}.{self.operation} {self.intent_kind}={self.intent_text!r} "
+            f"target={self.target!r} status={self.status})"
+        )
+
+
+@final
+class DenialRecord:
+    """A denial: which tool, the stable reason code and the rule that decided it."""
+
+    __slots__ = ("at", "reason_code", "rule", "tool")
+
+    def __init__(self, tool: str, reason_code: str, rule: str) -> None:
+        self.tool = tool
+        self.reason_code = reason_code
+        self.rule = rule
+        self.at = time.time()
+
+    def as_dict(self) -> dict[str, object]:
+        """A plain mapping, for logs and JSON."""
+        return {"kind": "denial", **{k: getattr(self, k) for k in sorted(self.__slots__)}}
+
+    def __repr__(self) -> str:
+        return f"DenialRecord({self.tool} {self.reason_code} rule={self.rule})"
+
+
+@final
+class Trace:
+    """An append-only, thread-safe list of what happened in one context."""
+
+    __slots__ = ("_lock", "_records")
+
+    def __init__(self) -> None:
+        self._records: list[OperationRecord | DenialRecord] = []
+        self._lock = threading.Lock()
+
+    def append(self, record: OperationRecord | DenialRecord) -> None:
+        """Add a record."""
+        with self._lock:
+            self._records.append(record)
+
+    def records(self) -> list[OperationRecord | DenialRecord]:
+        """A snapshot of all records, oldest first."""
+        with self._lock:
+            return list(self._records)
+
+    def operations(self, tool: str | None = None) -> list[OperationRecord]:
+        """Operation records, optionally only those of ``tool``."""
+        return [r for r in self.records() if isinstance(r, OperationRecord) and tool in (None, r.tool)]
+
+    def denials(self, tool: str | None = None) -> list[DenialRecord]:
+        """Denial records, optionally only those of ``tool``."""
+        return [r for r in self.records() if isinstance(r, DenialRecord) and tool in (None, r.tool)]
+
+    def __iter__(self) -> Iterator[OperationRecord | DenialRecord]:
+        return iter(self.records())
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+
+class ExecutionContext(BaseModel):
+    """Who is acting, for which tenant, in which run. Immutable.
+
+    Build it in application code after authenticating the caller; never from
+    model output or user JSON. ``run_id`` and ``correlation_id`` are generated
+    when absent. The `trace` collects what tools did in this context.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tenant: _Ref
+    """Reference to the tenant the work is done for."""
+    principal: _Ref
+    """Reference to the authenticated principal (user or service)."""
+    roles: frozenset[_Ref] = frozenset()
+    """Roles of the principal, as established by the application."""
+    run_id: _Ref = Field(default_factory=_new_id)
+    """Identifier of this agent run."""
+    correlation_id: _Ref = Field(default_factory=_new_id)
+    """Identifier linking this run to the request that caused it."""
+    deadline: datetime | None = None
+    """When the work must be finished (timezone-aware)."""
+
+    _trace: Trace = PrivateAttr(default_factory=Trace)
+
+    @field_validator("deadline")
+    @classmethod
+    def _aware(cls, value: datetime | None) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            raise ValueError("must be timezone-aware, e.g. datetime.now(timezone.utc)")
+        return value
+
+    @property
+    def trace(self) -> Trace:
+        """What happened in this context: intents, outcomes and denials."""
+        return self._trace

@@ -1,0 +1,175 @@
+"""Finding providers: entry points and explicit registration, each isolated.
+
+A provider that fails to import, raises in its hook or returns an invalid
+descriptor is reported as broken; every other provider still loads. Two
+providers claiming one tool name is an error: a package must never be able to
+shadow another's tool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, final
+
+import importlib_metadata
+import pluggy
+
+from toolbox.descriptor import ToolDescriptor, validate_descriptor
+from toolbox.errors import InvalidDescriptorError, ProviderConflictError
+from toolbox.policy import ToolPolicy
+from toolbox.provider import ENTRY_POINT_GROUP, PROJECT_NAME, ProviderSpec, ToolProvider
+
+__all__ = ["BrokenProvider", "Discovery", "RegisteredTool", "discover"]
+
+EXPLICIT = "<explicit>"
+_MAX_ERROR_TEXT = 300
+
+
+@final
+@dataclass(frozen=True)
+class RegisteredTool:
+    """A validated tool and where it came from."""
+
+    descriptor: ToolDescriptor
+    provider: ToolProvider[Any]
+    distribution: str
+    origin: str
+
+
+@final
+@dataclass(frozen=True)
+class BrokenProvider:
+    """A provider that could not be loaded, and why (no traceback, no secrets)."""
+
+    distribution: str
+    origin: str
+    error: str
+
+
+@final
+@dataclass(frozen=True)
+class Discovery:
+    """Everything found: usable tools, broken providers and blocked ones."""
+
+    tools: tuple[RegisteredTool, ...]
+    broken: tuple[BrokenProvider, ...]
+    blocked: tuple[str, ...]
+
+
+def _error_text(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip()
+    return text if len(text) <= _MAX_ERROR_TEXT else text[: _MAX_ERROR_TEXT - 3] + "..."
+
+
+@final
+class _Collector:
+    __slots__ = ("blocked", "broken", "origins", "pm", "tools")
+
+    def __init__(self) -> None:
+        self.pm = pluggy.PluginManager(PROJECT_NAME)
+        self.pm.add_hookspecs(ProviderSpec)
+        self.tools: list[RegisteredTool] = []
+        self.broken: list[BrokenProvider] = []
+        self.blocked: list[str] = []
+        # pluggy plugin name -> (distribution, origin)
+        self.origins: dict[str, tuple[str, str]] = {}
+
+    def register_plugin(self, plugin: object, name: str, distribution: str, origin: str) -> None:
+        try:
+            self.pm.register(plugin, name=name)
+        except Exception as exc:  # noqa: BLE001 - isolate any provider failure
+            self.broken.append(BrokenProvider(distribution, origin, _error_text(exc)))
+            return
+        self.origins[name] = (distribution, origin)
+
+    def add_tool(self, provider: object, distribution: str, origin: str) -> None:
+        if not isinstance(provider, ToolProvider):
+            self.broken.append(
+                BrokenProvider(
+                    distribution,
+                    origin,
+                    f"returned {type(provider).__name__}, not a toolbox.ToolProvider",
+                )
+            )
+            return
+        try:
+            descriptor = validate_descriptor(provider.descriptor, provider=origin)
+        except InvalidDescriptorError as exc:
+            self.broken.append(BrokenProvider(distribution, origin, str(exc)))
+            return
+        self.tools.append(RegisteredTool(descriptor, provider, distribution, origin))
+
+    def call_hooks(self) -> None:
+        # Each implementation is called on its own so one failure cannot hide the others.
+        for impl in self.pm.hook.toolbox_providers.get_hookimpls():
+            distribution, origin = self.origins[impl.plugin_name]
+            try:
+                result: Any = impl.function()
+                items: list[object] = list(result)
+            except (Exception, SystemExit) as exc:  # noqa: BLE001 - isolate any provider failure
+                self.broken.append(BrokenProvider(distribution, origin, _error_text(exc)))
+                continue
+            for item in items:
+                self.add_tool(item, distribution, origin)
+
+
+def _load_entry_points(collector: _Collector, policy: ToolPolicy) -> None:
+    for ep in importlib_metadata.entry_points(group=ENTRY_POINT_GROUP):
+        distribution = ep.dist.name if ep.dist is not None else "unknown"
+        plugin_name = f"{distribution}:{ep.name}"
+        origin = f"{distribution} (entry point {ep.name} = {ep.value})"
+        if policy.is_blocked(distribution):
+            collector.pm.set_blocked(plugin_name)
+            collector.blocked.append(distribution)
+            continue
+        if collector.pm.is_registered(plugin_name) or collector.pm.is_blocked(plugin_name):
+            continue
+        try:
+            plugin = ep.load()
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - isolate any provider failure
+            collector.broken.append(BrokenProvider(distribution, origin, _error_text(exc)))
+            continue
+        collector.register_plugin(plugin, plugin_name, distribution, origin)
+
+
+def _check_conflicts(tools: Sequence[RegisteredTool]) -> None:
+    seen: dict[object, RegisteredTool] = {}
+    for tool in tools:
+        name = tool.descriptor.name
+        tool_type = tool.provider.tool_type
+        for key, what in ((name, f"tool name {name!r}"), (tool_type, f"tool type {tool_type.__qualname__}")):
+            other = seen.get(key)
+            if other is not None:
+                raise ProviderConflictError(
+                    f"{what} is claimed by two providers: {other.origin} and {tool.origin}; "
+                    "uninstall one of them or block its distribution in the policy "
+                    "([providers].block)"
+                )
+            seen[key] = tool
+
+
+def discover(policy: ToolPolicy, explicit: Iterable[object] = (), *, entry_points: bool = True) -> Discovery:
+    """Find every provider: ``explicit`` ones, then installed entry points.
+
+    ``explicit`` items are `ToolProvider` objects or plugin objects (modules)
+    implementing ``toolbox_providers``.
+
+    Raises:
+        ProviderConflictError: two providers claim one tool name or type.
+    """
+    collector = _Collector()
+    direct: list[ToolProvider[Any]] = []
+    for index, item in enumerate(explicit):
+        if isinstance(item, ToolProvider):
+            direct.append(item)
+        else:
+            label = getattr(item, "__name__", type(item).__name__)
+            collector.register_plugin(item, f"{EXPLICIT}:{index}:{label}", EXPLICIT, f"{EXPLICIT} {label}")
+    if entry_points:
+        _load_entry_points(collector, policy)
+    for provider in direct:
+        collector.add_tool(provider, EXPLICIT, f"{EXPLICIT} {provider.tool_type.__qualname__}")
+    collector.call_hooks()
+    _check_conflicts(collector.tools)
+    return Discovery(tuple(collector.tools), tuple(collector.broken), tuple(collector.blocked))

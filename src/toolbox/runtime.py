@@ -1,0 +1,92 @@
+"""What a tool instance receives from toolbox when it is created."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar, final
+
+from toolbox.context import ExecutionContext
+from toolbox.descriptor import Effect, RiskClass, ToolDescriptor
+from toolbox.intent import ReadIntent, WriteIntent
+
+__all__ = ["ToolRuntime"]
+
+R = TypeVar("R")
+
+
+@final
+class ToolRuntime:
+    """The bridge between a tool and toolbox: descriptor, context, options, intents.
+
+    Providers receive one in their factory and build every operation's intent
+    through `read_intent` or `write_intent`.
+    """
+
+    __slots__ = ("_effects", "context", "descriptor", "executions", "options", "runs_inline")
+
+    def __init__(
+        self,
+        descriptor: ToolDescriptor,
+        context: ExecutionContext,
+        options: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.descriptor = descriptor
+        self.context = context
+        #: Tool-specific settings passed to ``Tools.load(options={name: ...})``.
+        self.options: Mapping[str, Any] = dict(options or {})
+        #: How many operations of this tool instance have started executing.
+        self.executions = 0
+        #: A MEMORY_ONLY tool does no I/O, so async callers run it inline, not on a thread.
+        self.runs_inline = descriptor.risk is RiskClass.MEMORY_ONLY
+        self._effects = {op.name: op.effect for op in descriptor.operations}
+
+    def effect_of(self, operation: str) -> Effect:
+        """The declared effect of ``operation`` (undeclared means `Effect.UNSAFE`)."""
+        return self._effects.get(operation, Effect.UNSAFE)
+
+    def read_intent(
+        self,
+        operation: str,
+        call: Callable[[], R],
+        *,
+        target: str | None = None,
+        acall: Callable[[], Awaitable[R]] | None = None,
+    ) -> ReadIntent[R]:
+        """The intent of a ``READ_ONLY`` operation.
+
+        Args:
+            operation: the operation name, declared ``READ_ONLY`` in the descriptor.
+            call: runs the operation synchronously.
+            target: what the operation touches, already redacted (never a secret).
+            acall: runs it asynchronously, where the tool is async-capable.
+
+        Raises:
+            TypeError: the descriptor does not declare ``operation`` as ``READ_ONLY``.
+        """
+        effect = self._effects.get(operation, Effect.UNSAFE)
+        if effect is not Effect.READ_ONLY:
+            raise TypeError(
+                f"provider bug: {self.descriptor.name}.{operation} is {effect.value}, "
+                "so it must return write_intent(), which accepts only audit_as()"
+            )
+        return ReadIntent(self, operation, target, call, acall)
+
+    def write_intent(
+        self,
+        operation: str,
+        call: Callable[[], R],
+        *,
+        target: str | None = None,
+        acall: Callable[[], Awaitable[R]] | None = None,
+    ) -> WriteIntent[R]:
+        """The intent of an operation with side effects (anything but ``READ_ONLY``).
+
+        Raises:
+            TypeError: the descriptor declares ``operation`` as ``READ_ONLY``.
+        """
+        if self._effects.get(operation, Effect.UNSAFE) is Effect.READ_ONLY:
+            raise TypeError(
+                f"provider bug: {self.descriptor.name}.{operation} is READ_ONLY, "
+                "so it must return read_intent()"
+            )
+        return WriteIntent(self, operation, target, call, acall)
