@@ -5,10 +5,6 @@ Tools come from provider packages, carry a risk class, are gated by a
 intent that is recorded in the `ExecutionContext` trace.
 """
 
-from __future__ import annotations
-
-from typing import Any
-
 from toolbox.calculator import CalculatorTool
 from toolbox.context import ExecutionContext
 from toolbox.descriptor import Acknowledgement, Effect, OperationDescriptor, RiskClass, ToolDescriptor
@@ -70,7 +66,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> str:
     if name == "__version__":
         from importlib.metadata import version
 

@@ -51,7 +51,9 @@ _TOOL_NAME = re.compile(TOOL_NAME_PATTERN)
 
 
 def _describe_ref(ref: object) -> str:
-    return ref.__qualname__ if isinstance(ref, type) else repr(ref)
+    if isinstance(ref, type):
+        return ref.__qualname__
+    return ref.value if isinstance(ref, RiskClass) else str(ref)
 
 
 @final

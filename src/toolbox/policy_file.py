@@ -45,13 +45,13 @@ _ToolName = Annotated[str, Field(pattern=TOOL_NAME_PATTERN)]
 
 class _Rules(BaseModel):
     model_config = _Strict
-    tools: tuple[_ToolName, ...] = ()
-    risks: tuple[RiskClass, ...] = ()
+    tools: list[_ToolName] = []
+    risks: list[RiskClass] = []
 
 
 class _Providers(BaseModel):
     model_config = _Strict
-    block: tuple[Annotated[str, Field(min_length=1)], ...] = ()
+    block: list[Annotated[str, Field(min_length=1)]] = []
 
 
 class _PolicyFile(BaseModel):

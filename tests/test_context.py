@@ -1,0 +1,63 @@
+"""ExecutionContext: trusted, frozen, validated; its trace."""
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from pydantic import ValidationError
+
+from toolbox import ExecutionContext
+
+
+def test_ids_generated_when_absent():
+    """run_id and correlation_id are generated, unique per context."""
+    a = ExecutionContext(tenant="t", principal="p")
+    b = ExecutionContext(tenant="t", principal="p")
+    assert len(a.run_id) == 32 and a.run_id != b.run_id
+    assert a.correlation_id != b.correlation_id
+
+
+def test_given_ids_kept():
+    """Ids the application supplies are kept."""
+    ctx = ExecutionContext(tenant="t", principal="p", run_id="run-1", correlation_id="req-9", roles={"admin"})
+    assert (ctx.run_id, ctx.correlation_id, ctx.roles) == ("run-1", "req-9", frozenset({"admin"}))
+
+
+def test_frozen():
+    """A context cannot be changed after it is built."""
+    ctx = ExecutionContext(tenant="t", principal="p")
+    with pytest.raises(ValidationError):
+        ctx.tenant = "other"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"tenant": "", "principal": "p"},
+        {"tenant": "t", "principal": "a\nb"},
+        {"tenant": "t"},
+        {"tenant": "t", "principal": "p", "roles": ["ok", ""]},
+        {"tenant": "t", "principal": "p", "extra": 1},
+        {"tenant": 5, "principal": "p"},
+        {"tenant": "t" * 257, "principal": "p"},
+    ],
+)
+def test_invalid_fields(fields):
+    """Empty, multi-line, missing, unknown or non-string references are rejected."""
+    with pytest.raises(ValidationError):
+        ExecutionContext(**fields)
+
+
+def test_deadline_must_be_aware():
+    """A naive deadline is ambiguous and rejected; an aware one is kept."""
+    with pytest.raises(ValidationError, match="timezone-aware"):
+        ExecutionContext(tenant="t", principal="p", deadline=datetime.now())
+    soon = datetime.now(timezone.utc) + timedelta(seconds=5)
+    assert ExecutionContext(tenant="t", principal="p", deadline=soon).deadline == soon
+
+
+def test_trace_is_per_context_and_not_serialized():
+    """Each context has its own trace, and dumping a context does not include it."""
+    a = ExecutionContext(tenant="t", principal="p")
+    b = ExecutionContext(tenant="t", principal="p")
+    assert a.trace is not b.trace
+    assert "trace" not in a.model_dump()

@@ -1,0 +1,61 @@
+"""The public surface: __all__ is complete, sorted and importable."""
+
+import toolbox
+
+
+def test_all_is_sorted_and_complete():
+    """Every public name is exported in a sorted __all__ (like httpx's test_exported_members)."""
+    public = {name for name in vars(toolbox) if not name.startswith(("_", "@"))}
+    modules = {
+        "calculator",
+        "context",
+        "descriptor",
+        "discovery",
+        "errors",
+        "intent",
+        "policy",
+        "policy_file",
+        "provider",
+        "redact",
+        "runtime",
+        "testing",
+        "tools",
+        "cli",
+    }
+    assert set(toolbox.__all__) == public - modules
+    assert list(toolbox.__all__) == sorted(toolbox.__all__, key=str.casefold)
+
+
+def test_issue_names_exist():
+    """The names other packages depend on stay importable."""
+    from toolbox import (  # noqa: F401
+        Acknowledgement,
+        AcknowledgementRequiredError,
+        Effect,
+        ExecutionContext,
+        RiskClass,
+        ToolboxError,
+        ToolDescriptor,
+        ToolPolicy,
+        ToolPolicyDeniedError,
+        ToolProvider,
+        Tools,
+        ToolUnavailableError,
+    )
+
+
+def test_error_hierarchy():
+    """Denials are PermissionErrors, unavailability a LookupError, all ToolboxErrors."""
+    assert issubclass(toolbox.ToolUnavailableError, LookupError)
+    assert issubclass(toolbox.ToolPolicyDeniedError, PermissionError)
+    assert issubclass(toolbox.AcknowledgementRequiredError, PermissionError)
+    assert issubclass(toolbox.PolicyFileError, ValueError)
+    for name in toolbox.__all__:
+        obj = getattr(toolbox, name)
+        if isinstance(obj, type) and issubclass(obj, Exception):
+            assert issubclass(obj, toolbox.ToolboxError), name
+
+
+def test_version():
+    """__version__ comes from the installed distribution."""
+    assert toolbox.__version__ == "0.1.0"
