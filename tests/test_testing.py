@@ -36,7 +36,7 @@ def test_assert_denied_fails_when_allowed():
 def test_assert_denied_fails_on_wrong_exception():
     """A different exception type fails the test, naming both."""
     tools = build_tools()
-    with pytest.raises(AssertionError, match="expected ToolPolicyDeniedError.*got ToolUnavailableError"):
+    with pytest.raises(AssertionError, match=r"expected ToolPolicyDeniedError.*got ToolUnavailableError"):
         assert_denied(
             lambda: tools.get("x"), tools, "x", error=ToolPolicyDeniedError, reason_code="POLICY_DENIED"
         )
