@@ -52,6 +52,7 @@ def server_url():
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
+    server.server_close()
 
 
 def blocks(path: Path, language: str) -> list[str]:

@@ -17,6 +17,7 @@ __all__ = [
     "OperationDescriptor",
     "RiskClass",
     "ToolDescriptor",
+    "describe_validation_error",
     "validate_descriptor",
 ]
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar, final
 
-from toolbox.context import ExecutionContext
+from toolbox.context import DenialRecord, ExecutionContext
 from toolbox.descriptor import Effect, RiskClass, ToolDescriptor
+from toolbox.errors import ToolDeniedError
 from toolbox.intent import ReadIntent, WriteIntent
 
 __all__ = ["ToolRuntime"]
@@ -43,6 +44,10 @@ class ToolRuntime:
     def effect_of(self, operation: str) -> Effect:
         """The declared effect of ``operation`` (undeclared means `Effect.UNSAFE`)."""
         return self._effects.get(operation, Effect.UNSAFE)
+
+    def record_denial(self, error: ToolDeniedError) -> None:
+        """Record in the trace a denial the tool decided itself, e.g. a path outside its roots."""
+        self.context.trace.append(DenialRecord(error.tool, error.reason_code, error.rule))
 
     def read_intent(
         self,
