@@ -7,7 +7,6 @@ must never be parsed from model output or user-supplied JSON.
 from __future__ import annotations
 
 import re
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -119,23 +118,23 @@ class DenialRecord:
 
 @final
 class Trace:
-    """An append-only, thread-safe list of what happened in one context."""
+    """An append-only, thread-safe list of what happened in one context.
 
-    __slots__ = ("_lock", "_records")
+    ``list.append`` and ``list(...)`` are atomic, so no lock is needed on the hot path.
+    """
+
+    __slots__ = ("_records",)
 
     def __init__(self) -> None:
         self._records: list[OperationRecord | DenialRecord] = []
-        self._lock = threading.Lock()
 
     def append(self, record: OperationRecord | DenialRecord) -> None:
         """Add a record."""
-        with self._lock:
-            self._records.append(record)
+        self._records.append(record)
 
     def records(self) -> list[OperationRecord | DenialRecord]:
         """A snapshot of all records, oldest first."""
-        with self._lock:
-            return list(self._records)
+        return list(self._records)
 
     def operations(self, tool: str | None = None) -> list[OperationRecord]:
         """Operation records, optionally only those of ``tool``."""
@@ -187,4 +186,7 @@ class ExecutionContext(BaseModel):
     @property
     def trace(self) -> Trace:
         """What happened in this context: intents, outcomes and denials."""
-        return self._trace
+        # Read pydantic's private storage directly: plain attribute access falls back to
+        # BaseModel.__getattr__, which costs microseconds on every operation.
+        private: dict[str, Trace] = self.__pydantic_private__  # type: ignore[assignment]
+        return private["_trace"]

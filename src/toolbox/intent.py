@@ -31,6 +31,8 @@ __all__ = ["MAX_INTENT_LENGTH", "ReadIntent", "Ready", "WriteIntent", "validate_
 R = TypeVar("R")
 
 MAX_INTENT_LENGTH = 1000
+# One lock for all claims: the critical section is two attribute operations.
+_CLAIM_LOCK = threading.Lock()
 _CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 # Intent texts are usually literals repeated on every call; remember the good ones.
 _VALID_TEXTS: dict[str, None] = {}
@@ -101,7 +103,7 @@ class _Intent(Generic[R]):
     def _ready(self, kind: str, text: str) -> Ready[R]:
         text = validate_intent_text(text)
         record = OperationRecord(self._runtime.descriptor.name, self._operation, kind, text, self._target)
-        self._runtime.context.trace.append(record)
+        self._runtime.trace.append(record)
         return Ready(self._runtime, record, self._call, self._acall)
 
     if not TYPE_CHECKING:
@@ -160,7 +162,7 @@ class WriteIntent(_Intent[R]):
 class Ready(Generic[R]):
     """A call with its intent declared. Executes exactly once."""
 
-    __slots__ = ("_acall", "_call", "_lock", "_record", "_runtime")
+    __slots__ = ("_acall", "_call", "_claimed", "_record", "_runtime")
 
     def __init__(
         self,
@@ -173,7 +175,7 @@ class Ready(Generic[R]):
         self._record = record
         self._call = call
         self._acall = acall
-        self._lock = threading.Lock()
+        self._claimed = False
 
     @property
     def record(self) -> OperationRecord:
@@ -181,7 +183,9 @@ class Ready(Generic[R]):
         return self._record
 
     def _claim(self) -> None:
-        if not self._lock.acquire(blocking=False):
+        with _CLAIM_LOCK:
+            already, self._claimed = self._claimed, True
+        if already:
             raise IntentAlreadyExecutedError(
                 f"{self._record.tool}.{self._record.operation} was already executed; "
                 "build a new intent for another call"

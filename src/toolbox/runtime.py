@@ -23,7 +23,7 @@ class ToolRuntime:
     through `read_intent` or `write_intent`.
     """
 
-    __slots__ = ("_effects", "context", "descriptor", "executions", "options", "runs_inline")
+    __slots__ = ("_effects", "context", "descriptor", "executions", "options", "runs_inline", "trace")
 
     def __init__(
         self,
@@ -33,6 +33,8 @@ class ToolRuntime:
     ) -> None:
         self.descriptor = descriptor
         self.context = context
+        #: The context's trace, where intents, outcomes and denials are recorded.
+        self.trace = context.trace
         #: Tool-specific settings passed to ``Tools.load(options={name: ...})``.
         self.options: Mapping[str, Any] = dict(options or {})
         #: How many operations of this tool instance have started executing.
@@ -47,7 +49,7 @@ class ToolRuntime:
 
     def record_denial(self, error: ToolDeniedError) -> None:
         """Record in the trace a denial the tool decided itself, e.g. a path outside its roots."""
-        self.context.trace.append(DenialRecord(error.tool, error.reason_code, error.rule))
+        self.trace.append(DenialRecord(error.tool, error.reason_code, error.rule))
 
     def read_intent(
         self,
