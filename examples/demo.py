@@ -49,7 +49,7 @@ class DemoApi(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: object) -> None:
         """Keep the demo output readable."""
 
 
@@ -67,7 +67,8 @@ def main() -> None:
 
     section("1. Standard policy: MEMORY_ONLY tools only")
     tools = Tools.load(ctx, env=env)
-    answer = tools.get(CalculatorTool).evaluate("(120 + 80) * 0.92").purpose("Convert 200 USD to EUR").execute()
+    calculator = tools.get(CalculatorTool)
+    answer = calculator.evaluate("(120 + 80) * 0.92").purpose("Convert 200 USD to EUR").execute()
     print(f"calculator: 200 USD = {answer:.2f} EUR")
     try:
         tools.get(HttpTool)
@@ -111,13 +112,11 @@ def main() -> None:
     section("4. The trace (no bodies, no headers, no secrets)")
     for record in ctx.trace:
         if isinstance(record, DenialRecord):
-            print(f"  DENIED   {record.tool:<10} {record.reason_code} ({record.rule})")
+            print(f"  {'DENIED':<8} {record.tool:<20} {record.reason_code} ({record.rule})")
         else:
             target = f" {record.target}" if record.target else ""
-            print(
-                f"  {record.status:<8} {record.tool}.{record.operation:<8} "
-                f"{record.intent_kind}={record.intent_text!r}{target}"
-            )
+            operation = f"{record.tool}.{record.operation}"
+            print(f"  {record.status:<8} {operation:<20} {record.intent_kind}={record.intent_text!r}{target}")
     server.shutdown()
 
 

@@ -1,0 +1,110 @@
+"""The httpx clients of one `HttpTool`: TLS verified, no environment, no cookies, no redirects.
+
+`Clients.sync_transport` and `Clients.async_transport` are the single place a
+transport is chosen, so a later layer (egress control) can wrap what they return.
+"""
+
+from __future__ import annotations
+
+import ssl
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from http.cookiejar import CookieJar, DefaultCookiePolicy
+from pathlib import Path
+from typing import Any, final
+
+import httpx
+
+from toolbox_http._options import HttpOptions
+
+__all__ = ["Clients", "load_ssl_context"]
+
+
+def load_ssl_context(ca_bundle: Path | None) -> ssl.SSLContext:
+    """A verifying TLS context trusting ``ca_bundle``, or the bundled CAs.
+
+    Raises:
+        ValueError: ``ca_bundle`` is not a loadable PEM file of CA certificates.
+    """
+    if ca_bundle is None:
+        # trust_env=False: SSL_CERT_FILE in the process environment must not change whom we trust.
+        return httpx.create_ssl_context(trust_env=False)
+    try:
+        return ssl.create_default_context(cafile=str(ca_bundle))
+    except OSError:  # ssl.SSLError included
+        raise ValueError(f"ca_bundle {str(ca_bundle)!r} is not a PEM file of CA certificates") from None
+
+
+def _client_settings(options: HttpOptions) -> dict[str, Any]:
+    connect = min(options.connect_timeout, options.total_timeout)
+    read = min(options.read_timeout, options.total_timeout)
+    return {
+        "timeout": httpx.Timeout(connect=connect, read=read, write=read, pool=connect),
+        "follow_redirects": False,
+        # No proxies, netrc or CA paths from the environment: only options decide.
+        "trust_env": False,
+        # A cookie set by one call must never ride along on another (maybe another tenant's).
+        "cookies": httpx.Cookies(CookieJar(DefaultCookiePolicy(allowed_domains=[]))),
+    }
+
+
+@final
+class Clients:
+    """Builds transports and clients; owns the shared sync client and the TLS context."""
+
+    __slots__ = ("_client", "_lock", "_options", "_ssl")
+
+    def __init__(self, options: HttpOptions) -> None:
+        self._options = options
+        self._lock = threading.RLock()
+        self._client: httpx.Client | None = None
+        # A configured bundle is loaded now so a bad file fails at tools.get(), not mid-call.
+        self._ssl = load_ssl_context(options.ca_bundle) if options.ca_bundle is not None else None
+
+    def ssl_context(self) -> ssl.SSLContext:
+        """The TLS context, built once (loading the CA bundle costs milliseconds)."""
+        with self._lock:
+            if self._ssl is None:
+                self._ssl = load_ssl_context(None)
+            return self._ssl
+
+    def sync_transport(self) -> httpx.BaseTransport:
+        """The configured sync transport, else a new verifying one."""
+        if self._options.transport is not None:
+            return self._options.transport
+        return httpx.HTTPTransport(verify=self.ssl_context(), trust_env=False)
+
+    def async_transport(self) -> httpx.AsyncBaseTransport:
+        """The configured async transport, else a new verifying one."""
+        if self._options.async_transport is not None:
+            return self._options.async_transport
+        return httpx.AsyncHTTPTransport(verify=self.ssl_context(), trust_env=False)
+
+    def sync_client(self) -> httpx.Client:
+        """The shared sync client, created on first use."""
+        client = self._client
+        if client is None:
+            with self._lock:
+                if self._client is None:
+                    transport = self.sync_transport()
+                    self._client = httpx.Client(transport=transport, **_client_settings(self._options))
+                client = self._client
+        return client
+
+    @asynccontextmanager
+    async def async_client(self) -> AsyncIterator[httpx.AsyncClient]:
+        """A client for one async call: async clients are bound to the event loop that uses them."""
+        client = httpx.AsyncClient(transport=self.async_transport(), **_client_settings(self._options))
+        try:
+            yield client
+        finally:
+            if self._options.async_transport is None:
+                await client.aclose()
+
+    def close(self) -> None:
+        """Close the shared sync client; a transport passed in options stays open (it is the caller's)."""
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None and self._options.transport is None:
+            client.close()
