@@ -9,7 +9,9 @@ DEMO = Path(__file__).resolve().parent.parent / "examples" / "demo.py"
 
 def test_demo_runs_and_shows_each_step():
     """Denial by default, explicit allow, acknowledgement, and a redacted trace."""
-    result = subprocess.run([sys.executable, str(DEMO)], capture_output=True, text=True, timeout=60, check=False)
+    result = subprocess.run(
+        [sys.executable, str(DEMO)], capture_output=True, text=True, timeout=60, check=False
+    )
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "HttpTool denied [POLICY_DENIED, rule default:deny]" in out
