@@ -181,3 +181,10 @@ def test_discovery_builds_no_tool(tmp_path):
     tools = load(tmp_path)
     assert tools.has("lazy")
     assert not created.exists()
+
+
+@pytest.mark.parametrize("item", ["toolbox_http", 42, object()])
+def test_explicit_providers_are_validated(item):
+    """A name or an object without the hook is refused with a message saying what to pass."""
+    with pytest.raises(TypeError, match="ToolProvider objects or imported plugin modules"):
+        Tools.load(test_context(), providers=[item], discover=False, env={})

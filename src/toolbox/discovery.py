@@ -23,6 +23,7 @@ from toolbox.provider import ENTRY_POINT_GROUP, PROJECT_NAME, ProviderSpec, Tool
 __all__ = ["BrokenProvider", "Discovery", "RegisteredTool", "discover"]
 
 EXPLICIT = "<explicit>"
+HOOK_NAME = "toolbox_providers"
 _MAX_ERROR_TEXT = 300
 
 
@@ -163,6 +164,11 @@ def discover(policy: ToolPolicy, explicit: Iterable[object] = (), *, entry_point
     for index, item in enumerate(explicit):
         if isinstance(item, ToolProvider):
             direct.append(item)
+        elif not callable(getattr(item, HOOK_NAME, None)):
+            raise TypeError(
+                f"providers=[...] takes ToolProvider objects or imported plugin modules with a "
+                f"{HOOK_NAME}() hook, got {item!r}; import the module and pass it, not its name"
+            )
         else:
             label = getattr(item, "__name__", type(item).__name__)
             collector.register_plugin(item, f"{EXPLICIT}:{index}:{label}", EXPLICIT, f"{EXPLICIT} {label}")

@@ -193,6 +193,8 @@ class Tools:
         Raises:
             ProviderConflictError: two providers claim one tool.
             PolicyFileError: the policy file is malformed or names an unknown tool.
+            TypeError: ``context``, ``policy`` or a ``providers`` item has the wrong type.
+            ValueError: ``options`` names a tool nobody provides.
         """
         environ: Mapping[str, str] = os.environ if env is None else env
         if policy is None:
