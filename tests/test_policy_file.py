@@ -113,3 +113,15 @@ def test_without_env_the_standard_policy_applies():
     provider = fake_provider("ext", risk=RiskClass.EXTERNAL_RESOURCE)
     tools = Tools.load(test_context(), providers=[provider], discover=False, env={})
     assert tools.explain("ext").rule == "default:deny"
+
+
+@pytest.mark.parametrize(
+    "text", ['version = 1\n[providers]\nblock = [" "]\n', 'version = 1\nallow = ["http"]\n']
+)
+def test_errors_name_file_and_key(tmp_path, text):
+    """Blank distribution names and a list where a table belongs name the file and the key."""
+    with pytest.raises(PolicyFileError) as info:
+        ToolPolicy.from_file(write(tmp_path, text))
+    message = str(info.value)
+    assert str(tmp_path) in message
+    assert "field 'providers.block.0'" in message or "field 'allow'" in message

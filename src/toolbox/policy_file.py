@@ -43,24 +43,24 @@ _Strict = ConfigDict(extra="forbid", frozen=True, strict=True)
 _ToolName = Annotated[str, Field(pattern=TOOL_NAME_PATTERN)]
 
 
-class _Rules(BaseModel):
+class RuleTable(BaseModel):
     model_config = _Strict
     tools: list[_ToolName] = []
     risks: list[RiskClass] = []
 
 
-class _Providers(BaseModel):
+class ProvidersTable(BaseModel):
     model_config = _Strict
-    block: list[Annotated[str, Field(min_length=1)]] = []
+    block: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")]] = []
 
 
 class _PolicyFile(BaseModel):
     model_config = _Strict
     version: Literal[1]
     base: Literal["standard", "deny_all"] = "standard"
-    allow: _Rules = _Rules()
-    deny: _Rules = _Rules()
-    providers: _Providers = _Providers()
+    allow: RuleTable = RuleTable()
+    deny: RuleTable = RuleTable()
+    providers: ProvidersTable = ProvidersTable()
 
 
 def _risks(values: object, where: str, source: str) -> None:
