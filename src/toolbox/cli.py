@@ -36,7 +36,8 @@ from pydantic import ValidationError
 from toolbox.context import ExecutionContext
 from toolbox.errors import ToolboxError
 from toolbox.policy import ToolPolicy
-from toolbox.tools import POLICY_ENV, AcknowledgementState, ToolDecision, Tools
+from toolbox.catalog import POLICY_ENV
+from toolbox.tools import AcknowledgementState, ToolDecision, Tools
 
 __all__ = ["main"]
 

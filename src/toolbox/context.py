@@ -15,6 +15,8 @@ from typing import Annotated, final
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
+from toolbox.budget import Budget
+
 __all__ = [
     "DenialRecord",
     "ExecutionContext",
@@ -46,17 +48,24 @@ class OperationRecord:
     """
 
     __slots__ = (
+        "attempts",
         "declared_at",
         "duration",
         "ended_at",
+        "error_code",
         "error_type",
+        "field_path",
         "intent_kind",
         "intent_text",
+        "name",
         "operation",
+        "reason_code",
+        "rule",
         "started_at",
         "status",
         "target",
         "tool",
+        "warnings",
     )
 
     def __init__(
@@ -73,12 +82,23 @@ class OperationRecord:
         self.duration: float | None = None
         self.status = "DECLARED"
         self.error_type: str | None = None
+        #: The name as requested by the caller (e.g. ``search:v2``); tool.operation by default.
+        self.name = f"{tool}.{operation}"
+        self.attempts = 0
+        self.reason_code: str | None = None
+        self.rule: str | None = None
+        self.error_code: str | None = None
+        self.field_path: str | None = None
+        self.warnings: tuple[str, ...] = ()
 
     def start(self) -> None:
-        self.started_at = time.time()
+        """Mark the first dispatch."""
+        if self.started_at is None:
+            self.started_at = time.time()
         self.status = "STARTED"
 
     def end(self, status: str, error_type: str | None = None) -> None:
+        """Mark the final status."""
         self.ended_at = time.time()
         if self.started_at is not None:
             self.duration = self.ended_at - self.started_at
@@ -159,7 +179,7 @@ class ExecutionContext(BaseModel):
     when absent. The `trace` collects what tools did in this context.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
 
     tenant: _Ref
     """Reference to the tenant the work is done for."""
@@ -172,7 +192,9 @@ class ExecutionContext(BaseModel):
     correlation_id: _Ref = Field(default_factory=_new_id)
     """Identifier linking this run to the request that caused it."""
     deadline: datetime | None = None
-    """When the work must be finished (timezone-aware)."""
+    """When the work must be finished (timezone-aware); later calls are DENIED/DEADLINE_EXCEEDED."""
+    budget: Budget | None = Field(default=None, exclude=True)
+    """Tool-call limits for this run; exhausted calls are DENIED/BUDGET_EXHAUSTED."""
 
     _trace: Trace = PrivateAttr(default_factory=Trace)
 

@@ -89,6 +89,8 @@ class OperationDescriptor(BaseModel):
     """What the operation does; undeclared means `Effect.UNSAFE`."""
     summary: Annotated[str, Field(max_length=500)] = ""
     """One line for people and models."""
+    requires_approval: bool = False
+    """Every call needs a human approval bound to its exact arguments."""
 
 
 class ToolDescriptor(BaseModel):

@@ -9,14 +9,20 @@ they mean, so callers that only know the standard library still catch them::
     │   ├── ToolPolicyDeniedError                 the ToolPolicy denies the tool
     │   ├── AcknowledgementRequiredError          the deployment acknowledgement is missing or differs
     │   └── PathOutsideRootsError                 a filesystem path escapes the configured roots
+    ├── InvalidArgumentsError (ValueError)        arguments failed validation; has error_code, field_path
     ├── InvalidDescriptorError (ValueError)       a provider returned an invalid descriptor
     ├── ProviderConflictError                     two providers claim one tool name
-    ├── PolicyFileError (ValueError)              a policy file or policy input is malformed
+    ├── ConfigurationError (ValueError)           governance configuration is malformed
+    │   └── PolicyFileError                       a policy file or policy input is malformed
     ├── IntentAlreadyExecutedError (RuntimeError) a ready intent was executed twice
     └── ToolExecutionError                        the tool ran and failed
         ├── ToolTimeoutError (TimeoutError)
         ├── ToolConnectionError (ConnectionError)
-        └── ResponseTooLargeError (ValueError)
+        ├── ResponseTooLargeError (ValueError)
+        ├── BusinessFailedError                   the tool ran; a mapper says the business outcome failed
+        └── UncertainEffectError                  the tool may or may not have taken effect
+
+    ApprovalRequired (Exception)                  a control-flow signal, deliberately outside the tree
 
 Error messages never contain secrets: no credentials, headers, bodies or
 unrelated environment variables.
@@ -26,6 +32,11 @@ from __future__ import annotations
 
 __all__ = [
     "AcknowledgementRequiredError",
+    "ApprovalRequired",
+    "BusinessFailedError",
+    "ConfigurationError",
+    "InvalidArgumentsError",
+    "UncertainEffectError",
     "IntentAlreadyExecutedError",
     "InvalidDescriptorError",
     "PathOutsideRootsError",
@@ -110,8 +121,28 @@ class ProviderConflictError(ToolboxError):
     """Two providers claim the same tool name; neither is allowed to shadow the other."""
 
 
-class PolicyFileError(ToolboxError, ValueError):
+class ConfigurationError(ToolboxError, ValueError):
+    """Governance configuration (guardrails, roles, retries, ...) is malformed."""
+
+
+class PolicyFileError(ConfigurationError):
     """A policy file, or a policy built in code, is malformed."""
+
+
+class InvalidArgumentsError(ToolboxError, ValueError):
+    """Arguments failed validation before the tool ran.
+
+    Attributes:
+        error_code: a stable code such as ``missing`` or ``too_deep``.
+        field_path: where, e.g. ``items.3.sku`` (empty for the whole object).
+    """
+
+    reason_code = "INVALID_ARGUMENTS"
+
+    def __init__(self, message: str, *, error_code: str, field_path: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+        self.field_path = field_path
 
 
 class IntentAlreadyExecutedError(ToolboxError, RuntimeError):
@@ -119,7 +150,17 @@ class IntentAlreadyExecutedError(ToolboxError, RuntimeError):
 
 
 class ToolExecutionError(ToolboxError):
-    """The tool ran and its operation failed."""
+    """The tool ran and its operation failed.
+
+    Attributes:
+        request_sent: False when the tool knows nothing reached the remote side (e.g. the
+            connection was never established), so even an ``UNSAFE`` operation did not take
+            effect; None when it cannot tell.
+    """
+
+    def __init__(self, message: str, *, request_sent: bool | None = None) -> None:
+        super().__init__(message)
+        self.request_sent = request_sent
 
 
 class ToolTimeoutError(ToolExecutionError, TimeoutError):
@@ -132,3 +173,38 @@ class ToolConnectionError(ToolExecutionError, ConnectionError):
 
 class ResponseTooLargeError(ToolExecutionError, ValueError):
     """A response exceeded the configured maximum size and was dropped."""
+
+
+class BusinessFailedError(ToolExecutionError):
+    """The tool ran, and a registered outcome mapper says the business outcome failed.
+
+    Attributes:
+        error_code: the mapper's code, e.g. ``CARD_DECLINED``.
+        content: the tool's payload.
+    """
+
+    def __init__(self, message: str, *, error_code: str, content: object) -> None:
+        super().__init__(message, request_sent=True)
+        self.error_code = error_code
+        self.content = content
+
+
+class UncertainEffectError(ToolExecutionError):
+    """The operation may have taken effect (e.g. a write timed out); check before repeating it."""
+
+
+class ApprovalRequired(Exception):  # noqa: N818 - a signal, named like pydantic-ai's ApprovalRequired
+    """A control-flow signal: the call needs a human approval bound to its exact arguments.
+
+    Deliberately not a `ToolboxError`, so ``except ToolboxError`` cannot swallow it.
+
+    Attributes:
+        request: the approval request (id, tool, operation, redacted arguments, fingerprint).
+    """
+
+    def __init__(self, request: object) -> None:
+        super().__init__(f"approval required: {request}")
+        self.request = request
+
+    def __reduce__(self) -> tuple[type[ApprovalRequired], tuple[object]]:
+        return (type(self), (self.request,))

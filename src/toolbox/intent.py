@@ -14,16 +14,26 @@ The split is visible to the type checker, so ``mypy --strict`` rejects
 
 from __future__ import annotations
 
-import asyncio
 import re
 import threading
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Generic, NoReturn, TypeVar, final
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar, cast, final
 
 from toolbox.context import OperationRecord
-from toolbox.errors import IntentAlreadyExecutedError, ToolDeniedError
+from toolbox.errors import (
+    ApprovalRequired,
+    BusinessFailedError,
+    IntentAlreadyExecutedError,
+    InvalidArgumentsError,
+    ToolDeniedError,
+    ToolExecutionError,
+    UncertainEffectError,
+)
+from toolbox.pipeline.invocation import TYPED, Invocation
+from toolbox.pipeline.result import Status, ToolResult
 
 if TYPE_CHECKING:
+    from toolbox.pipeline.approval import Approval
     from toolbox.runtime import ToolRuntime
 
 __all__ = ["MAX_INTENT_LENGTH", "ReadIntent", "Ready", "WriteIntent", "validate_intent_text"]
@@ -61,7 +71,7 @@ def validate_intent_text(text: object) -> str:
 
 
 class _Intent(Generic[R]):
-    __slots__ = ("_acall", "_call", "_operation", "_runtime", "_target")
+    __slots__ = ("_acall", "_arguments", "_call", "_operation", "_runtime", "_target")
 
     def __init__(
         self,
@@ -70,12 +80,14 @@ class _Intent(Generic[R]):
         target: str | None,
         call: Callable[[], R],
         acall: Callable[[], Awaitable[R]] | None,
+        arguments: Mapping[str, Any],
     ) -> None:
         self._runtime = runtime
         self._operation = operation
         self._target = target
         self._call = call
         self._acall = acall
+        self._arguments = arguments
 
     @property
     def tool(self) -> str:
@@ -100,11 +112,15 @@ class _Intent(Generic[R]):
         """
         return self._ready("audit_as", text)
 
+    def operation_calls(self) -> tuple[Callable[[], R], Callable[[], Awaitable[R]] | None]:
+        """The undecorated sync and async calls, for the by-name door's governed chain."""
+        return self._call, self._acall
+
     def _ready(self, kind: str, text: str) -> Ready[R]:
         text = validate_intent_text(text)
         record = OperationRecord(self._runtime.descriptor.name, self._operation, kind, text, self._target)
         self._runtime.trace.append(record)
-        return Ready(self._runtime, record, self._call, self._acall)
+        return Ready(self._runtime, record, self._call, self._acall, self._arguments)
 
     if not TYPE_CHECKING:
 
@@ -160,9 +176,9 @@ class WriteIntent(_Intent[R]):
 
 @final
 class Ready(Generic[R]):
-    """A call with its intent declared. Executes exactly once."""
+    """A call with its intent declared. Executes exactly once, through the governed chain."""
 
-    __slots__ = ("_acall", "_call", "_claimed", "_record", "_runtime")
+    __slots__ = ("_acall", "_arguments", "_call", "_claimed", "_record", "_runtime")
 
     def __init__(
         self,
@@ -170,11 +186,13 @@ class Ready(Generic[R]):
         record: OperationRecord,
         call: Callable[[], R],
         acall: Callable[[], Awaitable[R]] | None,
+        arguments: Mapping[str, Any],
     ) -> None:
         self._runtime = runtime
         self._record = record
         self._call = call
         self._acall = acall
+        self._arguments = arguments
         self._claimed = False
 
     @property
@@ -182,7 +200,7 @@ class Ready(Generic[R]):
         """The trace record of this operation."""
         return self._record
 
-    def _claim(self) -> None:
+    def _invocation(self, approval: Approval | None) -> Invocation:
         with _CLAIM_LOCK:
             already, self._claimed = self._claimed, True
         if already:
@@ -190,51 +208,85 @@ class Ready(Generic[R]):
                 f"{self._record.tool}.{self._record.operation} was already executed; "
                 "build a new intent for another call"
             )
-        self._record.start()
-        self._runtime.executions += 1
+        runtime = self._runtime
+        record = self._record
+        invocation = Invocation(
+            door=TYPED,
+            name=record.name,
+            tool=record.tool,
+            operation=record.operation,
+            context=runtime.context,
+            arguments=self._arguments,
+            record=record,
+        )
+        invocation.tools = runtime.tools
+        invocation.runtime = runtime
+        invocation.descriptor = runtime.descriptor
+        invocation.effect = runtime.effect_of(record.operation)
+        invocation.call = self._call
+        invocation.acall = self._acall
+        invocation.approval = approval
+        return invocation
 
-    def _fail(self, exc: BaseException) -> None:
-        status = "DENIED" if isinstance(exc, ToolDeniedError) else "ERROR"
-        self._record.end(status, type(exc).__name__)
+    def execute(self, *, approval: Approval | None = None) -> R:
+        """Run the operation through the governed chain and return its result.
 
-    def execute(self) -> R:
-        """Run the operation and record its outcome.
+        Args:
+            approval: a grant for an earlier `ApprovalRequired` with the same arguments.
 
         Raises:
             IntentAlreadyExecutedError: this object was executed before.
+            ToolDeniedError: a check refused the call (a `PermissionError`).
+            ApprovalRequired: the call needs a human approval (not a `ToolboxError`).
+            BusinessFailedError, UncertainEffectError: see `toolbox.Status`.
+            Exception: whatever the operation raised, when it failed.
         """
-        self._claim()
-        try:
-            result = self._call()
-        except BaseException as exc:
-            self._fail(exc)
-            raise
-        self._record.end("SUCCESS")
-        return result
+        invocation = self._invocation(approval)
+        result = self._runtime.pipeline.run(invocation)
+        if result.status is Status.SUCCESS:
+            return cast("R", result.content)
+        raise_for_result(result, invocation)
 
-    async def aexecute(self) -> R:
-        """Run the operation from async code and record its outcome.
+    async def aexecute(self, *, approval: Approval | None = None) -> R:
+        """Async twin of `execute`.
 
         Uses the tool's async implementation where it has one. A ``MEMORY_ONLY``
         tool runs inline; other sync-only tools run on a worker thread.
-
-        Raises:
-            IntentAlreadyExecutedError: this object was executed before.
         """
-        self._claim()
-        try:
-            if self._acall is not None:
-                result = await self._acall()
-            elif self._runtime.runs_inline:
-                result = self._call()
-            else:
-                result = await asyncio.to_thread(self._call)
-        except BaseException as exc:
-            self._fail(exc)
-            raise
-        self._record.end("SUCCESS")
-        return result
+        invocation = self._invocation(approval)
+        result = await self._runtime.pipeline.arun(invocation)
+        if result.status is Status.SUCCESS:
+            return cast("R", result.content)
+        raise_for_result(result, invocation)
 
     def __repr__(self) -> str:
         r = self._record
         return f"Ready({r.tool}.{r.operation} {r.intent_kind}={r.intent_text!r} status={r.status})"
+
+
+def raise_for_result(result: ToolResult, invocation: Invocation) -> NoReturn:
+    """Raise the typed door's exception for a result that is not SUCCESS."""
+    error = invocation.error
+    status = result.status
+    message = result.message or f"{result.name}: {status.value}"
+    if status is Status.APPROVAL_REQUIRED:
+        raise ApprovalRequired(result.approval)
+    if status is Status.DENIED:
+        if isinstance(error, ToolDeniedError):
+            raise error
+        raise ToolDeniedError(
+            message, tool=result.tool, reason_code=result.reason_code or "DENIED", rule=result.rule or ""
+        )
+    if status is Status.INVALID_ARGUMENTS:
+        if isinstance(error, InvalidArgumentsError):
+            raise error
+        raise InvalidArgumentsError(
+            message, error_code=result.error_code or "invalid", field_path=result.field_path or ""
+        )
+    if status is Status.BUSINESS_FAILED:
+        raise BusinessFailedError(message, error_code=result.error_code or "", content=result.content)
+    if status is Status.UNCERTAIN_EFFECT:
+        raise UncertainEffectError(message) from error
+    if error is not None:
+        raise error
+    raise ToolExecutionError(message)

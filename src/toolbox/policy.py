@@ -72,6 +72,7 @@ class ToolPolicy:
         "_deny_risks",
         "_deny_tools",
         "_file_names",
+        "_governance",
         "_source",
     )
 
@@ -84,6 +85,7 @@ class ToolPolicy:
         blocked_distributions: Iterable[str] = (),
         source: str | None = None,
         file_names: Mapping[str, str] | None = None,
+        governance: Mapping[str, Any] | None = None,
     ) -> None:
         self._default_risks = frozenset(RiskClass(r) for r in default_risks)
         allow_tools, allow_risks = _split(allow, "allow")
@@ -97,6 +99,8 @@ class ToolPolicy:
         self._source = source
         # Tool names read from a file, mapped to the key that named them.
         self._file_names: Mapping[str, str] = dict(file_names or {})
+        # Roles and guardrails read from a policy file, applied by toolbox.Governance.
+        self._governance: Mapping[str, Any] = dict(governance or {})
 
     # -- constructors -------------------------------------------------------
 
@@ -130,6 +134,7 @@ class ToolPolicy:
             "blocked_distributions": self._blocked,
             "source": self._source,
             "file_names": self._file_names,
+            "governance": self._governance,
         }
         fields.update(changes)
         return ToolPolicy(**fields)
@@ -157,6 +162,11 @@ class ToolPolicy:
     def blocked_distributions(self) -> frozenset[str]:
         """Normalised names of provider distributions that are never loaded."""
         return self._blocked
+
+    @property
+    def governance(self) -> Mapping[str, Any]:
+        """``roles`` and ``guardrails`` declared in the policy file (validated when read)."""
+        return self._governance
 
     @property
     def source(self) -> str | None:

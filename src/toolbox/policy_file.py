@@ -16,6 +16,17 @@ Schema (version 1)::
     [providers]
     block = ["some-distribution"]
 
+    [roles]                      # role -> tools or tool.operation patterns ("*" allowed)
+    analyst = ["calculator", "http.get"]
+
+    [guardrails]
+    mode = "ENFORCE"             # or "REPORT": DENY becomes WARN
+    [[guardrails.rules]]
+    id = "NO_DELETE"
+    tool = "fs"
+    operation = "delete"
+    action = "DENY"              # DENY, WARN or REQUIRE_APPROVAL
+
 Unknown keys, unknown risk classes and a name listed under both allow and
 deny are errors; tool names nobody provides are rejected by ``Tools.load``.
 """
@@ -24,12 +35,12 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from toolbox.descriptor import TOOL_NAME_PATTERN, RiskClass, describe_validation_error
-from toolbox.errors import PolicyFileError
+from toolbox.errors import ConfigurationError, PolicyFileError
 from toolbox.policy import ToolPolicy
 
 if sys.version_info >= (3, 11):
@@ -61,6 +72,8 @@ class _PolicyFile(BaseModel):
     allow: RuleTable = RuleTable()
     deny: RuleTable = RuleTable()
     providers: ProvidersTable = ProvidersTable()
+    roles: dict[str, list[Annotated[str, Field(min_length=1)]]] | None = None
+    guardrails: dict[str, Any] | None = None
 
 
 def _risks(values: object, where: str, source: str) -> None:
@@ -95,6 +108,7 @@ def policy_from_mapping(data: dict[str, object], *, source: str) -> ToolPolicy:
             f"{source}: {', '.join(sorted(both))} listed under both [allow] and [deny]; "
             "remove it from one of them"
         )
+    governance = _governance(parsed, source)
     file_names = {name: f"allow.tools[{i}]" for i, name in enumerate(parsed.allow.tools)}
     file_names.update({name: f"deny.tools[{i}]" for i, name in enumerate(parsed.deny.tools)})
     return ToolPolicy(
@@ -104,7 +118,27 @@ def policy_from_mapping(data: dict[str, object], *, source: str) -> ToolPolicy:
         blocked_distributions=parsed.providers.block,
         source=source,
         file_names=file_names,
+        governance=governance,
     )
+
+
+def _governance(parsed: _PolicyFile, source: str) -> dict[str, Any]:
+    # Validated now, so a bad action or mode fails at load time, not on a call.
+    from toolbox.pipeline.authorization import RolePolicy
+    from toolbox.pipeline.guardrails import guardrails_from_config
+
+    governance: dict[str, Any] = {}
+    try:
+        if parsed.roles is not None:
+            RolePolicy(parsed.roles)
+            governance["roles"] = parsed.roles
+        if parsed.guardrails is not None:
+            guardrails_from_config(parsed.guardrails, source=source)
+            governance["guardrails"] = parsed.guardrails
+    except ConfigurationError as exc:
+        message = str(exc)
+        raise PolicyFileError(message if message.startswith(source) else f"{source}: {message}") from None
+    return governance
 
 
 def _risk_enums(data: dict[str, object]) -> dict[str, object]:

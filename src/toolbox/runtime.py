@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, TypeVar, final
+from typing import TYPE_CHECKING, Any, TypeVar, final
 
 from toolbox.context import DenialRecord, ExecutionContext
 from toolbox.descriptor import Effect, RiskClass, ToolDescriptor
 from toolbox.errors import ToolDeniedError
 from toolbox.intent import ReadIntent, WriteIntent
+
+if TYPE_CHECKING:
+    from toolbox.pipeline.chain import Pipeline
+    from toolbox.tools import Tools
 
 __all__ = ["ToolRuntime"]
 
@@ -23,16 +27,31 @@ class ToolRuntime:
     through `read_intent` or `write_intent`.
     """
 
-    __slots__ = ("_effects", "context", "descriptor", "executions", "options", "runs_inline", "trace")
+    __slots__ = (
+        "_effects",
+        "context",
+        "descriptor",
+        "executions",
+        "options",
+        "pipeline",
+        "runs_inline",
+        "tools",
+        "trace",
+    )
 
     def __init__(
         self,
         descriptor: ToolDescriptor,
         context: ExecutionContext,
         options: Mapping[str, Any] | None = None,
+        *,
+        tools: Tools,
     ) -> None:
         self.descriptor = descriptor
         self.context = context
+        #: The `Tools` that built this tool; intents execute through its governed chain.
+        self.tools = tools
+        self.pipeline: Pipeline = tools.catalog.pipeline
         #: The context's trace, where intents, outcomes and denials are recorded.
         self.trace = context.trace
         #: Tool-specific settings passed to ``Tools.load(options={name: ...})``.
@@ -58,6 +77,7 @@ class ToolRuntime:
         *,
         target: str | None = None,
         acall: Callable[[], Awaitable[R]] | None = None,
+        arguments: Mapping[str, Any] | None = None,
     ) -> ReadIntent[R]:
         """The intent of a ``READ_ONLY`` operation.
 
@@ -66,6 +86,8 @@ class ToolRuntime:
             call: runs the operation synchronously.
             target: what the operation touches, already redacted (never a secret).
             acall: runs it asynchronously, where the tool is async-capable.
+            arguments: the call's arguments, for authorization, guardrails and approval
+                fingerprints (never recorded as they are).
 
         Raises:
             TypeError: the descriptor does not declare ``operation`` as ``READ_ONLY``.
@@ -76,7 +98,7 @@ class ToolRuntime:
                 f"provider bug: {self.descriptor.name}.{operation} is {effect.value}, "
                 "so it must return write_intent(), which accepts only audit_as()"
             )
-        return ReadIntent(self, operation, target, call, acall)
+        return ReadIntent(self, operation, target, call, acall, arguments or {})
 
     def write_intent(
         self,
@@ -85,8 +107,9 @@ class ToolRuntime:
         *,
         target: str | None = None,
         acall: Callable[[], Awaitable[R]] | None = None,
+        arguments: Mapping[str, Any] | None = None,
     ) -> WriteIntent[R]:
-        """The intent of an operation with side effects (anything but ``READ_ONLY``).
+        """The intent of an operation with side effects (anything but ``READ_ONLY``); see `read_intent`.
 
         Raises:
             TypeError: the descriptor declares ``operation`` as ``READ_ONLY``.
@@ -96,4 +119,4 @@ class ToolRuntime:
                 f"provider bug: {self.descriptor.name}.{operation} is READ_ONLY, "
                 "so it must return read_intent()"
             )
-        return WriteIntent(self, operation, target, call, acall)
+        return WriteIntent(self, operation, target, call, acall, arguments or {})

@@ -8,27 +8,25 @@ require a deployment acknowledgement.
 from __future__ import annotations
 
 import enum
-import os
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar, final, overload
 
+from toolbox.catalog import Catalog, CatalogEntry
 from toolbox.context import DenialRecord, ExecutionContext
 from toolbox.descriptor import Acknowledgement, RiskClass, ToolDescriptor
-from toolbox.discovery import BrokenProvider, RegisteredTool
-from toolbox.discovery import discover as discover_tools
+from toolbox.discovery import BrokenProvider
 from toolbox.errors import (
     AcknowledgementRequiredError,
     ToolPolicyDeniedError,
     ToolUnavailableError,
 )
+from toolbox.pipeline.governance import Governance
 from toolbox.policy import PolicyDecision, ReasonCode, ToolPolicy
 from toolbox.runtime import ToolRuntime
 
 __all__ = ["AcknowledgementState", "ToolDecision", "Tools"]
-
-POLICY_ENV = "TOOLBOX_POLICY"
 
 T = TypeVar("T")
 
@@ -92,17 +90,6 @@ def _acknowledgement_state(ack: Acknowledgement | None, env: Mapping[str, str]) 
     return AcknowledgementState.SATISFIED if current == ack.value else AcknowledgementState.MISMATCH
 
 
-@final
-class _Entry:
-    __slots__ = ("decision", "instance", "registered", "runtime")
-
-    def __init__(self, registered: RegisteredTool, decision: PolicyDecision) -> None:
-        self.registered = registered
-        self.decision = decision
-        self.instance: object | None = None
-        self.runtime: ToolRuntime | None = None
-
-
 def _ref_name(ref: object) -> str:
     return ref.__qualname__ if isinstance(ref, type) else str(ref)
 
@@ -111,59 +98,23 @@ def _ref_name(ref: object) -> str:
 class Tools:
     """The tools available to one `ExecutionContext`, filtered by a `ToolPolicy`.
 
-    Build it with `Tools.load`. Use `has`, `get` and `explain` with a tool type
-    (``HttpTool``) or a tool name (``"http"``).
+    Build it with `Tools.load` (or `Catalog.bind`). Use `has`, `get` and
+    `explain` with a tool type (``HttpTool``) or a tool name (``"http"``).
     """
 
-    __slots__ = (
-        "_blocked",
-        "_broken",
-        "_by_name",
-        "_context",
-        "_entries",
-        "_env",
-        "_lock",
-        "_options",
-        "_policy",
-        "_ready",
-    )
+    __slots__ = ("_catalog", "_context", "_instances", "_lock", "_ready", "_runtimes")
 
-    def __init__(
-        self,
-        context: ExecutionContext,
-        policy: ToolPolicy,
-        tools: Iterable[RegisteredTool],
-        *,
-        broken: Iterable[BrokenProvider] = (),
-        blocked: Iterable[str] = (),
-        env: Mapping[str, str] | None = None,
-        options: Mapping[str, Mapping[str, Any]] | None = None,
-    ) -> None:
+    def __init__(self, catalog: Catalog, context: ExecutionContext) -> None:
         if not isinstance(context, ExecutionContext):
             raise TypeError(
                 "context must be a toolbox.ExecutionContext built by the application "
                 f"after authentication, got {type(context).__name__}"
             )
+        self._catalog = catalog
         self._context = context
-        self._policy = policy
-        self._env: Mapping[str, str] = os.environ if env is None else env
-        self._broken = tuple(broken)
-        self._blocked = tuple(sorted(set(blocked)))
         self._lock = threading.Lock()
-        self._entries: dict[object, _Entry] = {}
-        self._by_name: dict[str, _Entry] = {}
-        for tool in tools:
-            entry = _Entry(tool, policy.decide(tool.descriptor, tool.provider.tool_type))
-            self._entries[tool.descriptor.name] = entry
-            self._entries[tool.provider.tool_type] = entry
-            self._by_name[tool.descriptor.name] = entry
-        self._options = dict(options or {})
-        for name in self._options:
-            if name not in self._by_name:
-                raise ValueError(
-                    f"options given for unknown tool {name!r}; installed tools: "
-                    f"{', '.join(sorted(self._by_name)) or 'none'}"
-                )
+        self._instances: dict[str, object] = {}
+        self._runtimes: dict[str, ToolRuntime] = {}
         # Allowed tools without an acknowledgement, once built: get() is one lookup.
         self._ready: dict[object, object] = {}
 
@@ -177,6 +128,7 @@ class Tools:
         discover: bool = True,
         env: Mapping[str, str] | None = None,
         options: Mapping[str, Mapping[str, Any]] | None = None,
+        governance: Governance | None = None,
     ) -> Tools:
         """Discover providers and decide, once, which tools ``context`` may use.
 
@@ -186,35 +138,39 @@ class Tools:
                 is read, else `ToolPolicy.standard` applies.
             providers: `ToolProvider` objects or plugin modules to register explicitly.
             discover: also load installed ``toolbox.providers`` entry points.
-            env: environment for acknowledgements and ``TOOLBOX_POLICY``
-                (defaults to ``os.environ``; inject a dict in tests).
+            env: environment for acknowledgements, ``TOOLBOX_POLICY`` and the kill
+                switch (defaults to ``os.environ``; inject a dict in tests).
             options: tool settings keyed by tool name, e.g. ``{"fs": {"roots": [...]}}``.
+            governance: how calls are governed (`toolbox.Governance`); safe defaults.
 
         Raises:
             ProviderConflictError: two providers claim one tool.
             PolicyFileError: the policy file is malformed or names an unknown tool.
+            ConfigurationError: the governance configuration is malformed.
             TypeError: ``context``, ``policy`` or a ``providers`` item has the wrong type.
             ValueError: ``options`` names a tool nobody provides.
         """
-        environ: Mapping[str, str] = os.environ if env is None else env
-        if policy is None:
-            path = environ.get(POLICY_ENV)
-            policy = ToolPolicy.from_file(path) if path else ToolPolicy.standard()
-        elif not isinstance(policy, ToolPolicy):
-            raise TypeError(f"policy must be a toolbox.ToolPolicy, got {type(policy).__name__}")
-        found = discover_tools(policy, providers, entry_points=discover)
-        policy.check_known_tools(t.descriptor.name for t in found.tools)
-        return cls(
-            context,
-            policy,
-            found.tools,
-            broken=found.broken,
-            blocked=found.blocked,
+        if not isinstance(context, ExecutionContext):
+            raise TypeError(
+                "context must be a toolbox.ExecutionContext built by the application "
+                f"after authentication, got {type(context).__name__}"
+            )
+        catalog = Catalog.load(
+            policy=policy,
+            providers=providers,
+            discover=discover,
             env=env,
             options=options,
+            governance=governance,
         )
+        return cls(catalog, context)
 
     # -- queries ----------------------------------------------------------
+
+    @property
+    def catalog(self) -> Catalog:
+        """The shared catalog these tools come from."""
+        return self._catalog
 
     @property
     def context(self) -> ExecutionContext:
@@ -224,50 +180,61 @@ class Tools:
     @property
     def policy(self) -> ToolPolicy:
         """The policy that decided."""
-        return self._policy
+        return self._catalog.policy
 
     @property
     def broken_providers(self) -> tuple[BrokenProvider, ...]:
         """Providers that failed to load, with their distribution and error."""
-        return self._broken
+        return self._catalog.broken_providers
 
     @property
     def blocked_distributions(self) -> tuple[str, ...]:
         """Installed provider distributions the policy refused to load."""
-        return self._blocked
+        return self._catalog.blocked_distributions
 
     def descriptors(self) -> list[ToolDescriptor]:
         """Descriptors of every registered tool, sorted by name (allowed or not)."""
-        return [self._by_name[n].registered.descriptor for n in sorted(self._by_name)]
+        return [self._entry(n).descriptor for n in self._catalog.names()]
+
+    def _entry(self, ref: object) -> CatalogEntry:
+        entry = self._catalog.entry(ref)
+        if entry is None:
+            raise KeyError(ref)
+        return entry
 
     def distribution_of(self, ref: type | str) -> str | None:
         """The distribution that provided ``ref``, or None."""
-        entry = self._entries.get(ref)
+        entry = self._catalog.entry(ref)
         return entry.registered.distribution if entry else None
 
     def has(self, ref: type | str) -> bool:
         """Whether a provider registered ``ref`` (a tool type or name). Says nothing of policy."""
-        return ref in self._entries
+        return self._catalog.entry(ref) is not None
 
     def executions(self, ref: type | str) -> int:
-        """How many operations of ``ref`` started executing through these tools."""
-        entry = self._entries.get(ref)
-        return entry.runtime.executions if entry and entry.runtime else 0
+        """How many operation attempts of ``ref`` were dispatched through these tools."""
+        entry = self._catalog.entry(ref)
+        runtime = self._runtimes.get(entry.descriptor.name) if entry else None
+        return runtime.executions if runtime else 0
+
+    def runtime_of(self, name: str) -> ToolRuntime:
+        """The runtime of the built tool ``name`` (after a successful `get`)."""
+        return self._runtimes[name]
 
     def explain(self, ref: type | str) -> ToolDecision:
         """The decision for ``ref``: allowed or not, reason code, rule, acknowledgement state."""
-        entry = self._entries.get(ref)
+        entry = self._catalog.entry(ref)
         if entry is None:
             return ToolDecision(
                 tool=_ref_name(ref),
                 allowed=False,
                 reason_code=ReasonCode.TOOL_UNAVAILABLE.value,
                 rule="registry",
-                detail=self._unavailable_detail(ref),
+                detail=self._unavailable_detail(),
             )
-        desc = entry.registered.descriptor
+        desc = entry.descriptor
         ack = desc.acknowledgement
-        state = _acknowledgement_state(ack, self._env)
+        state = _acknowledgement_state(ack, self._catalog.env)
         base: dict[str, Any] = {
             "tool": desc.name,
             "risk": desc.risk,
@@ -282,7 +249,7 @@ class Tools:
                 allowed=False,
                 reason_code=decision.reason_code.value,
                 rule=decision.rule,
-                detail=self._policy_detail(desc, decision),
+                detail=_policy_detail(desc, decision),
                 **base,
             )
         if ack is not None and state is not AcknowledgementState.SATISFIED:
@@ -294,16 +261,12 @@ class Tools:
                 **base,
             )
         return ToolDecision(
-            allowed=True,
-            reason_code=ReasonCode.ALLOWED.value,
-            rule=decision.rule,
-            detail="ready to use",
-            **base,
+            allowed=True, reason_code=ReasonCode.ALLOWED.value, rule=decision.rule, detail="ready to use", **base
         )
 
     def decisions(self) -> list[ToolDecision]:
         """`explain` for every registered tool, sorted by name."""
-        return [self.explain(name) for name in sorted(self._by_name)]
+        return [self.explain(name) for name in self._catalog.names()]
 
     # -- get ----------------------------------------------------------------
 
@@ -329,85 +292,86 @@ class Tools:
     def _deny(self, tool: str, reason_code: str, rule: str) -> None:
         self._context.trace.append(DenialRecord(tool, reason_code, rule))
 
+    def check_acknowledgement(self, ref: object) -> None:
+        """Raise `AcknowledgementRequiredError` unless ``ref``'s acknowledgement holds now."""
+        desc = self._entry(ref).descriptor
+        ack = desc.acknowledgement
+        if ack is None:
+            return
+        state = _acknowledgement_state(ack, self._catalog.env)
+        if state is not AcknowledgementState.SATISFIED:
+            rule = f"acknowledgement:{ack.env}"
+            self._deny(desc.name, ReasonCode.NOT_ACKNOWLEDGED.value, rule)
+            raise AcknowledgementRequiredError(
+                f"tool {desc.name!r} requires a deployment acknowledgement: "
+                + _ack_detail(desc.name, ack, state),
+                tool=desc.name,
+                rule=rule,
+                env=ack.env,
+                value=ack.value,
+            )
+
     def _get_slow(self, ref: object) -> object:
-        entry = self._entries.get(ref)
+        entry = self._catalog.entry(ref)
         if entry is None:
             name = _ref_name(ref)
             self._deny(name, ReasonCode.TOOL_UNAVAILABLE.value, "registry")
-            raise ToolUnavailableError(
-                f"tool {name!r} is not available: {self._unavailable_detail(ref)}", tool=name
-            )
-        desc = entry.registered.descriptor
+            raise ToolUnavailableError(f"tool {name!r} is not available: {self._unavailable_detail()}", tool=name)
+        desc = entry.descriptor
         decision = entry.decision
         if not decision.allowed:
             self._deny(desc.name, decision.reason_code.value, decision.rule)
             raise ToolPolicyDeniedError(
                 f"tool {desc.name!r} ({desc.risk.value}) is denied by the policy "
-                f"(rule {decision.rule}). {self._policy_detail(desc, decision)}",
+                f"(rule {decision.rule}). {_policy_detail(desc, decision)}",
                 tool=desc.name,
                 reason_code=decision.reason_code.value,
                 rule=decision.rule,
             )
-        ack = desc.acknowledgement
-        if ack is not None:
-            state = _acknowledgement_state(ack, self._env)
-            if state is not AcknowledgementState.SATISFIED:
-                rule = f"acknowledgement:{ack.env}"
-                self._deny(desc.name, ReasonCode.NOT_ACKNOWLEDGED.value, rule)
-                raise AcknowledgementRequiredError(
-                    f"tool {desc.name!r} requires a deployment acknowledgement: "
-                    + _ack_detail(desc.name, ack, state),
-                    tool=desc.name,
-                    rule=rule,
-                    env=ack.env,
-                    value=ack.value,
-                )
-        return self._instance(entry, cache=ack is None)
+        self.check_acknowledgement(desc.name)
+        return self._instance(entry, cache=desc.acknowledgement is None)
 
-    def _instance(self, entry: _Entry, *, cache: bool) -> object:
+    def _instance(self, entry: CatalogEntry, *, cache: bool) -> object:
+        registered = entry.registered
+        name = registered.descriptor.name
         with self._lock:
-            if entry.instance is None:
-                registered = entry.registered
-                name = registered.descriptor.name
-                runtime = ToolRuntime(registered.descriptor, self._context, self._options.get(name))
-                entry.instance = registered.provider.create(runtime)
-                entry.runtime = runtime
+            instance = self._instances.get(name)
+            if instance is None:
+                runtime = ToolRuntime(
+                    registered.descriptor, self._context, self._catalog.options_for(name), tools=self
+                )
+                instance = registered.provider.create(runtime)
+                self._instances[name] = instance
+                self._runtimes[name] = runtime
                 if cache:
-                    self._ready[name] = entry.instance
-                    self._ready[registered.provider.tool_type] = entry.instance
-            return entry.instance
+                    self._ready[name] = instance
+                    self._ready[registered.provider.tool_type] = instance
+            return instance
 
     # -- messages -----------------------------------------------------------
 
-    def _unavailable_detail(self, ref: object) -> str:
+    def _unavailable_detail(self) -> str:
         detail = (
             "no installed provider registered it; install the provider package "
             "or pass it to Tools.load(providers=[...])"
         )
-        if self._broken:
-            names = ", ".join(f"{b.distribution} ({b.error})" for b in self._broken)
+        broken = self._catalog.broken_providers
+        if broken:
+            names = ", ".join(f"{b.distribution} ({b.error})" for b in broken)
             detail += f". Broken providers that may have provided it: {names}"
-        if self._blocked:
-            detail += f". Distributions blocked by the policy: {', '.join(self._blocked)}"
+        blocked = self._catalog.blocked_distributions
+        if blocked:
+            detail += f". Distributions blocked by the policy: {', '.join(blocked)}"
         return detail
-
-    def _policy_detail(self, desc: ToolDescriptor, decision: PolicyDecision) -> str:
-        if decision.rule.startswith("deny:"):
-            return f"It is explicitly denied; remove {decision.rule!r} from the policy to use it."
-        return (
-            f"{desc.risk.value} tools need an explicit allow: "
-            f"policy.allow({desc.name!r}) in code, or add {desc.name!r} to [allow].tools "
-            "in the policy file."
-        )
 
     # -- lifecycle ----------------------------------------------------------
 
     def close(self) -> None:
         """Close every built tool that has a ``close()`` method."""
         with self._lock:
-            entries = [e for e in self._by_name.values() if e.instance is not None]
-        for entry in entries:
-            close = getattr(entry.instance, "close", None)
+            instances = list(self._instances.values())
+        for instance in instances:
+            close = getattr(instance, "close", None)
             if callable(close):
                 close()
 
@@ -418,7 +382,17 @@ class Tools:
         self.close()
 
     def __repr__(self) -> str:
-        return f"Tools({sorted(self._by_name)}, policy={self._policy!r})"
+        return f"Tools({self._catalog.names()}, policy={self._catalog.policy!r})"
+
+
+def _policy_detail(desc: ToolDescriptor, decision: PolicyDecision) -> str:
+    if decision.rule.startswith("deny:"):
+        return f"It is explicitly denied; remove {decision.rule!r} from the policy to use it."
+    return (
+        f"{desc.risk.value} tools need an explicit allow: "
+        f"policy.allow({desc.name!r}) in code, or add {desc.name!r} to [allow].tools "
+        "in the policy file."
+    )
 
 
 def _ack_detail(name: str, ack: Acknowledgement, state: AcknowledgementState) -> str:

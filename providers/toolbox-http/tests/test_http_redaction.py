@@ -103,15 +103,17 @@ def test_errors_hold_no_secret(respx_mock, http_tools, side_effect, error):
     [(httpx.ConnectTimeout, ToolTimeoutError), (httpx.ConnectError, ToolConnectionError)],
 )
 def test_error_mapping_and_record(respx_mock, http_tools, side_effect, error):
-    """httpx errors map to toolbox errors and the record ends ERROR with the error type."""
-    respx_mock.get(url__startswith="https://api.example.com/").mock(side_effect=side_effect)
+    """httpx errors map to toolbox errors; a GET is retried, then the record ends ERROR."""
+    route = respx_mock.get(url__startswith="https://api.example.com/").mock(side_effect=side_effect)
     tools = http_tools()
     ready = tools.get(HttpTool).get(SECRET_URL).purpose("Fetch")
     with pytest.raises(error, match=side_effect.__name__):
         ready.execute()
     assert ready.record.status == "ERROR"
     assert ready.record.error_type == error.__name__
-    assert tools.executions(HttpTool) == 1
+    # GET is READ_ONLY: the governed chain retries transient failures (3 attempts by default).
+    assert tools.executions(HttpTool) == 3
+    assert route.call_count == 3
 
 
 @pytest.mark.parametrize(

@@ -65,6 +65,9 @@ def _cause_detail(exc: BaseException) -> str | None:
     return None
 
 
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.LocalProtocolError)
+
+
 def map_httpx_error(exc: Exception, *, method: str, target: str) -> ToolExecutionError:
     """The toolbox error for httpx exception ``exc`` raised by ``method target``.
 
@@ -73,10 +76,12 @@ def map_httpx_error(exc: Exception, *, method: str, target: str) -> ToolExecutio
     """
     detail = _cause_detail(exc)
     message = f"{method} {target} failed: {type(exc).__name__}" + (f" ({detail})" if detail else "")
+    # These fail before a byte of the request is sent: not even an UNSAFE call took effect.
+    sent = False if isinstance(exc, _NOT_SENT) else None
     if isinstance(exc, httpx.TimeoutException):
-        return ToolTimeoutError(message)
+        return ToolTimeoutError(message, request_sent=sent)
     if isinstance(exc, httpx.TransportError):
-        return ToolConnectionError(message)
+        return ToolConnectionError(message, request_sent=sent)
     return ToolExecutionError(message)
 
 

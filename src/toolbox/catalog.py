@@ -1,0 +1,239 @@
+"""`Catalog`: discovered tools, their policy decisions and the governed chain.
+
+A catalog is context-free and shared: one per process (or per policy). Bind
+it to a trusted `ExecutionContext` to get `Tools` for the typed door, or hand
+it to a `Gateway` for the by-name door.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, final
+
+from toolbox.context import ExecutionContext
+from toolbox.descriptor import ToolDescriptor
+from toolbox.discovery import BrokenProvider, RegisteredTool
+from toolbox.discovery import discover as discover_tools
+from toolbox.errors import InvalidArgumentsError
+from toolbox.pipeline.arguments import OperationSchema, operation_schema
+from toolbox.pipeline.chain import Pipeline
+from toolbox.pipeline.governance import Governance
+from toolbox.policy import PolicyDecision, ToolPolicy
+
+if TYPE_CHECKING:
+    from toolbox.tools import Tools
+
+__all__ = ["Catalog", "CatalogEntry"]
+
+POLICY_ENV = "TOOLBOX_POLICY"
+
+
+@final
+class CatalogEntry:
+    """One registered tool and the policy's decision about it (computed once)."""
+
+    __slots__ = ("decision", "registered")
+
+    def __init__(self, registered: RegisteredTool, decision: PolicyDecision) -> None:
+        self.registered = registered
+        self.decision = decision
+
+    @property
+    def descriptor(self) -> ToolDescriptor:
+        """The tool's descriptor."""
+        return self.registered.descriptor
+
+
+@final
+class Catalog:
+    """Everything decided at load time, shared by every context."""
+
+    __slots__ = (
+        "_blocked",
+        "_broken",
+        "_by_name",
+        "_entries",
+        "_env",
+        "_lock",
+        "_options",
+        "_pipeline",
+        "_policy",
+        "_schemas",
+    )
+
+    def __init__(
+        self,
+        policy: ToolPolicy,
+        tools: Iterable[RegisteredTool],
+        *,
+        broken: Iterable[BrokenProvider] = (),
+        blocked: Iterable[str] = (),
+        env: Mapping[str, str] | None = None,
+        options: Mapping[str, Mapping[str, Any]] | None = None,
+        governance: Governance | None = None,
+    ) -> None:
+        self._policy = policy
+        self._env: Mapping[str, str] = os.environ if env is None else env
+        self._broken = tuple(broken)
+        self._blocked = tuple(sorted(set(blocked)))
+        self._entries: dict[object, CatalogEntry] = {}
+        self._by_name: dict[str, CatalogEntry] = {}
+        for tool in tools:
+            entry = CatalogEntry(tool, policy.decide(tool.descriptor, tool.provider.tool_type))
+            self._entries[tool.descriptor.name] = entry
+            self._entries[tool.provider.tool_type] = entry
+            self._by_name[tool.descriptor.name] = entry
+        self._options = dict(options or {})
+        for name in self._options:
+            if name not in self._by_name:
+                raise ValueError(
+                    f"options given for unknown tool {name!r}; installed tools: "
+                    f"{', '.join(sorted(self._by_name)) or 'none'}"
+                )
+        chosen = governance if governance is not None else Governance()
+        if not isinstance(chosen, Governance):
+            raise TypeError(f"governance must be a toolbox.Governance, got {type(chosen).__name__}")
+        self._pipeline = chosen.with_policy(policy).build(env=self._env)
+        self._schemas: dict[tuple[str, str], OperationSchema] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def load(
+        cls,
+        *,
+        policy: ToolPolicy | None = None,
+        providers: Iterable[object] = (),
+        discover: bool = True,
+        env: Mapping[str, str] | None = None,
+        options: Mapping[str, Mapping[str, Any]] | None = None,
+        governance: Governance | None = None,
+    ) -> Catalog:
+        """Discover providers and decide, once, which tools may be used.
+
+        See `toolbox.Tools.load` for the arguments.
+        """
+        environ: Mapping[str, str] = os.environ if env is None else env
+        if policy is None:
+            path = environ.get(POLICY_ENV)
+            policy = ToolPolicy.from_file(path) if path else ToolPolicy.standard()
+        elif not isinstance(policy, ToolPolicy):
+            raise TypeError(f"policy must be a toolbox.ToolPolicy, got {type(policy).__name__}")
+        found = discover_tools(policy, providers, entry_points=discover)
+        policy.check_known_tools(t.descriptor.name for t in found.tools)
+        return cls(
+            policy,
+            found.tools,
+            broken=found.broken,
+            blocked=found.blocked,
+            env=env,
+            options=options,
+            governance=governance,
+        )
+
+    def bind(self, context: ExecutionContext) -> Tools:
+        """The tools ``context`` may use (the typed front door)."""
+        from toolbox.tools import Tools
+
+        return Tools(self, context)
+
+    # -- queries --------------------------------------------------------------
+
+    @property
+    def policy(self) -> ToolPolicy:
+        """The policy that decided."""
+        return self._policy
+
+    @property
+    def env(self) -> Mapping[str, str]:
+        """The environment acknowledgements are read from."""
+        return self._env
+
+    @property
+    def pipeline(self) -> Pipeline:
+        """The governed chain every call runs through."""
+        return self._pipeline
+
+    @property
+    def broken_providers(self) -> tuple[BrokenProvider, ...]:
+        """Providers that failed to load, with their distribution and error."""
+        return self._broken
+
+    @property
+    def blocked_distributions(self) -> tuple[str, ...]:
+        """Installed provider distributions the policy refused to load."""
+        return self._blocked
+
+    def entry(self, ref: object) -> CatalogEntry | None:
+        """The entry of ``ref`` (a tool type or name), or None."""
+        return self._entries.get(ref)
+
+    def names(self) -> list[str]:
+        """Names of every registered tool, sorted."""
+        return sorted(self._by_name)
+
+    def options_for(self, name: str) -> Mapping[str, Any] | None:
+        """The options given for tool ``name``."""
+        return self._options.get(name)
+
+    def resolve_name(self, name: str) -> tuple[str, str, str | None]:
+        """Split a by-name call ``tool.operation[:version]`` into its parts.
+
+        Tool names may contain dots, so the longest registered tool name wins.
+        A tool with one operation may be called by its tool name alone.
+
+        Raises:
+            InvalidArgumentsError: malformed or unknown name (``error_code`` says which).
+        """
+        if not isinstance(name, str) or not name or len(name) > 200:
+            raise InvalidArgumentsError("the tool name must be a non-empty string", error_code="bad_name",
+                                        field_path="")
+        base, _, version = name.partition(":")
+        candidates = [t for t in self._by_name if base == t or base.startswith(t + ".")]
+        if not candidates:
+            raise InvalidArgumentsError(f"no tool is registered as {base!r}", error_code="unknown_tool",
+                                        field_path="")
+        tool = max(candidates, key=len)
+        operations = self._by_name[tool].descriptor.operations
+        if base == tool:
+            if len(operations) != 1:
+                raise InvalidArgumentsError(
+                    f"{tool!r} has several operations; call one of "
+                    f"{', '.join(f'{tool}.{op.name}' for op in operations)}",
+                    error_code="unknown_operation", field_path="",
+                )
+            operation = operations[0].name
+        else:
+            operation = base[len(tool) + 1 :]
+            if operation not in {op.name for op in operations}:
+                raise InvalidArgumentsError(f"{tool!r} has no operation {operation!r}",
+                                            error_code="unknown_operation", field_path="")
+        return tool, operation, version or None
+
+    def schema(self, tool: str, operation: str) -> OperationSchema:
+        """The argument schema of ``tool.operation``, derived once from its method."""
+        key = (tool, operation)
+        schema = self._schemas.get(key)
+        if schema is not None:
+            return schema
+        entry = self._by_name[tool]
+        descriptor = entry.descriptor
+        method = getattr(entry.registered.provider.tool_type, operation)
+        op = next(o for o in descriptor.operations if o.name == operation)
+        built = operation_schema(tool, operation, method, op.effect, op.summary or descriptor.summary)
+        with self._lock:
+            return self._schemas.setdefault(key, built)
+
+    def definitions(self) -> list[dict[str, Any]]:
+        """LLM function definitions (name, description, JSON Schema) of every allowed operation.
+
+        Tools whose acknowledgement is missing are included: whether a call may
+        run is decided per call.
+        """
+        found = []
+        for name in sorted(self._by_name):
+            entry = self._by_name[name]
+            if entry.decision.allowed:
+                found.extend(self.schema(name, op.name).definition() for op in entry.descriptor.operations)
+        return found

@@ -1,0 +1,1 @@
+"""The governed pipeline: one chain of small interceptors shared by both front doors."""

@@ -1,0 +1,206 @@
+"""Human approval bound to the exact call.
+
+A call that needs approval returns APPROVAL_REQUIRED with an `ApprovalRequest`
+whose fingerprint covers tool, operation, canonical arguments, tenant and
+principal. It resumes only with an `Approval` that the application's
+`Approver` verifies, for the same fingerprint, before it expires, once.
+Approval never replaces authorization, which still runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, final
+
+from toolbox.pipeline.invocation import Invocation
+from toolbox.pipeline.result import Status, ToolResult
+from toolbox.redact import MASK, is_secret_name
+
+__all__ = ["Approval", "ApprovalCheck", "ApprovalRequest", "Approver", "HmacApprover", "fingerprint"]
+
+_MAX_SHOWN = 200
+
+
+def _canonical(value: object) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=repr, ensure_ascii=False)
+
+
+def fingerprint(invocation: Invocation) -> str:
+    """SHA-256 over tool, operation, canonical arguments, tenant and principal."""
+    ctx = invocation.context
+    material = _canonical(
+        [invocation.tool, invocation.operation, dict(invocation.arguments), ctx.tenant, ctx.principal]
+    )
+    return hashlib.sha256(material.encode("utf-8")).hexdigest()
+
+
+def _redact(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    shown: dict[str, Any] = {}
+    for key, value in arguments.items():
+        if is_secret_name(key):
+            shown[key] = MASK
+        else:
+            text = value if isinstance(value, (int, float, bool)) or value is None else _canonical(value)
+            if isinstance(text, str) and len(text) > _MAX_SHOWN:
+                text = text[:_MAX_SHOWN] + "..."
+            shown[key] = text
+    return shown
+
+
+@final
+@dataclass(frozen=True)
+class ApprovalRequest:
+    """What a human is asked to approve. Arguments are redacted for display."""
+
+    id: str
+    tool: str
+    operation: str
+    arguments: Mapping[str, Any]
+    fingerprint: str
+    rules: tuple[str, ...]
+    tenant: str
+    principal: str
+    created_at: float = field(default_factory=time.time)
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready mapping."""
+        return {
+            "id": self.id,
+            "tool": self.tool,
+            "operation": self.operation,
+            "arguments": dict(self.arguments),
+            "fingerprint": self.fingerprint,
+            "rules": list(self.rules),
+            "tenant": self.tenant,
+            "principal": self.principal,
+        }
+
+
+@final
+@dataclass(frozen=True)
+class Approval:
+    """A grant for one `ApprovalRequest`, issued by the application's approver."""
+
+    request_id: str
+    fingerprint: str
+    approved_by: str
+    expires_at: float
+    signature: str = ""
+
+
+class Approver(Protocol):
+    """Verifies that a grant is authentic (issued by you, not echoed by a client)."""
+
+    def verify(self, approval: Approval) -> bool:
+        """True when ``approval`` was really granted."""
+
+
+@final
+class HmacApprover:
+    """Issues and verifies HMAC-signed grants with a secret only the application holds."""
+
+    __slots__ = ("_secret",)
+
+    def __init__(self, secret: bytes) -> None:
+        if not isinstance(secret, bytes) or len(secret) < 16:
+            raise ValueError("the approval secret must be at least 16 random bytes")
+        self._secret = secret
+
+    def _sign(self, request_id: str, fp: str, approved_by: str, expires_at: float) -> str:
+        message = _canonical([request_id, fp, approved_by, repr(expires_at)]).encode("utf-8")
+        return hmac.new(self._secret, message, hashlib.sha256).hexdigest()
+
+    def grant(self, request: ApprovalRequest, *, approved_by: str, ttl_seconds: float = 900.0) -> Approval:
+        """Approve ``request`` on behalf of ``approved_by`` for ``ttl_seconds``."""
+        expires_at = time.time() + ttl_seconds
+        signature = self._sign(request.id, request.fingerprint, approved_by, expires_at)
+        return Approval(request.id, request.fingerprint, approved_by, expires_at, signature)
+
+    def verify(self, approval: Approval) -> bool:
+        """True when the signature is ours."""
+        expected = self._sign(
+            approval.request_id, approval.fingerprint, approval.approved_by, approval.expires_at
+        )
+        return hmac.compare_digest(expected, approval.signature)
+
+
+@final
+class ApprovalCheck:
+    """Asks for approval where a guardrail or the descriptor requires it; verifies grants."""
+
+    name = "approval"
+    per_attempt = False
+    __slots__ = ("_approver", "_lock", "_remember", "_used")
+
+    def __init__(self, approver: Approver | None, *, remember: int = 10_000) -> None:
+        self._approver = approver
+        # Grants are single-use: a replay of a used grant is refused.
+        self._used: OrderedDict[str, None] = OrderedDict()
+        self._lock = threading.Lock()
+        self._remember = remember
+
+    def _required_by(self, invocation: Invocation) -> tuple[str, ...]:
+        rules = list(invocation.approval_rules)
+        descriptor = invocation.descriptor
+        if descriptor is not None:
+            for op in descriptor.operations:
+                if op.name == invocation.operation and op.requires_approval:
+                    rules.append("descriptor")
+        return tuple(rules)
+
+    def __call__(self, invocation: Invocation) -> ToolResult | None:
+        rules = self._required_by(invocation)
+        if not rules:
+            return None
+        fp = fingerprint(invocation)
+        grant = invocation.approval
+        if grant is None:
+            ctx = invocation.context
+            request = ApprovalRequest(
+                id=uuid.uuid4().hex,
+                tool=invocation.tool,
+                operation=invocation.operation,
+                arguments=_redact(invocation.arguments),
+                fingerprint=fp,
+                rules=rules,
+                tenant=ctx.tenant,
+                principal=ctx.principal,
+            )
+            return invocation.result(
+                Status.APPROVAL_REQUIRED,
+                reason_code="APPROVAL_REQUIRED",
+                rule=f"approval:{','.join(rules)}",
+                message="this call needs a human approval for exactly these arguments",
+                approval=request,
+            )
+        problem = self._problem(grant, fp)
+        if problem is not None:
+            return invocation.denied("APPROVAL_INVALID", "approval", problem)
+        return None
+
+    def _problem(self, grant: Approval, fp: str) -> str | None:
+        if not isinstance(grant, Approval):
+            return "the approval is not a toolbox Approval"
+        if self._approver is None:
+            return "no approver is configured to verify approvals"
+        if not self._approver.verify(grant):
+            return "the approval was not granted by the configured approver"
+        if not hmac.compare_digest(grant.fingerprint, fp):
+            return "the approval was granted for other arguments, another tool or another principal"
+        if grant.expires_at <= time.time():
+            return "the approval has expired"
+        with self._lock:
+            if grant.request_id in self._used:
+                return "the approval was already used"
+            self._used[grant.request_id] = None
+            if len(self._used) > self._remember:
+                self._used.popitem(last=False)
+        return None

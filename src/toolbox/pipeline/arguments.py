@@ -1,0 +1,259 @@
+"""By-name arguments: size guards, schemas derived from signatures, validation.
+
+A model emits JSON; before anything runs it must be an object of bounded size,
+depth and collection length, and match the operation's schema exactly
+(required fields, types, enums, bounds, no additional properties).
+"""
+
+from __future__ import annotations
+
+import inspect
+import threading
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, final
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from toolbox.descriptor import Effect
+from toolbox.errors import ConfigurationError, InvalidArgumentsError, ToolboxError, ToolDeniedError
+from toolbox.intent import validate_intent_text
+from toolbox.pipeline.invocation import BY_NAME, Invocation
+from toolbox.pipeline.result import Status, ToolResult
+
+__all__ = [
+    "ArgumentLimits",
+    "ArgumentValidation",
+    "OperationSchema",
+    "check_limits",
+    "operation_schema",
+    "validate_arguments",
+]
+
+_FORBID = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+
+@final
+@dataclass(frozen=True)
+class ArgumentLimits:
+    """Guards applied to by-name arguments before schema validation."""
+
+    max_bytes: int = 64 * 1024
+    """Approximate serialized size of all arguments."""
+    max_depth: int = 64
+    """Nesting depth of objects and arrays."""
+    max_items: int = 1000
+    """Items in any one object or array."""
+
+    def __post_init__(self) -> None:
+        for field in ("max_bytes", "max_depth", "max_items"):
+            value = getattr(self, field)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigurationError(f"ArgumentLimits.{field} must be a positive integer, got {value!r}")
+
+
+def check_limits(arguments: object, limits: ArgumentLimits) -> None:
+    """Raise `InvalidArgumentsError` unless ``arguments`` is a JSON object within ``limits``.
+
+    Walks the value once, iteratively (a deep value cannot exhaust the stack).
+    """
+    if not isinstance(arguments, Mapping):
+        raise InvalidArgumentsError(
+            f"arguments must be a JSON object, got {type(arguments).__name__}",
+            error_code="not_an_object",
+            field_path="",
+        )
+    size = 2
+    stack: list[tuple[object, str, int]] = [(arguments, "", 1)]
+    while stack:
+        value, path, depth = stack.pop()
+        if isinstance(value, (Mapping, list, tuple)):
+            if depth > limits.max_depth:
+                raise InvalidArgumentsError(
+                    f"arguments nest deeper than {limits.max_depth} levels",
+                    error_code="too_deep",
+                    field_path=path,
+                )
+            if len(value) > limits.max_items:
+                raise InvalidArgumentsError(
+                    f"a collection holds {len(value)} items, more than {limits.max_items}",
+                    error_code="too_many_items",
+                    field_path=path,
+                )
+            items = value.items() if isinstance(value, Mapping) else enumerate(value)
+            for key, child in items:
+                size += len(str(key)) + 4
+                stack.append((child, f"{path}.{key}" if path else str(key), depth + 1))
+        elif isinstance(value, (str, bytes)):
+            size += len(value) + 2
+        else:
+            size += 8
+        if size > limits.max_bytes:
+            raise InvalidArgumentsError(
+                f"arguments are larger than {limits.max_bytes} bytes",
+                error_code="too_large",
+                field_path=path,
+            )
+
+
+@final
+class OperationSchema:
+    """The argument model and JSON Schema of one operation, derived from its signature."""
+
+    __slots__ = ("_json_schema", "_lock", "intent_field", "method", "model", "name", "summary")
+
+    def __init__(
+        self, name: str, method: str, model: type[BaseModel], intent_field: str, summary: str
+    ) -> None:
+        #: The by-name form, e.g. ``http.get``.
+        self.name = name
+        self.method = method
+        self.model = model
+        self.intent_field = intent_field
+        self.summary = summary
+        self._json_schema: dict[str, Any] | None = None
+        self._lock = threading.Lock()
+
+    def json_schema(self) -> dict[str, Any]:
+        """The JSON Schema of the arguments (intent field included); local ``$ref`` only."""
+        with self._lock:
+            if self._json_schema is None:
+                schema = self.model.model_json_schema()
+                check_local_refs(schema)
+                self._json_schema = schema
+            return self._json_schema
+
+    def definition(self) -> dict[str, Any]:
+        """An LLM function definition: name, description, parameters."""
+        return {"name": self.name, "description": self.summary, "parameters": self.json_schema()}
+
+
+def check_local_refs(schema: object, path: str = "") -> None:
+    """Reject any ``$ref`` that is not local (``#/...``): remote schemas are never fetched."""
+    if isinstance(schema, Mapping):
+        ref = schema.get("$ref")
+        if ref is not None and (not isinstance(ref, str) or not ref.startswith("#")):
+            raise ConfigurationError(f"schema {path or '(root)'}: only local $ref is allowed, got {ref!r}")
+        for key, value in schema.items():
+            check_local_refs(value, f"{path}.{key}" if path else str(key))
+    elif isinstance(schema, list):
+        for index, value in enumerate(schema):
+            check_local_refs(value, f"{path}.{index}")
+
+
+def _hints(function: Callable[..., Any]) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(function, include_extras=True)
+    except Exception:  # noqa: BLE001 - unresolvable annotations fall back to Any below
+        return {}
+
+
+def operation_schema(
+    tool: str, operation: str, function: Callable[..., Any], effect: Effect, summary: str = ""
+) -> OperationSchema:
+    """Derive the argument model of ``function`` (a tool method or a plain function).
+
+    Every parameter becomes a field (annotation and default kept; unannotated
+    means any JSON value). The intent field is ``purpose`` for ``READ_ONLY``
+    operations and ``audit_as`` for all others.
+
+    Raises:
+        ConfigurationError: the signature has ``*args``/``**kwargs`` or a name clashing
+            with the intent field.
+    """
+    target = inspect.unwrap(function)
+    signature = inspect.signature(target)
+    hints = _hints(target)
+    intent_field = "purpose" if effect is Effect.READ_ONLY else "audit_as"
+    fields: dict[str, Any] = {}
+    parameters = list(signature.parameters.values())
+    if target is function and parameters and parameters[0].name == "self":
+        parameters = parameters[1:]
+    for parameter in parameters:
+        if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            raise ConfigurationError(
+                f"{tool}.{operation}: *args and **kwargs cannot be described as a schema"
+            )
+        if parameter.name in ("purpose", "audit_as"):
+            raise ConfigurationError(
+                f"{tool}.{operation}: parameter {parameter.name!r} clashes with the intent"
+            )
+        annotation = hints.get(parameter.name, Any)
+        default = ... if parameter.default is inspect.Parameter.empty else parameter.default
+        fields[parameter.name] = (annotation, default)
+    description = f"Why this call is made; recorded in the audit trail ({intent_field})."
+    fields[intent_field] = (str, Field(..., min_length=1, max_length=1000, description=description))
+    model_name = "".join(part.capitalize() for part in f"{tool}_{operation}".replace(".", "_").split("_"))
+    model = create_model(f"{model_name}Arguments", __config__=_FORBID, **fields)
+    return OperationSchema(f"{tool}.{operation}", operation, model, intent_field, summary)
+
+
+def validate_arguments(schema: OperationSchema, arguments: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+    """Validate ``arguments`` against ``schema``: the call's keyword arguments and intent text.
+
+    Raises:
+        InvalidArgumentsError: with the first error's code and field path.
+    """
+    try:
+        parsed = schema.model.model_validate(arguments)
+    except ValidationError as exc:
+        first = exc.errors(include_input=False, include_url=False)[0]
+        path = ".".join(str(p) for p in first["loc"])
+        raise InvalidArgumentsError(
+            f"argument {path or '(root)'}: {first['msg']}", error_code=first["type"], field_path=path
+        ) from None
+    values = {name: getattr(parsed, name) for name in type(parsed).model_fields}
+    text = values.pop(schema.intent_field)
+    try:
+        validate_intent_text(text)
+    except ValueError as exc:
+        raise InvalidArgumentsError(
+            str(exc), error_code="invalid_intent", field_path=schema.intent_field
+        ) from None
+    return values, text
+
+
+@final
+class ArgumentValidation:
+    """By-name door: guards, schema validation, then the tool's own argument checks.
+
+    The typed door's arguments were checked by the operation method when the
+    intent was built, so this step has nothing to do there.
+    """
+
+    name = "validation"
+    per_attempt = False
+    __slots__ = ("_limits",)
+
+    def __init__(self, limits: ArgumentLimits) -> None:
+        self._limits = limits
+
+    def __call__(self, invocation: Invocation) -> ToolResult | None:
+        if invocation.door != BY_NAME:
+            return None
+        check_limits(invocation.arguments, self._limits)
+        tools = invocation.tools
+        if tools is None:  # pragma: no cover - the by-name door always attaches tools
+            raise RuntimeError("invocation has no tools attached")
+        schema = tools.catalog.schema(invocation.tool, invocation.operation)
+        values, text = validate_arguments(schema, invocation.arguments)
+        try:
+            intent = getattr(invocation.instance, schema.method)(**values)
+        except ToolDeniedError as exc:
+            return invocation.denied(exc.reason_code, exc.rule, str(exc))
+        except (ValueError, TypeError) as exc:
+            message = str(exc) if isinstance(exc, ToolboxError) or type(exc) is ValueError else type(exc).__name__
+            return invocation.result(
+                Status.INVALID_ARGUMENTS,
+                reason_code="INVALID_ARGUMENTS",
+                error_code="rejected_by_tool",
+                field_path="",
+                message=message,
+            )
+        invocation.arguments = values
+        invocation.intent_text = text
+        invocation.record.intent_text = text
+        invocation.call, invocation.acall = intent.operation_calls()
+        invocation.target = invocation.record.target = intent.target
+        return None

@@ -1,0 +1,336 @@
+"""`Pipeline`: runs the ordered interceptors, the effect-aware dispatch and the outcome mapping.
+
+Both front doors run an `Invocation` through the same `Pipeline`::
+
+    kill switch -> access (registry, policy, acknowledgement) -> deadline -> authorization
+    -> argument validation -> guardrails -> approval -> budget -> your interceptors
+    -> audit(request) -> retry by effect { per-attempt checks -> operation }
+    -> business-outcome mapping -> audit(response)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, final
+
+from toolbox.descriptor import Effect
+from toolbox.errors import InvalidArgumentsError, ToolboxError, ToolDeniedError, ToolTimeoutError
+from toolbox.pipeline.interceptor import Interceptor
+from toolbox.pipeline.invocation import Invocation
+from toolbox.pipeline.outcomes import BusinessFailure, OutcomeMappers
+from toolbox.pipeline.result import Status, ToolResult
+from toolbox.pipeline.retry import (
+    ReconcileOutcome,
+    Reconciler,
+    RetryPolicy,
+    find_reconciler,
+    is_transient_error,
+    is_transient_result,
+    retries_allowed,
+)
+
+__all__ = ["AuditHook", "OperationTimeoutError", "Pipeline"]
+
+_EXECUTOR: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+class OperationTimeoutError(ToolTimeoutError):
+    """The governed per-operation timeout elapsed."""
+
+
+class AuditHook(Protocol):
+    """Hook points around dispatch; the audit trail implements them."""
+
+    def on_request(self, invocation: Invocation) -> None:
+        """Called after every check passed, before the first attempt."""
+
+    def on_response(self, invocation: Invocation, result: ToolResult) -> None:
+        """Called with every final result, denials included."""
+
+
+def _executor() -> concurrent.futures.ThreadPoolExecutor:
+    global _EXECUTOR  # noqa: PLW0603 - one lazily created pool for timed sync calls
+    if _EXECUTOR is None:
+        _EXECUTOR = concurrent.futures.ThreadPoolExecutor(thread_name_prefix="toolbox-timed")
+    return _EXECUTOR
+
+
+def safe_message(exc: BaseException) -> str:
+    """A message safe to show a model: toolbox errors are written secret-free; others are not."""
+    if isinstance(exc, ToolboxError):
+        return str(exc)
+    return f"the tool failed with {type(exc).__name__}"
+
+
+@final
+class Pipeline:
+    """The governed chain. Built once from `toolbox.Governance`; runs any number of invocations."""
+
+    __slots__ = ("_before", "_hooks", "_mappers", "_per_attempt", "_reconcilers", "_retry", "_timeouts")
+
+    def __init__(
+        self,
+        interceptors: Sequence[Interceptor],
+        *,
+        retry: RetryPolicy,
+        reconcilers: Mapping[str, Reconciler],
+        mappers: OutcomeMappers,
+        timeouts: Mapping[str, float],
+        hooks: Sequence[AuditHook] = (),
+    ) -> None:
+        self._before = tuple(interceptors)
+        self._per_attempt = tuple(i for i in interceptors if i.per_attempt)
+        self._retry = retry
+        self._reconcilers = dict(reconcilers)
+        self._mappers = mappers
+        self._timeouts = dict(timeouts)
+        self._hooks = tuple(hooks)
+
+    @property
+    def interceptors(self) -> tuple[Interceptor, ...]:
+        """The ordered checks run before dispatch."""
+        return self._before
+
+    # -- checks ---------------------------------------------------------------
+
+    @staticmethod
+    def _check(invocation: Invocation, checks: Sequence[Interceptor]) -> ToolResult | None:
+        for check in checks:
+            try:
+                stop = check(invocation)
+            except InvalidArgumentsError as exc:
+                return invocation.result(
+                    Status.INVALID_ARGUMENTS,
+                    reason_code="INVALID_ARGUMENTS",
+                    error_code=exc.error_code,
+                    field_path=exc.field_path,
+                    message=str(exc),
+                )
+            except Exception as exc:  # noqa: BLE001 - any evaluator failure fails closed
+                return invocation.denied(
+                    "GOVERNANCE_EVALUATION_FAILED",
+                    check.name,
+                    f"the {check.name} check failed ({type(exc).__name__}), so the call was refused",
+                )
+            if stop is not None:
+                return stop
+        return None
+
+    def _timeout(self, invocation: Invocation) -> float | None:
+        return self._timeouts.get(f"{invocation.tool}.{invocation.operation}") or self._timeouts.get(
+            invocation.tool
+        )
+
+    # -- sync -------------------------------------------------------------------
+
+    def run(self, invocation: Invocation) -> ToolResult:
+        """Run ``invocation`` through the chain and return its result (never raises for denials)."""
+        result = self._check(invocation, self._before)
+        if result is None:
+            for hook in self._hooks:
+                hook.on_request(invocation)
+            result = self._dispatch(invocation)
+        return self._finish(invocation, result)
+
+    def _call(self, invocation: Invocation) -> Any:
+        call = invocation.call
+        if call is None:  # pragma: no cover - validation always sets it
+            raise RuntimeError("invocation has no operation to call")
+        timeout = self._timeout(invocation)
+        runtime = invocation.runtime
+        if timeout is None or (runtime is not None and runtime.runs_inline):
+            return call()
+        future = _executor().submit(call)
+        try:
+            return future.result(timeout=timeout)
+        except concurrent.futures.TimeoutError:
+            raise OperationTimeoutError(
+                f"{invocation.tool}.{invocation.operation} did not finish within {timeout} s"
+            ) from None
+
+    def _dispatch(self, invocation: Invocation) -> ToolResult:
+        while True:
+            if invocation.record.attempts:
+                stop = self._check(invocation, self._per_attempt)
+                if stop is not None:
+                    return stop
+            self._start_attempt(invocation)
+            try:
+                content = self._call(invocation)
+            except Exception as exc:  # noqa: BLE001 - classified below, never swallowed silently
+                step = self._after_failure(invocation, exc)
+            else:
+                step = self._after_success(invocation, content)
+            if isinstance(step, ToolResult):
+                return step
+            time.sleep(step)
+
+    # -- async ------------------------------------------------------------------
+
+    async def arun(self, invocation: Invocation) -> ToolResult:
+        """Async twin of `run`; sync-only I/O tools run on a worker thread, MEMORY_ONLY inline."""
+        result = self._check(invocation, self._before)
+        if result is None:
+            for hook in self._hooks:
+                hook.on_request(invocation)
+            result = await self._adispatch(invocation)
+        return self._finish(invocation, result)
+
+    async def _acall(self, invocation: Invocation) -> Any:
+        runtime = invocation.runtime
+        if invocation.acall is not None:
+            awaitable = invocation.acall()
+        elif runtime is not None and runtime.runs_inline:
+            return invocation.call() if invocation.call else None
+        else:
+            awaitable = asyncio.to_thread(invocation.call)  # type: ignore[arg-type]
+        timeout = self._timeout(invocation)
+        if timeout is None:
+            return await awaitable
+        try:
+            return await asyncio.wait_for(awaitable, timeout)
+        except asyncio.TimeoutError:
+            raise OperationTimeoutError(
+                f"{invocation.tool}.{invocation.operation} did not finish within {timeout} s"
+            ) from None
+
+    async def _adispatch(self, invocation: Invocation) -> ToolResult:
+        while True:
+            if invocation.record.attempts:
+                stop = self._check(invocation, self._per_attempt)
+                if stop is not None:
+                    return stop
+            self._start_attempt(invocation)
+            try:
+                content = await self._acall(invocation)
+            except Exception as exc:  # noqa: BLE001 - classified below, never swallowed silently
+                step = self._after_failure(invocation, exc)
+            else:
+                step = self._after_success(invocation, content)
+            if isinstance(step, ToolResult):
+                return step
+            await asyncio.sleep(step)
+
+    # -- shared decisions -------------------------------------------------------
+
+    @staticmethod
+    def _start_attempt(invocation: Invocation) -> None:
+        record = invocation.record
+        record.attempts += 1
+        record.start()
+        if invocation.runtime is not None:
+            invocation.runtime.executions += 1
+
+    def _can_retry(self, invocation: Invocation) -> bool:
+        return invocation.record.attempts < self._retry.max_attempts
+
+    def _after_success(self, invocation: Invocation, content: Any) -> ToolResult | float:
+        if (
+            retries_allowed(invocation.effect)
+            and self._can_retry(invocation)
+            and is_transient_result(content)
+        ):
+            return self._retry.delay(invocation.record.attempts)
+        return self._map_outcome(invocation, content)
+
+    def _map_outcome(self, invocation: Invocation, content: Any) -> ToolResult:
+        mapper = self._mappers.find(invocation.tool, invocation.operation) if self._mappers else None
+        if mapper is None:
+            return invocation.result(Status.SUCCESS, content=content)
+        try:
+            verdict = mapper(content)
+        except Exception as exc:  # noqa: BLE001 - the tool ran: report an error, never hide the run
+            invocation.error = exc
+            return invocation.result(
+                Status.ERROR,
+                reason_code="GOVERNANCE_EVALUATION_FAILED",
+                error_code="MAPPER_FAILED",
+                message=f"the outcome mapper failed ({type(exc).__name__}) after the tool ran",
+                content=content,
+            )
+        if verdict is None:
+            return invocation.result(Status.SUCCESS, content=content)
+        if not isinstance(verdict, BusinessFailure):
+            return invocation.result(
+                Status.ERROR, error_code="MAPPER_FAILED", message="the outcome mapper returned a non-verdict"
+            )
+        return invocation.result(
+            Status.BUSINESS_FAILED,
+            error_code=verdict.error_code,
+            message=verdict.message or f"business outcome failed: {verdict.error_code}",
+            content=content,
+        )
+
+    def _after_failure(self, invocation: Invocation, exc: Exception) -> ToolResult | float:
+        invocation.error = exc
+        if isinstance(exc, ToolDeniedError):
+            return invocation.denied(exc.reason_code, exc.rule, str(exc))
+        if isinstance(exc, InvalidArgumentsError):
+            return invocation.result(
+                Status.INVALID_ARGUMENTS,
+                reason_code="INVALID_ARGUMENTS",
+                error_code=exc.error_code,
+                field_path=exc.field_path,
+                message=str(exc),
+            )
+        transient = is_transient_error(exc)
+        if transient is None:
+            return invocation.result(Status.ERROR, error_code=type(exc).__name__, message=safe_message(exc))
+        effect = invocation.effect
+        if retries_allowed(effect):
+            if self._can_retry(invocation):
+                return self._retry.delay(invocation.record.attempts)
+            return invocation.result(Status.ERROR, error_code=transient, message=safe_message(exc))
+        if getattr(exc, "request_sent", None) is False:
+            # Nothing reached the remote side: a plain failure, not an uncertain effect.
+            return invocation.result(Status.ERROR, error_code=transient, message=safe_message(exc))
+        if effect is Effect.RECONCILABLE:
+            reconciler = find_reconciler(self._reconcilers, invocation.tool, invocation.operation)
+            if reconciler is not None:
+                return self._reconcile(invocation, reconciler, exc, transient)
+        return self._uncertain(invocation, transient)
+
+    def _reconcile(
+        self, invocation: Invocation, reconciler: Reconciler, exc: Exception, transient: str
+    ) -> ToolResult | float:
+        try:
+            found = reconciler(invocation, exc)
+            outcome = found.outcome
+        except Exception:  # noqa: BLE001 - an unanswerable reconciliation is an uncertain effect
+            return self._uncertain(invocation, transient)
+        if outcome is ReconcileOutcome.APPLIED:
+            return self._map_outcome(invocation, found.content)
+        if outcome is ReconcileOutcome.NOT_APPLIED:
+            if self._can_retry(invocation):
+                return self._retry.delay(invocation.record.attempts)
+            return invocation.result(
+                Status.ERROR, error_code=transient, message=f"{transient.lower()} and not applied"
+            )
+        return self._uncertain(invocation, transient)
+
+    @staticmethod
+    def _uncertain(invocation: Invocation, transient: str) -> ToolResult:
+        return invocation.result(
+            Status.UNCERTAIN_EFFECT,
+            error_code=transient,
+            message=(
+                f"{invocation.tool}.{invocation.operation} may or may not have taken effect "
+                f"({transient}); check before repeating it"
+            ),
+        )
+
+    def _finish(self, invocation: Invocation, result: ToolResult) -> ToolResult:
+        record = invocation.record
+        record.reason_code = result.reason_code
+        record.rule = result.rule
+        record.error_code = result.error_code
+        record.field_path = result.field_path
+        record.warnings = result.warnings
+        error = invocation.error
+        record.end(result.status.value, type(error).__name__ if error is not None else None)
+        for hook in self._hooks:
+            hook.on_response(invocation, result)
+        return result

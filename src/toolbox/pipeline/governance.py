@@ -1,0 +1,141 @@
+"""`Governance`: the configuration of the chain every call runs through."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, final
+
+from toolbox.errors import ConfigurationError
+from toolbox.pipeline.approval import ApprovalCheck, Approver
+from toolbox.pipeline.arguments import ArgumentLimits, ArgumentValidation
+from toolbox.pipeline.authorization import AuthorizationCheck, Authorizer, RolePolicy
+from toolbox.pipeline.chain import AuditHook, Pipeline
+from toolbox.pipeline.checks import AccessCheck, BudgetCheck, DeadlineCheck, KillSwitch
+from toolbox.pipeline.guardrails import Guardrail, GuardrailMode, Guardrails, guardrails_from_config
+from toolbox.pipeline.interceptor import Interceptor
+from toolbox.pipeline.outcomes import OutcomeMapper, OutcomeMappers
+from toolbox.pipeline.retry import Reconciler, RetryPolicy
+
+if TYPE_CHECKING:
+    from toolbox.policy import ToolPolicy
+
+__all__ = ["Governance"]
+
+
+@final
+class Governance:
+    """How calls are governed. Immutable; the defaults are the safe ones.
+
+    Args:
+        enabled: False engages the kill switch (every call DENIED/KILL_SWITCH).
+        disabled_tools: tools stopped by the kill switch.
+        authorizers: `Authorizer` callables, run on every attempt.
+        roles: a role-to-tool mapping turned into a `RolePolicy` authorizer.
+        limits: guards on by-name arguments (64 KiB, depth 64, 1000 items).
+        guardrails: ordered `Guardrail` rules.
+        guardrail_mode: ``ENFORCE`` (default) or ``REPORT`` (DENY becomes WARN).
+        approver: verifies approval grants; without one, approvals cannot be resumed.
+        retry: the `RetryPolicy` for retryable effects.
+        reconcilers: `Reconciler` callables by ``tool`` or ``tool.operation``.
+        mappers: business-outcome mappers by ``tool`` or ``tool.operation``.
+        timeouts: per-operation timeouts in seconds, by ``tool`` or ``tool.operation``.
+        interceptors: your own `Interceptor` objects, run after the built-in checks.
+        audit_hooks: `AuditHook` objects called around dispatch.
+    """
+
+    __slots__ = ("_settings",)
+
+    def __init__(
+        self,
+        *,
+        enabled: bool = True,
+        disabled_tools: Iterable[str] = (),
+        authorizers: Sequence[Authorizer] = (),
+        roles: Mapping[str, Iterable[str]] | None = None,
+        limits: ArgumentLimits | None = None,
+        guardrails: Sequence[Guardrail] = (),
+        guardrail_mode: GuardrailMode | str = GuardrailMode.ENFORCE,
+        approver: Approver | None = None,
+        retry: RetryPolicy | None = None,
+        reconcilers: Mapping[str, Reconciler] | None = None,
+        mappers: Mapping[str, OutcomeMapper] | None = None,
+        timeouts: Mapping[str, float] | None = None,
+        interceptors: Sequence[Interceptor] = (),
+        audit_hooks: Sequence[AuditHook] = (),
+    ) -> None:
+        for interceptor in interceptors:
+            if not isinstance(interceptor, Interceptor):
+                raise ConfigurationError(
+                    f"{interceptor!r} is not an interceptor: it needs name, per_attempt and __call__"
+                )
+        for key, seconds in (timeouts or {}).items():
+            if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds <= 0:
+                raise ConfigurationError(f"timeout for {key!r} must be a positive number of seconds")
+        self._settings: dict[str, Any] = {
+            "enabled": enabled,
+            "disabled_tools": tuple(disabled_tools),
+            "authorizers": tuple(authorizers),
+            "roles": dict(roles) if roles is not None else None,
+            "limits": limits or ArgumentLimits(),
+            "guardrails": tuple(guardrails),
+            "guardrail_mode": guardrail_mode,
+            "approver": approver,
+            "retry": retry or RetryPolicy(),
+            "reconcilers": dict(reconcilers or {}),
+            "mappers": dict(mappers or {}),
+            "timeouts": dict(timeouts or {}),
+            "interceptors": tuple(interceptors),
+            "audit_hooks": tuple(audit_hooks),
+        }
+        # Fail at configuration time, not on the first call.
+        Guardrails(self._settings["guardrails"], mode=guardrail_mode)
+        if roles is not None:
+            RolePolicy(roles)
+        OutcomeMappers(self._settings["mappers"])
+
+    def replace(self, **changes: Any) -> Governance:
+        """A copy with ``changes`` applied."""
+        return Governance(**{**self._settings, **changes})
+
+    def with_policy(self, policy: ToolPolicy) -> Governance:
+        """Add the roles and guardrails a policy file declares (code settings come first)."""
+        config = policy.governance
+        if not config:
+            return self
+        changes: dict[str, Any] = {}
+        if "roles" in config and self._settings["roles"] is None:
+            changes["roles"] = config["roles"]
+        if "guardrails" in config:
+            parsed = guardrails_from_config(config["guardrails"], source=policy.source or "policy")
+            changes["guardrails"] = (*self._settings["guardrails"], *parsed.rules)
+            changes["guardrail_mode"] = parsed.mode
+        return self.replace(**changes) if changes else self
+
+    def build(self, *, env: Mapping[str, str] | None = None) -> Pipeline:
+        """The `Pipeline` these settings describe. ``env`` feeds the kill switch variable."""
+        s = self._settings
+        authorizers = list(s["authorizers"])
+        if s["roles"] is not None:
+            authorizers.insert(0, RolePolicy(s["roles"]))
+        checks: list[Interceptor] = [
+            KillSwitch(enabled=s["enabled"], disabled_tools=s["disabled_tools"], env=env or os.environ),
+            AccessCheck(),
+            DeadlineCheck(),
+        ]
+        if authorizers:
+            checks.append(AuthorizationCheck(authorizers))
+        checks.append(ArgumentValidation(s["limits"]))
+        if s["guardrails"]:
+            checks.append(Guardrails(s["guardrails"], mode=s["guardrail_mode"]))
+        checks.append(ApprovalCheck(s["approver"]))
+        checks.append(BudgetCheck())
+        checks.extend(s["interceptors"])
+        return Pipeline(
+            checks,
+            retry=s["retry"],
+            reconcilers=s["reconcilers"],
+            mappers=OutcomeMappers(s["mappers"]),
+            timeouts=s["timeouts"],
+            hooks=s["audit_hooks"],
+        )
