@@ -5,12 +5,18 @@ Tools come from provider packages, carry a risk class, are gated by a
 intent that is recorded in the `ExecutionContext` trace.
 """
 
+from toolbox.budget import Budget
 from toolbox.calculator import CalculatorTool
+from toolbox.catalog import Catalog
 from toolbox.context import ExecutionContext
 from toolbox.descriptor import Acknowledgement, Effect, OperationDescriptor, RiskClass, ToolDescriptor
 from toolbox.errors import (
     AcknowledgementRequiredError,
+    ApprovalRequired,
+    BusinessFailedError,
+    ConfigurationError,
     IntentAlreadyExecutedError,
+    InvalidArgumentsError,
     InvalidDescriptorError,
     PathOutsideRootsError,
     PolicyFileError,
@@ -23,8 +29,21 @@ from toolbox.errors import (
     ToolPolicyDeniedError,
     ToolTimeoutError,
     ToolUnavailableError,
+    UncertainEffectError,
 )
+from toolbox.function_tool import FunctionTool, tool
+from toolbox.gateway import ContextResolver, Gateway
 from toolbox.intent import ReadIntent, Ready, WriteIntent
+from toolbox.pipeline.approval import Approval, ApprovalRequest, Approver, HmacApprover
+from toolbox.pipeline.arguments import ArgumentLimits
+from toolbox.pipeline.authorization import Authorizer, Decision, RolePolicy, TenantScope
+from toolbox.pipeline.governance import Governance
+from toolbox.pipeline.guardrails import Guardrail, GuardrailAction, GuardrailMode
+from toolbox.pipeline.interceptor import Interceptor
+from toolbox.pipeline.invocation import Invocation
+from toolbox.pipeline.outcomes import BusinessFailure
+from toolbox.pipeline.result import Status, ToolResult
+from toolbox.pipeline.retry import ReconcileOutcome, Reconciliation, RetryPolicy
 from toolbox.policy import ReasonCode, ToolPolicy
 from toolbox.provider import ToolProvider, hookimpl
 from toolbox.runtime import ToolRuntime
@@ -34,11 +53,34 @@ __all__ = [
     "Acknowledgement",
     "AcknowledgementRequiredError",
     "AcknowledgementState",
+    "Approval",
+    "ApprovalRequest",
+    "ApprovalRequired",
+    "Approver",
+    "ArgumentLimits",
+    "Authorizer",
+    "Budget",
+    "BusinessFailedError",
+    "BusinessFailure",
     "CalculatorTool",
+    "Catalog",
+    "ConfigurationError",
+    "ContextResolver",
+    "Decision",
     "Effect",
     "ExecutionContext",
+    "FunctionTool",
+    "Gateway",
+    "Governance",
+    "Guardrail",
+    "GuardrailAction",
+    "GuardrailMode",
+    "HmacApprover",
     "IntentAlreadyExecutedError",
+    "Interceptor",
+    "InvalidArgumentsError",
     "InvalidDescriptorError",
+    "Invocation",
     "OperationDescriptor",
     "PathOutsideRootsError",
     "PolicyFileError",
@@ -46,8 +88,14 @@ __all__ = [
     "ReadIntent",
     "Ready",
     "ReasonCode",
+    "ReconcileOutcome",
+    "Reconciliation",
     "ResponseTooLargeError",
+    "RetryPolicy",
     "RiskClass",
+    "RolePolicy",
+    "Status",
+    "TenantScope",
     "ToolConnectionError",
     "ToolDecision",
     "ToolDeniedError",
@@ -56,13 +104,16 @@ __all__ = [
     "ToolPolicy",
     "ToolPolicyDeniedError",
     "ToolProvider",
+    "ToolResult",
     "ToolRuntime",
     "ToolTimeoutError",
     "ToolUnavailableError",
     "ToolboxError",
     "Tools",
+    "UncertainEffectError",
     "WriteIntent",
     "hookimpl",
+    "tool",
 ]
 
 

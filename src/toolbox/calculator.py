@@ -128,7 +128,9 @@ class CalculatorTool:
         """
         if not isinstance(expression, str) or len(expression) > MAX_EXPRESSION_LENGTH:
             raise ValueError(f"expression must be a string of at most {MAX_EXPRESSION_LENGTH} characters")
-        return self._runtime.read_intent("evaluate", lambda: evaluate_expression(expression))
+        return self._runtime.read_intent(
+            "evaluate", lambda: evaluate_expression(expression), arguments={"expression": expression}
+        )
 
 
 @hookimpl

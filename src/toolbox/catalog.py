@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = ["Catalog", "CatalogEntry"]
 
 POLICY_ENV = "TOOLBOX_POLICY"
+FUNCTION_OPERATION = "call"
 
 
 @final
@@ -166,8 +167,12 @@ class Catalog:
         return self._blocked
 
     def entry(self, ref: object) -> CatalogEntry | None:
-        """The entry of ``ref`` (a tool type or name), or None."""
-        return self._entries.get(ref)
+        """The entry of ``ref`` (a tool type, a name or a ``@tool`` function), or None."""
+        try:
+            return self._entries[ref]
+        except (KeyError, TypeError):
+            provider = getattr(ref, "__toolbox_provider__", None)
+            return self._entries.get(provider.tool_type) if provider is not None else None
 
     def names(self) -> list[str]:
         """Names of every registered tool, sorted."""
@@ -187,13 +192,15 @@ class Catalog:
             InvalidArgumentsError: malformed or unknown name (``error_code`` says which).
         """
         if not isinstance(name, str) or not name or len(name) > 200:
-            raise InvalidArgumentsError("the tool name must be a non-empty string", error_code="bad_name",
-                                        field_path="")
+            raise InvalidArgumentsError(
+                "the tool name must be a non-empty string", error_code="bad_name", field_path=""
+            )
         base, _, version = name.partition(":")
         candidates = [t for t in self._by_name if base == t or base.startswith(t + ".")]
         if not candidates:
-            raise InvalidArgumentsError(f"no tool is registered as {base!r}", error_code="unknown_tool",
-                                        field_path="")
+            raise InvalidArgumentsError(
+                f"no tool is registered as {base!r}", error_code="unknown_tool", field_path=""
+            )
         tool = max(candidates, key=len)
         operations = self._by_name[tool].descriptor.operations
         if base == tool:
@@ -201,14 +208,16 @@ class Catalog:
                 raise InvalidArgumentsError(
                     f"{tool!r} has several operations; call one of "
                     f"{', '.join(f'{tool}.{op.name}' for op in operations)}",
-                    error_code="unknown_operation", field_path="",
+                    error_code="unknown_operation",
+                    field_path="",
                 )
             operation = operations[0].name
         else:
             operation = base[len(tool) + 1 :]
             if operation not in {op.name for op in operations}:
-                raise InvalidArgumentsError(f"{tool!r} has no operation {operation!r}",
-                                            error_code="unknown_operation", field_path="")
+                raise InvalidArgumentsError(
+                    f"{tool!r} has no operation {operation!r}", error_code="unknown_operation", field_path=""
+                )
         return tool, operation, version or None
 
     def schema(self, tool: str, operation: str) -> OperationSchema:
@@ -222,6 +231,8 @@ class Catalog:
         method = getattr(entry.registered.provider.tool_type, operation)
         op = next(o for o in descriptor.operations if o.name == operation)
         built = operation_schema(tool, operation, method, op.effect, op.summary or descriptor.summary)
+        if len(descriptor.operations) == 1 and operation == FUNCTION_OPERATION:
+            built.name = tool  # a @tool function is called by its own name
         with self._lock:
             return self._schemas.setdefault(key, built)
 
@@ -231,7 +242,7 @@ class Catalog:
         Tools whose acknowledgement is missing are included: whether a call may
         run is decided per call.
         """
-        found = []
+        found: list[dict[str, Any]] = []
         for name in sorted(self._by_name):
             entry = self._by_name[name]
             if entry.decision.allowed:

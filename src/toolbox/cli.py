@@ -33,10 +33,10 @@ from collections.abc import Sequence
 
 from pydantic import ValidationError
 
+from toolbox.catalog import POLICY_ENV
 from toolbox.context import ExecutionContext
 from toolbox.errors import ToolboxError
 from toolbox.policy import ToolPolicy
-from toolbox.catalog import POLICY_ENV
 from toolbox.tools import AcknowledgementState, ToolDecision, Tools
 
 __all__ = ["main"]

@@ -161,7 +161,8 @@ def discover(policy: ToolPolicy, explicit: Iterable[object] = (), *, entry_point
     """
     collector = _Collector()
     direct: list[ToolProvider[Any]] = []
-    for index, item in enumerate(explicit):
+    for index, given in enumerate(explicit):
+        item = getattr(given, "__toolbox_provider__", given)  # a @tool function carries its provider
         if isinstance(item, ToolProvider):
             direct.append(item)
         elif not callable(getattr(item, HOOK_NAME, None)):

@@ -35,9 +35,8 @@ __all__ = [
     "ApprovalRequired",
     "BusinessFailedError",
     "ConfigurationError",
-    "InvalidArgumentsError",
-    "UncertainEffectError",
     "IntentAlreadyExecutedError",
+    "InvalidArgumentsError",
     "InvalidDescriptorError",
     "PathOutsideRootsError",
     "PolicyFileError",
@@ -50,6 +49,7 @@ __all__ = [
     "ToolTimeoutError",
     "ToolUnavailableError",
     "ToolboxError",
+    "UncertainEffectError",
 ]
 
 
@@ -193,7 +193,7 @@ class UncertainEffectError(ToolExecutionError):
     """The operation may have taken effect (e.g. a write timed out); check before repeating it."""
 
 
-class ApprovalRequired(Exception):  # noqa: N818 - a signal, named like pydantic-ai's ApprovalRequired
+class ApprovalRequired(Exception):
     """A control-flow signal: the call needs a human approval bound to its exact arguments.
 
     Deliberately not a `ToolboxError`, so ``except ToolboxError`` cannot swallow it.

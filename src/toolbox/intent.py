@@ -80,6 +80,7 @@ class _Intent(Generic[R]):
         target: str | None,
         call: Callable[[], R],
         acall: Callable[[], Awaitable[R]] | None,
+        *,
         arguments: Mapping[str, Any],
     ) -> None:
         self._runtime = runtime
@@ -120,7 +121,7 @@ class _Intent(Generic[R]):
         text = validate_intent_text(text)
         record = OperationRecord(self._runtime.descriptor.name, self._operation, kind, text, self._target)
         self._runtime.trace.append(record)
-        return Ready(self._runtime, record, self._call, self._acall, self._arguments)
+        return Ready(self._runtime, record, self._call, self._acall, arguments=self._arguments)
 
     if not TYPE_CHECKING:
 
@@ -186,6 +187,7 @@ class Ready(Generic[R]):
         record: OperationRecord,
         call: Callable[[], R],
         acall: Callable[[], Awaitable[R]] | None,
+        *,
         arguments: Mapping[str, Any],
     ) -> None:
         self._runtime = runtime

@@ -98,7 +98,7 @@ class ToolRuntime:
                 f"provider bug: {self.descriptor.name}.{operation} is {effect.value}, "
                 "so it must return write_intent(), which accepts only audit_as()"
             )
-        return ReadIntent(self, operation, target, call, acall, arguments or {})
+        return ReadIntent(self, operation, target, call, acall, arguments=arguments or {})
 
     def write_intent(
         self,
@@ -119,4 +119,4 @@ class ToolRuntime:
                 f"provider bug: {self.descriptor.name}.{operation} is READ_ONLY, "
                 "so it must return read_intent()"
             )
-        return WriteIntent(self, operation, target, call, acall, arguments or {})
+        return WriteIntent(self, operation, target, call, acall, arguments=arguments or {})

@@ -11,7 +11,7 @@ import enum
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar, final, overload
+from typing import TYPE_CHECKING, Any, TypeVar, final, overload
 
 from toolbox.catalog import Catalog, CatalogEntry
 from toolbox.context import DenialRecord, ExecutionContext
@@ -23,6 +23,9 @@ from toolbox.errors import (
     ToolUnavailableError,
 )
 from toolbox.pipeline.governance import Governance
+
+if TYPE_CHECKING:
+    from toolbox.function_tool import FunctionTool, ReadCall, ReadFunctionTool, WriteCall, WriteFunctionTool
 from toolbox.policy import PolicyDecision, ReasonCode, ToolPolicy
 from toolbox.runtime import ToolRuntime
 
@@ -261,7 +264,11 @@ class Tools:
                 **base,
             )
         return ToolDecision(
-            allowed=True, reason_code=ReasonCode.ALLOWED.value, rule=decision.rule, detail="ready to use", **base
+            allowed=True,
+            reason_code=ReasonCode.ALLOWED.value,
+            rule=decision.rule,
+            detail="ready to use",
+            **base,
         )
 
     def decisions(self) -> list[ToolDecision]:
@@ -273,9 +280,13 @@ class Tools:
     @overload
     def get(self, ref: type[T]) -> T: ...
     @overload
+    def get(self, ref: ReadFunctionTool[T]) -> ReadCall[T]: ...
+    @overload
+    def get(self, ref: WriteFunctionTool[T]) -> WriteCall[T]: ...
+    @overload
     def get(self, ref: str) -> object: ...
 
-    def get(self, ref: type[T] | str) -> T | object:
+    def get(self, ref: type[T] | FunctionTool[T] | str) -> object:
         """The tool ``ref`` (a type or a name), if this context may use it.
 
         Raises:
@@ -316,7 +327,9 @@ class Tools:
         if entry is None:
             name = _ref_name(ref)
             self._deny(name, ReasonCode.TOOL_UNAVAILABLE.value, "registry")
-            raise ToolUnavailableError(f"tool {name!r} is not available: {self._unavailable_detail()}", tool=name)
+            raise ToolUnavailableError(
+                f"tool {name!r} is not available: {self._unavailable_detail()}", tool=name
+            )
         desc = entry.descriptor
         decision = entry.decision
         if not decision.allowed:

@@ -188,3 +188,18 @@ def test_trace_records_the_declared_intent(respx_mock, http_tools):
     (record,) = tools.context.trace.operations("http")
     assert (record.operation, record.intent_kind, record.intent_text) == ("get", "purpose", "Fetch rates")
     assert (record.target, record.status) == (URL, "SUCCESS")
+
+
+def test_server_errors_are_retried_for_get_not_post(respx_mock, http_tools):
+    """A 503 is retried for GET (READ_ONLY) and returned as is for POST (UNSAFE)."""
+    route = respx_mock.get("https://api.example.test/flaky").mock(
+        side_effect=[httpx.Response(503), httpx.Response(200, json={"ok": True})]
+    )
+    tools = http_tools()
+    response = tools.get(HttpTool).get("https://api.example.test/flaky").purpose("Read").execute()
+    assert response.status_code == 200
+    assert route.call_count == 2
+    post = respx_mock.post("https://api.example.test/flaky").mock(return_value=httpx.Response(503))
+    response = tools.get(HttpTool).post("https://api.example.test/flaky").audit_as("Write").execute()
+    assert response.status_code == 503
+    assert post.call_count == 1

@@ -186,7 +186,7 @@ class ApprovalCheck:
             return invocation.denied("APPROVAL_INVALID", "approval", problem)
         return None
 
-    def _problem(self, grant: Approval, fp: str) -> str | None:
+    def _problem(self, grant: object, fp: str) -> str | None:
         if not isinstance(grant, Approval):
             return "the approval is not a toolbox Approval"
         if self._approver is None:

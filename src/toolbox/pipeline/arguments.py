@@ -243,7 +243,9 @@ class ArgumentValidation:
         except ToolDeniedError as exc:
             return invocation.denied(exc.reason_code, exc.rule, str(exc))
         except (ValueError, TypeError) as exc:
-            message = str(exc) if isinstance(exc, ToolboxError) or type(exc) is ValueError else type(exc).__name__
+            message = (
+                str(exc) if isinstance(exc, ToolboxError) or type(exc) is ValueError else type(exc).__name__
+            )
             return invocation.result(
                 Status.INVALID_ARGUMENTS,
                 reason_code="INVALID_ARGUMENTS",

@@ -241,7 +241,7 @@ class Pipeline:
         if mapper is None:
             return invocation.result(Status.SUCCESS, content=content)
         try:
-            verdict = mapper(content)
+            verdict: object = mapper(content)
         except Exception as exc:  # noqa: BLE001 - the tool ran: report an error, never hide the run
             invocation.error = exc
             return invocation.result(

@@ -64,7 +64,7 @@ class RetryPolicy:
     def delay(self, attempt: int) -> float:
         """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
         capped = min(self.max_delay, self.base_delay * (2 ** (attempt - 1)))
-        return capped * (1 - self.jitter * random.random())  # noqa: S311 - jitter, not cryptography
+        return float(capped * (1 - self.jitter * random.random()))  # noqa: S311 - jitter, not cryptography
 
 
 class ReconcileOutcome(str, enum.Enum):

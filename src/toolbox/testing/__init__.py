@@ -125,11 +125,13 @@ class FakeTool:
 
     def read(self, value: object = None) -> ReadIntent[object]:
         """Intent to return ``value``."""
-        return self._runtime.read_intent("read", lambda: self._run("read", value))
+        return self._runtime.read_intent("read", lambda: self._run("read", value), arguments={"value": value})
 
     def write(self, value: object = None) -> WriteIntent[object]:
         """Intent to 'write' ``value`` (an ``UNSAFE`` operation)."""
-        return self._runtime.write_intent("write", lambda: self._run("write", value))
+        return self._runtime.write_intent(
+            "write", lambda: self._run("write", value), arguments={"value": value}
+        )
 
 
 def fake_provider(

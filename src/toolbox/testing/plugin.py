@@ -28,9 +28,7 @@ def toolbox_context() -> ExecutionContext:
 
 
 @pytest.fixture
-def make_tools(
-    toolbox_env: dict[str, str], toolbox_context: ExecutionContext
-) -> Callable[..., Tools]:
+def make_tools(toolbox_env: dict[str, str], toolbox_context: ExecutionContext) -> Callable[..., Tools]:
     """Build `Tools` from explicit providers with ``toolbox_env`` and ``toolbox_context``.
 
     Call it as ``make_tools(provider, ..., policy=ToolPolicy.standard().allow(X))``.

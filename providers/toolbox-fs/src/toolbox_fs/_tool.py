@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import hashlib
 import codecs
 from collections.abc import Callable
 from typing import TypeVar, final
@@ -90,7 +91,7 @@ class FsTool:
         """
         where = self._file(path)
         payload = self._payload(data)
-        return self._write("write", where, lambda: write_file(where, payload))
+        return self._write("write", where, lambda: write_file(where, payload), payload)
 
     def delete(self, path: str) -> WriteIntent[None]:
         """Intent to delete the file at ``path`` (directories are refused).
@@ -147,10 +148,18 @@ class FsTool:
         return guarded
 
     def _read(self, operation: str, where: Resolved, call: Callable[[], R]) -> ReadIntent[R]:
-        return self._runtime.read_intent(operation, self._guard(call), target=where.display)
+        arguments = {"path": where.display}
+        return self._runtime.read_intent(operation, self._guard(call), target=where.display, arguments=arguments)
 
-    def _write(self, operation: str, where: Resolved, call: Callable[[], R]) -> WriteIntent[R]:
-        return self._runtime.write_intent(operation, self._guard(call), target=where.display)
+    def _write(
+        self, operation: str, where: Resolved, call: Callable[[], R], data: bytes | None = None
+    ) -> WriteIntent[R]:
+        # The data is represented by its digest, so an approval binds the exact content.
+        digest = hashlib.sha256(data).hexdigest() if data is not None else None
+        arguments = {"path": where.display, "data_sha256": digest}
+        return self._runtime.write_intent(
+            operation, self._guard(call), target=where.display, arguments=arguments
+        )
 
     def __repr__(self) -> str:
         return f"FsTool(roots={list(self._options.roots)!r})"

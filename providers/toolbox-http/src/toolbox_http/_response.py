@@ -51,6 +51,10 @@ class HttpResponse:
         """Whether the status is 2xx."""
         return 200 <= self.status_code < 300
 
+    def __toolbox_transient__(self) -> bool:
+        """A 5xx status is a transient failure: the governed chain retries idempotent calls."""
+        return self.status_code >= 500
+
     @property
     def encoding(self) -> str:
         """The charset declared by ``Content-Type``, else ``utf-8``."""

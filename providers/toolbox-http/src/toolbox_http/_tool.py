@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 from typing import Any, final
 
 from toolbox.intent import ReadIntent, WriteIntent
@@ -148,6 +150,7 @@ class HttpTool:
             lambda: send(self._clients, prepared, self._options),
             target=prepared.target,
             acall=lambda: send_async(self._clients, prepared, self._options),
+            arguments=_governed_arguments(prepared),
         )
 
     def _write(self, operation: str, prepared: Prepared) -> WriteIntent[HttpResponse]:
@@ -156,7 +159,23 @@ class HttpTool:
             lambda: send(self._clients, prepared, self._options),
             target=prepared.target,
             acall=lambda: send_async(self._clients, prepared, self._options),
+            arguments=_governed_arguments(prepared),
         )
 
     def __repr__(self) -> str:
         return f"HttpTool(context={self._runtime.context.run_id})"
+
+
+def _governed_arguments(prepared: Prepared) -> dict[str, Any]:
+    """What authorization, guardrails and approvals see: never headers, never the raw URL.
+
+    The body is represented by its digest, so an approval binds the exact payload.
+    """
+    request = prepared.request
+    body = request.content
+    return {
+        "method": request.method,
+        "url": prepared.target,
+        "host": request.url.host,
+        "body_sha256": hashlib.sha256(body).hexdigest() if body else None,
+    }

@@ -1,0 +1,215 @@
+"""`@tool`: turn a plain function (sync or async) into a governed tool.
+
+The descriptor comes from the decorator's arguments and the argument schema
+from the function's signature, the way agent-framework users expect::
+
+    @tool(risk=RiskClass.MEMORY_ONLY, effect=Effect.READ_ONLY)
+    def add(a: int, b: int) -> int:
+        "Add two integers."
+        return a + b
+
+    tools = Tools.load(ctx, providers=[add])
+    gateway.invoke("add", {"a": 1, "b": 2, "purpose": "Sum the order"}, context=ctx)
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable
+from typing import Any, Generic, Literal, Protocol, TypeVar, final, overload
+
+from toolbox.descriptor import Acknowledgement, Effect, OperationDescriptor, RiskClass, ToolDescriptor
+from toolbox.intent import ReadIntent, WriteIntent
+from toolbox.provider import ToolProvider
+from toolbox.runtime import ToolRuntime
+
+__all__ = ["FunctionTool", "ReadCall", "ReadFunctionTool", "WriteCall", "WriteFunctionTool", "tool"]
+
+R = TypeVar("R")
+OPERATION = "call"
+
+
+class ReadCall(Protocol[R]):
+    """What ``tools.get(read_function_tool)`` returns."""
+
+    def call(self, *args: Any, **kwargs: Any) -> ReadIntent[R]:
+        """Intent to call the function; declare ``purpose(...)``, then execute."""
+
+
+class WriteCall(Protocol[R]):
+    """What ``tools.get(write_function_tool)`` returns."""
+
+    def call(self, *args: Any, **kwargs: Any) -> WriteIntent[R]:
+        """Intent to call the function; declare ``audit_as(...)``, then execute."""
+
+
+class FunctionTool(Generic[R]):
+    """A decorated function: still callable directly, and registrable as a tool.
+
+    Pass it to ``Tools.load(providers=[...])``; ``tools.get(fn)`` returns an object
+    whose ``call(...)`` builds the intent.
+    """
+
+    def __init__(self, function: Callable[..., Any], provider: ToolProvider[Any]) -> None:
+        self.function = function
+        self.__toolbox_provider__ = provider
+        self.__doc__ = function.__doc__
+        self.__name__ = function.__name__
+
+    @property
+    def name(self) -> str:
+        """The tool name (by-name calls use it alone: the tool has one operation)."""
+        descriptor = self.__toolbox_provider__.descriptor
+        assert isinstance(descriptor, ToolDescriptor)
+        return descriptor.name
+
+    @property
+    def tool_type(self) -> type:
+        """The class ``tools.get`` builds for this function."""
+        return self.__toolbox_provider__.tool_type
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the function directly, ungoverned (for tests and internal use)."""
+        return self.function(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<tool {self.name}>"
+
+
+@final
+class ReadFunctionTool(FunctionTool[R]):
+    """A ``READ_ONLY`` function tool; its intents accept ``purpose``."""
+
+
+@final
+class WriteFunctionTool(FunctionTool[R]):
+    """A function tool with side effects; its intents accept only ``audit_as``."""
+
+
+class _Bound:
+    """What ``tools.get(fn)`` returns: ``call(...)`` builds the intent."""
+
+    function: Callable[..., Any]
+    effect: Effect
+
+    def __init__(self, runtime: ToolRuntime) -> None:
+        self._runtime = runtime
+
+    def call(self, *args: Any, **kwargs: Any) -> ReadIntent[Any] | WriteIntent[Any]:
+        """Intent to call the function with these arguments (checked against its signature)."""
+        function = self.function
+        try:
+            bound = inspect.signature(function).bind(*args, **kwargs)
+        except TypeError as exc:
+            raise ValueError(f"{function.__name__}(): {exc}") from None
+        arguments = dict(bound.arguments)
+        if inspect.iscoroutinefunction(function):
+
+            def call() -> Any:
+                raise TypeError(f"{function.__name__} is async: use aexecute() or Gateway.ainvoke()")
+
+            async def acall() -> Any:
+                return await function(*bound.args, **bound.kwargs)
+
+            build = (
+                self._runtime.read_intent if self.effect is Effect.READ_ONLY else self._runtime.write_intent
+            )
+            return build(OPERATION, call, acall=acall, arguments=arguments)
+        build = self._runtime.read_intent if self.effect is Effect.READ_ONLY else self._runtime.write_intent
+        return build(OPERATION, lambda: function(*bound.args, **bound.kwargs), arguments=arguments)
+
+
+def _tool_name(function: Callable[..., Any]) -> str:
+    return re.sub(r"[^a-z0-9_.-]", "_", function.__name__.lower()).lstrip("_.-") or "tool"
+
+
+@overload
+def tool(  # type: ignore[overload-overlap]  # READ_ONLY is the more specific overload
+    *,
+    risk: RiskClass,
+    effect: Literal[Effect.READ_ONLY],
+    name: str | None = None,
+    version: str = "1",
+    summary: str | None = None,
+    acknowledgement: Acknowledgement | None = None,
+    requires_approval: bool = False,
+) -> Callable[[Callable[..., R]], ReadFunctionTool[R]]: ...
+@overload
+def tool(
+    *,
+    risk: RiskClass,
+    effect: Effect = Effect.UNSAFE,
+    name: str | None = None,
+    version: str = "1",
+    summary: str | None = None,
+    acknowledgement: Acknowledgement | None = None,
+    requires_approval: bool = False,
+) -> Callable[[Callable[..., R]], WriteFunctionTool[R]]: ...
+
+
+def tool(
+    *,
+    risk: RiskClass,
+    effect: Effect = Effect.UNSAFE,
+    name: str | None = None,
+    version: str = "1",
+    summary: str | None = None,
+    acknowledgement: Acknowledgement | None = None,
+    requires_approval: bool = False,
+) -> Callable[[Callable[..., R]], Any]:
+    """Decorate a function as a tool with one operation, ``call``.
+
+    Args:
+        risk: the risk class; required, as for every tool.
+        effect: what the function does; undeclared means ``UNSAFE``.
+        name: the tool name (default: the function's name).
+        version: the tool version.
+        summary: one line for people and models (default: the docstring's first line).
+        acknowledgement: a deployment acknowledgement the tool requires.
+        requires_approval: every call needs a human approval bound to its arguments.
+
+    Raises:
+        InvalidDescriptorError: the resulting descriptor is invalid (e.g. a bad name).
+    """
+    if not isinstance(risk, RiskClass):
+        raise TypeError(f"risk must be a toolbox.RiskClass, got {risk!r}")
+    chosen_effect = Effect(effect)
+
+    def decorate(function: Callable[..., R]) -> FunctionTool[R]:
+        if not callable(function):
+            raise TypeError(f"@tool decorates functions, got {type(function).__name__}")
+        doc = (summary if summary is not None else (inspect.getdoc(function) or "").split("\n")[0])[:500]
+        descriptor = ToolDescriptor(
+            name=name or _tool_name(function),
+            version=version,
+            summary=doc,
+            risk=risk,
+            acknowledgement=acknowledgement,
+            operations=(
+                OperationDescriptor(
+                    name=OPERATION, effect=chosen_effect, summary=doc, requires_approval=requires_approval
+                ),
+            ),
+        )
+        bound_type = type(
+            f"{function.__name__}_tool",
+            (_Bound,),
+            {"function": staticmethod(function), "effect": chosen_effect},
+        )
+        # The by-name schema is derived from the function's own signature.
+        bound_type.call = _with_signature_of(bound_type.call, function)  # type: ignore[attr-defined]
+        provider: ToolProvider[Any] = ToolProvider(tool_type=bound_type, descriptor=descriptor)
+        kind = ReadFunctionTool if chosen_effect is Effect.READ_ONLY else WriteFunctionTool
+        return kind(function, provider)
+
+    return decorate
+
+
+def _with_signature_of(method: Callable[..., Any], function: Callable[..., Any]) -> Callable[..., Any]:
+    def call(self: _Bound, *args: Any, **kwargs: Any) -> Any:
+        return method(self, *args, **kwargs)
+
+    call.__wrapped__ = function  # type: ignore[attr-defined]
+    call.__doc__ = method.__doc__
+    return call

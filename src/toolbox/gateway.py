@@ -1,0 +1,279 @@
+"""`Gateway`: the by-name front door, for what an LLM emits.
+
+A model emits a tool name and JSON arguments; the gateway runs them through
+the same governed chain as the typed door and returns a `ToolResult` the
+model can read. It never raises for a denial or a tool failure, and never puts
+a stack trace or a secret into a result.
+
+The context is trusted input: build an `ExecutionContext` in application code
+after authentication, or pass a reference that your `ContextResolver` turns
+into one. Model output or user JSON is never turned into a context.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol, final
+
+from toolbox.catalog import Catalog
+from toolbox.context import ExecutionContext, OperationRecord, Trace
+from toolbox.descriptor import Effect
+from toolbox.errors import InvalidArgumentsError
+from toolbox.intent import validate_intent_text
+from toolbox.pipeline.approval import Approval
+from toolbox.pipeline.governance import Governance
+from toolbox.pipeline.invocation import BY_NAME, Invocation
+from toolbox.pipeline.result import Status, ToolResult
+from toolbox.policy import ToolPolicy
+from toolbox.tools import Tools
+
+__all__ = ["ContextResolver", "Gateway"]
+
+_CACHED_CONTEXTS = 256
+
+
+class ContextResolver(Protocol):
+    """Turns a serialized context reference (e.g. a session id) into a trusted context.
+
+    Implementations look the reference up in application state and revalidate
+    it (session still valid, principal still active). Raise, or return
+    anything but an `ExecutionContext`, to refuse.
+    """
+
+    def resolve(self, reference: str) -> ExecutionContext:
+        """The trusted context ``reference`` stands for."""
+
+
+@final
+class Gateway:
+    """Invoke tools by name with JSON arguments, governed like typed calls."""
+
+    __slots__ = ("_catalog", "_fallback", "_lock", "_resolver", "_tools", "unattributed")
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        *,
+        strict: bool = True,
+        resolver: ContextResolver | None = None,
+        fallback_context: ExecutionContext | None = None,
+    ) -> None:
+        """Args:
+        catalog: discovered tools, policy decisions and the governed chain.
+        strict: refuse calls without a trusted context (DENIED/NO_TRUSTED_CONTEXT). Keep it on
+            in production.
+        resolver: resolves serialized context references passed as ``context=``.
+        fallback_context: with ``strict=False`` only, the context used when none is given
+            (for local tools and development).
+        """
+        if not isinstance(catalog, Catalog):
+            raise TypeError(f"catalog must be a toolbox.Catalog, got {type(catalog).__name__}")
+        if strict and fallback_context is not None:
+            raise ValueError("fallback_context applies only with strict=False")
+        if not strict and not isinstance(fallback_context, ExecutionContext):
+            raise ValueError(
+                "strict=False needs fallback_context=ExecutionContext(...) built by the application"
+            )
+        self._catalog = catalog
+        self._fallback = fallback_context
+        self._resolver = resolver
+        self._tools: OrderedDict[int, tuple[ExecutionContext, Tools]] = OrderedDict()
+        self._lock = threading.Lock()
+        #: Records of calls refused before a trusted context existed.
+        self.unattributed = Trace()
+
+    @classmethod
+    def load(
+        cls,
+        *,
+        policy: ToolPolicy | None = None,
+        providers: Iterable[object] = (),
+        discover: bool = True,
+        env: Mapping[str, str] | None = None,
+        options: Mapping[str, Mapping[str, Any]] | None = None,
+        governance: Governance | None = None,
+        resolver: ContextResolver | None = None,
+    ) -> Gateway:
+        """`Catalog.load` plus a gateway over it; see `toolbox.Tools.load` for the arguments."""
+        catalog = Catalog.load(
+            policy=policy,
+            providers=providers,
+            discover=discover,
+            env=env,
+            options=options,
+            governance=governance,
+        )
+        return cls(catalog, resolver=resolver)
+
+    @property
+    def catalog(self) -> Catalog:
+        """The catalog this gateway serves."""
+        return self._catalog
+
+    def definitions(self) -> list[dict[str, Any]]:
+        """LLM function definitions for every operation the policy allows."""
+        return self._catalog.definitions()
+
+    def tools_for(self, context: ExecutionContext) -> Tools:
+        """The `Tools` of ``context`` (built once per context, kept for recent contexts)."""
+        key = id(context)
+        with self._lock:
+            cached = self._tools.get(key)
+            if cached is not None and cached[0] is context:
+                self._tools.move_to_end(key)
+                return cached[1]
+            tools = self._catalog.bind(context)
+            self._tools[key] = (context, tools)
+            if len(self._tools) > _CACHED_CONTEXTS:
+                _, (_, evicted) = self._tools.popitem(last=False)
+                evicted.close()
+            return tools
+
+    # -- invoke ---------------------------------------------------------------
+
+    def invoke(
+        self,
+        name: str,
+        arguments: object,
+        *,
+        context: ExecutionContext | str | None = None,
+        approval: Approval | None = None,
+    ) -> ToolResult:
+        """Call ``name`` (``tool.operation``, optionally ``:version``) with JSON ``arguments``.
+
+        ``arguments`` carry the operation's parameters plus its intent field:
+        ``purpose`` for READ_ONLY operations, ``audit_as`` for the others.
+        """
+        prepared = self._prepare(name, arguments, context, approval)
+        if isinstance(prepared, ToolResult):
+            return prepared
+        return self._catalog.pipeline.run(prepared)
+
+    async def ainvoke(
+        self,
+        name: str,
+        arguments: object,
+        *,
+        context: ExecutionContext | str | None = None,
+        approval: Approval | None = None,
+    ) -> ToolResult:
+        """Async twin of `invoke`."""
+        prepared = self._prepare(name, arguments, context, approval)
+        if isinstance(prepared, ToolResult):
+            return prepared
+        return await self._catalog.pipeline.arun(prepared)
+
+    def _trusted(self, context: object) -> ExecutionContext | None:
+        if isinstance(context, ExecutionContext):
+            return context
+        if context is None:
+            return self._fallback
+        if isinstance(context, str) and self._resolver is not None:
+            try:
+                resolved = self._resolver.resolve(context)
+            except Exception:  # noqa: BLE001 - a failed resolution is no trusted context
+                return None
+            return resolved if isinstance(resolved, ExecutionContext) else None
+        return None
+
+    def _refuse_untrusted(self, name: str) -> ToolResult:
+        record = OperationRecord(str(name)[:200], "", "", "", None)
+        record.reason_code = "NO_TRUSTED_CONTEXT"
+        record.rule = "context"
+        record.end(Status.DENIED.value)
+        self.unattributed.append(record)
+        return ToolResult(
+            Status.DENIED,
+            name=str(name)[:200],
+            reason_code="NO_TRUSTED_CONTEXT",
+            rule="context",
+            message="no trusted execution context: the application must supply one after authentication",
+        )
+
+    def _prepare(
+        self, name: str, arguments: object, context: object, approval: Approval | None
+    ) -> Invocation | ToolResult:
+        trusted = self._trusted(context)
+        if trusted is None:
+            return self._refuse_untrusted(name)
+        catalog = self._catalog
+        try:
+            tool, operation, version = catalog.resolve_name(name)
+        except InvalidArgumentsError as exc:
+            return self._refuse_name(name, trusted, exc)
+        entry = catalog.entry(tool)
+        assert entry is not None  # resolve_name only returns registered tools
+        effect = entry.descriptor.effect_of(operation)
+        intent_field = "purpose" if effect is Effect.READ_ONLY else "audit_as"
+        record = OperationRecord(tool, operation, intent_field, _intent_text(arguments, intent_field), None)
+        record.name = name
+        trusted.trace.append(record)
+        invocation = Invocation(
+            door=BY_NAME,
+            name=name,
+            tool=tool,
+            operation=operation,
+            context=trusted,
+            arguments=arguments if isinstance(arguments, Mapping) else {},
+            record=record,
+        )
+        invocation.effect = effect
+        invocation.version = version
+        invocation.approval = approval
+        invocation.tools = self.tools_for(trusted)
+        if not isinstance(arguments, Mapping):
+            invocation.arguments = arguments  # type: ignore[assignment]  # refused by validation
+        if version is not None and not _version_matches(entry.descriptor.version, version):
+            result = invocation.denied(
+                "TOOL_UNAVAILABLE",
+                "registry:version",
+                f"version {version!r} of {tool!r} is not registered (registered: {entry.descriptor.version})",
+            )
+            record.reason_code, record.rule = result.reason_code, result.rule
+            record.end(result.status.value)
+            return result
+        return invocation
+
+    def _refuse_name(self, name: str, context: ExecutionContext, exc: InvalidArgumentsError) -> ToolResult:
+        shown = str(name)[:200]
+        record = OperationRecord(shown, "", "", "", None)
+        unknown = exc.error_code == "unknown_tool"
+        status = Status.DENIED if unknown else Status.INVALID_ARGUMENTS
+        reason = "TOOL_UNAVAILABLE" if unknown else "INVALID_ARGUMENTS"
+        record.reason_code, record.error_code = reason, exc.error_code
+        record.end(status.value)
+        context.trace.append(record)
+        return ToolResult(
+            status,
+            name=shown,
+            reason_code=reason,
+            rule="registry",
+            error_code=exc.error_code,
+            field_path="",
+            message=str(exc),
+            trace_id=context.run_id,
+            correlation_id=context.correlation_id,
+        )
+
+    def close(self) -> None:
+        """Close the tools built for recent contexts."""
+        with self._lock:
+            cached = list(self._tools.values())
+            self._tools.clear()
+        for _, tools in cached:
+            tools.close()
+
+
+def _intent_text(arguments: object, field: str) -> str:
+    text = arguments.get(field) if isinstance(arguments, Mapping) else None
+    try:
+        return validate_intent_text(text)
+    except ValueError:
+        return ""
+
+
+def _version_matches(registered: str, requested: str) -> bool:
+    wanted = requested[1:] if requested[:1] in ("v", "V") else requested
+    return registered == wanted or registered.split(".", maxsplit=1)[0] == wanted
