@@ -15,8 +15,8 @@ from toolbox import (
     ToolDescriptor,
     ToolProvider,
     ToolRuntime,
+    WriteIntent,
 )
-from toolbox import WriteIntent
 
 BILLING = ToolDescriptor(
     name="billing",

@@ -444,6 +444,7 @@ def test_budget_per_tool_and_retries_count_once():
     first, tool = run(gateway, context, "billing.lookup_invoice", LOOKUP)
     second = gateway.invoke("billing.lookup_invoice", LOOKUP, context=context)
     assert (first.status, first.attempts, second.reason_code) == (Status.SUCCESS, 2, "BUDGET_EXHAUSTED")
+    assert len(tool.calls) == 2
     assert second.rule == "budget:tool:billing"
 
 

@@ -41,8 +41,10 @@ def test_error_hierarchy():
     assert issubclass(toolbox.PolicyFileError, ValueError)
     for name in toolbox.__all__:
         obj = getattr(toolbox, name)
-        if isinstance(obj, type) and issubclass(obj, Exception):
+        if isinstance(obj, type) and issubclass(obj, Exception) and obj is not toolbox.ApprovalRequired:
             assert issubclass(obj, toolbox.ToolboxError), name
+    # A control-flow signal: `except ToolboxError` must not swallow it.
+    assert not issubclass(toolbox.ApprovalRequired, toolbox.ToolboxError)
 
 
 def test_version():
