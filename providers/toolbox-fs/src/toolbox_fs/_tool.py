@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import builtins
-import hashlib
 import codecs
+import hashlib
 from collections.abc import Callable
 from typing import TypeVar, final
 
@@ -149,7 +149,9 @@ class FsTool:
 
     def _read(self, operation: str, where: Resolved, call: Callable[[], R]) -> ReadIntent[R]:
         arguments = {"path": where.display}
-        return self._runtime.read_intent(operation, self._guard(call), target=where.display, arguments=arguments)
+        return self._runtime.read_intent(
+            operation, self._guard(call), target=where.display, arguments=arguments
+        )
 
     def _write(
         self, operation: str, where: Resolved, call: Callable[[], R], data: bytes | None = None
