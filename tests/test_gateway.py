@@ -636,3 +636,34 @@ def test_every_outcome_is_recorded():
         ("INVALID_ARGUMENTS", "INVALID_ARGUMENTS"),
         ("DENIED", "AUTH_DENIED"),
     ]
+
+
+def test_remote_refs_rejected():
+    """Only local $ref may appear in a schema; a remote one is refused, never fetched."""
+    from toolbox.pipeline.arguments import check_local_refs
+
+    check_local_refs({"$defs": {"A": {"type": "string"}}, "properties": {"a": {"$ref": "#/$defs/A"}}})
+    for ref in ("https://schemas.example.com/a.json", "file:///etc/passwd", "other.json#/x"):
+        with pytest.raises(ConfigurationError, match="only local"):
+            check_local_refs({"properties": {"a": {"items": [{"$ref": ref}]}}})
+
+
+def test_audit_hook_points():
+    """Audit hooks see each dispatched request and every final result, denials included."""
+    seen = []
+
+    class Hook:
+        def on_request(self, invocation):
+            seen.append(("request", invocation.name))
+
+        def on_response(self, invocation, result):
+            seen.append(("response", result.status.value))
+
+    gateway = make(
+        audit_hooks=[Hook()],
+        authorizers=[lambda t, o, c, a: Decision.allow() if o != "charge" else Decision.deny("no")],
+    )
+    context = ctx()
+    gateway.invoke("billing.lookup_invoice", LOOKUP, context=context)
+    gateway.invoke("billing.charge", CHARGE, context=context)
+    assert seen == [("request", "billing.lookup_invoice"), ("response", "SUCCESS"), ("response", "DENIED")]
