@@ -20,7 +20,8 @@ they mean, so callers that only know the standard library still catch them::
         ├── ToolConnectionError (ConnectionError)
         ├── ResponseTooLargeError (ValueError)
         ├── BusinessFailedError                   the tool ran; a mapper says the business outcome failed
-        └── UncertainEffectError                  the tool may or may not have taken effect
+        ├── UncertainEffectError                  the tool may or may not have taken effect
+        └── AuditIncompleteError                  the tool ran, but its audit record could not be written
 
     ApprovalRequired (Exception)                  a control-flow signal, deliberately outside the tree
 
@@ -33,6 +34,7 @@ from __future__ import annotations
 __all__ = [
     "AcknowledgementRequiredError",
     "ApprovalRequired",
+    "AuditIncompleteError",
     "BusinessFailedError",
     "ConfigurationError",
     "IntentAlreadyExecutedError",
@@ -191,6 +193,22 @@ class BusinessFailedError(ToolExecutionError):
 
 class UncertainEffectError(ToolExecutionError):
     """The operation may have taken effect (e.g. a write timed out); check before repeating it."""
+
+
+class AuditIncompleteError(ToolExecutionError):
+    """The operation ran (its effect happened), but its audit record could not be stored.
+
+    The record was kept in the audit trail's fallback file for replay.
+
+    Attributes:
+        status: the operation's real status, e.g. ``SUCCESS``.
+        content: what the operation returned, if it succeeded.
+    """
+
+    def __init__(self, message: str, *, status: str, content: object) -> None:
+        super().__init__(message, request_sent=True)
+        self.status = status
+        self.content = content
 
 
 class ApprovalRequired(Exception):

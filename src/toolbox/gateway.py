@@ -184,6 +184,10 @@ class Gateway:
         record.rule = "context"
         record.end(Status.DENIED.value)
         self.unattributed.append(record)
+        for hook in self._catalog.pipeline.hooks:
+            on_untrusted = getattr(hook, "on_untrusted", None)
+            if on_untrusted is not None:
+                on_untrusted(record.tool)
         return ToolResult(
             Status.DENIED,
             name=str(name)[:200],

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar, cast, final
 from toolbox.context import OperationRecord
 from toolbox.errors import (
     ApprovalRequired,
+    AuditIncompleteError,
     BusinessFailedError,
     IntentAlreadyExecutedError,
     InvalidArgumentsError,
@@ -245,7 +246,7 @@ class Ready(Generic[R]):
         """
         invocation = self._invocation(approval)
         result = self._runtime.pipeline.run(invocation)
-        if result.status is Status.SUCCESS:
+        if result.status is Status.SUCCESS and not result.audit_failed:
             return cast("R", result.content)
         raise_for_result(result, invocation)
 
@@ -257,7 +258,7 @@ class Ready(Generic[R]):
         """
         invocation = self._invocation(approval)
         result = await self._runtime.pipeline.arun(invocation)
-        if result.status is Status.SUCCESS:
+        if result.status is Status.SUCCESS and not result.audit_failed:
             return cast("R", result.content)
         raise_for_result(result, invocation)
 
@@ -271,6 +272,13 @@ def raise_for_result(result: ToolResult, invocation: Invocation) -> NoReturn:
     error = invocation.error
     status = result.status
     message = result.message or f"{result.name}: {status.value}"
+    if result.audit_failed:
+        raise AuditIncompleteError(
+            f"{result.name} ran (status {status.value}) and its effect happened, but the audit trail "
+            "could not record it; the record was kept in the fallback file for replay",
+            status=status.value,
+            content=result.content,
+        ) from error
     if status is Status.APPROVAL_REQUIRED:
         raise ApprovalRequired(result.approval)
     if status is Status.DENIED:

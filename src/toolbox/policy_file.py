@@ -74,6 +74,7 @@ class _PolicyFile(BaseModel):
     providers: ProvidersTable = ProvidersTable()
     roles: dict[str, list[Annotated[str, Field(min_length=1)]]] | None = None
     guardrails: dict[str, Any] | None = None
+    audit: dict[str, Any] | None = None
 
 
 def _risks(values: object, where: str, source: str) -> None:
@@ -135,6 +136,11 @@ def _governance(parsed: _PolicyFile, source: str) -> dict[str, Any]:
         if parsed.guardrails is not None:
             guardrails_from_config(parsed.guardrails, source=source)
             governance["guardrails"] = parsed.guardrails
+        if parsed.audit is not None:
+            from toolbox.audit.config import check_config
+
+            check_config(parsed.audit, source=source)
+            governance["audit"] = parsed.audit
     except ConfigurationError as exc:
         message = str(exc)
         raise PolicyFileError(message if message.startswith(source) else f"{source}: {message}") from None

@@ -12,7 +12,7 @@ MASK = "[REDACTED]"
 # Query parameter names that usually carry credentials.
 _SECRET_NAME = re.compile(
     r"(token|secret|passw(or)?d|pwd|api[-_]?key|apikey|access[-_]?key|auth|credential|"
-    r"session|signature|sig|jwt|bearer|code|key)",
+    r"session|signature|sig|jwt|bearer|code|key|cookie)",
     re.IGNORECASE,
 )
 

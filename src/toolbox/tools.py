@@ -302,6 +302,10 @@ class Tools:
 
     def _deny(self, tool: str, reason_code: str, rule: str) -> None:
         self._context.trace.append(DenialRecord(tool, reason_code, rule))
+        for hook in self._catalog.pipeline.hooks:
+            on_denial = getattr(hook, "on_denial", None)
+            if on_denial is not None:
+                on_denial(self._context, tool, reason_code, rule)
 
     def check_acknowledgement(self, ref: object) -> None:
         """Raise `AcknowledgementRequiredError` unless ``ref``'s acknowledgement holds now."""

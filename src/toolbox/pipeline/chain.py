@@ -44,8 +44,8 @@ class OperationTimeoutError(ToolTimeoutError):
 class AuditHook(Protocol):
     """Hook points around dispatch; the audit trail implements them."""
 
-    def on_request(self, invocation: Invocation) -> None:
-        """Called after every check passed, before the first attempt."""
+    def on_request(self, invocation: Invocation) -> ToolResult | None:
+        """Called after every check passed, before the first attempt; a result refuses the call."""
 
     def on_response(self, invocation: Invocation, result: ToolResult) -> None:
         """Called with every final result, denials included."""
@@ -119,6 +119,18 @@ class Pipeline:
                 return stop
         return None
 
+    def _open(self, invocation: Invocation) -> ToolResult | None:
+        for hook in self._hooks:
+            stop = hook.on_request(invocation)
+            if stop is not None:
+                return stop
+        return None
+
+    @property
+    def hooks(self) -> tuple[AuditHook, ...]:
+        """The audit hooks, in order."""
+        return self._hooks
+
     def _timeout(self, invocation: Invocation) -> float | None:
         return self._timeouts.get(f"{invocation.tool}.{invocation.operation}") or self._timeouts.get(
             invocation.tool
@@ -128,10 +140,8 @@ class Pipeline:
 
     def run(self, invocation: Invocation) -> ToolResult:
         """Run ``invocation`` through the chain and return its result (never raises for denials)."""
-        result = self._check(invocation, self._before)
+        result = self._check(invocation, self._before) or self._open(invocation)
         if result is None:
-            for hook in self._hooks:
-                hook.on_request(invocation)
             result = self._dispatch(invocation)
         return self._finish(invocation, result)
 
@@ -172,10 +182,8 @@ class Pipeline:
 
     async def arun(self, invocation: Invocation) -> ToolResult:
         """Async twin of `run`; sync-only I/O tools run on a worker thread, MEMORY_ONLY inline."""
-        result = self._check(invocation, self._before)
+        result = self._check(invocation, self._before) or self._open(invocation)
         if result is None:
-            for hook in self._hooks:
-                hook.on_request(invocation)
             result = await self._adispatch(invocation)
         return self._finish(invocation, result)
 

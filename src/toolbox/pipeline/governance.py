@@ -18,6 +18,7 @@ from toolbox.pipeline.outcomes import OutcomeMapper, OutcomeMappers
 from toolbox.pipeline.retry import Reconciler, RetryPolicy
 
 if TYPE_CHECKING:
+    from toolbox.audit.trail import AuditTrail
     from toolbox.policy import ToolPolicy
 
 __all__ = ["Governance"]
@@ -42,6 +43,7 @@ class Governance:
         timeouts: per-operation timeouts in seconds, by ``tool`` or ``tool.operation``.
         interceptors: your own `Interceptor` objects, run after the built-in checks.
         audit_hooks: `AuditHook` objects called around dispatch.
+        audit: the `AuditTrail` (its hooks run first); a policy file's ``[audit]`` builds one.
     """
 
     __slots__ = ("_settings",)
@@ -63,6 +65,7 @@ class Governance:
         timeouts: Mapping[str, float] | None = None,
         interceptors: Sequence[Interceptor] = (),
         audit_hooks: Sequence[AuditHook] = (),
+        audit: AuditTrail | None = None,
     ) -> None:
         for interceptor in interceptors:
             if not isinstance(interceptor, Interceptor):
@@ -87,6 +90,7 @@ class Governance:
             "timeouts": dict(timeouts or {}),
             "interceptors": tuple(interceptors),
             "audit_hooks": tuple(audit_hooks),
+            "audit": audit,
         }
         # Fail at configuration time, not on the first call.
         Guardrails(self._settings["guardrails"], mode=guardrail_mode)
@@ -106,6 +110,10 @@ class Governance:
         changes: dict[str, Any] = {}
         if "roles" in config and self._settings["roles"] is None:
             changes["roles"] = config["roles"]
+        if "audit" in config and self._settings["audit"] is None:
+            from toolbox.audit.config import trail_from_config
+
+            changes["audit"] = trail_from_config(config["audit"], source=policy.source or "policy")
         if "guardrails" in config:
             parsed = guardrails_from_config(config["guardrails"], source=policy.source or "policy")
             changes["guardrails"] = (*self._settings["guardrails"], *parsed.rules)
@@ -137,5 +145,11 @@ class Governance:
             reconcilers=s["reconcilers"],
             mappers=OutcomeMappers(s["mappers"]),
             timeouts=s["timeouts"],
-            hooks=s["audit_hooks"],
+            hooks=(s["audit"],) * (s["audit"] is not None) + s["audit_hooks"],
         )
+
+    @property
+    def audit(self) -> AuditTrail | None:
+        """The audit trail, if any."""
+        trail: AuditTrail | None = self._settings["audit"]
+        return trail

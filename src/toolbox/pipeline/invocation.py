@@ -34,6 +34,7 @@ class Invocation:
         "approval",
         "approval_rules",
         "arguments",
+        "audited",
         "call",
         "context",
         "descriptor",
@@ -87,6 +88,8 @@ class Invocation:
         #: Ids of guardrails (or ``descriptor``) that require an approval for this call.
         self.approval_rules: list[str] = []
         self.warnings: list[str] = []
+        #: True once the audit trail stored this call's opening events.
+        self.audited = False
         #: The exception behind an ERROR or UNCERTAIN_EFFECT result, for the typed door.
         self.error: BaseException | None = None
 

@@ -1,0 +1,41 @@
+"""The audit trail: ordered, chained, redacted events in memory, files or databases."""
+
+from toolbox.audit.events import AuditEvent, AuditRecord, EventType
+from toolbox.audit.fanout import FanOutSink
+from toolbox.audit.jsonl import JsonlSink
+from toolbox.audit.memory import MemorySink
+from toolbox.audit.redaction import PayloadMode, Redaction
+from toolbox.audit.sink import AuditQuery, AuditSink, AuditSinkError
+from toolbox.audit.trail import AuditMode, AuditTrail
+from toolbox.audit.verify import ChainProblem, verify_chain
+
+__all__ = [
+    "AuditEvent",
+    "AuditMode",
+    "AuditQuery",
+    "AuditRecord",
+    "AuditSink",
+    "AuditSinkError",
+    "AuditTrail",
+    "ChainProblem",
+    "EventType",
+    "FanOutSink",
+    "JsonlSink",
+    "MemorySink",
+    "PayloadMode",
+    "Redaction",
+    "verify_chain",
+]
+
+
+def __getattr__(name: str) -> object:
+    # The SQL sinks need SQLAlchemy (and psycopg): import them only when asked for.
+    if name == "SqliteSink":
+        from toolbox.audit.sqlite import SqliteSink
+
+        return SqliteSink
+    if name == "PostgresSink":
+        from toolbox.audit.postgres import PostgresSink
+
+        return PostgresSink
+    raise AttributeError(f"module 'toolbox.audit' has no attribute {name!r}")

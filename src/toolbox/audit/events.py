@@ -1,0 +1,183 @@
+"""Audit events: cheap slotted objects on the hot path, a pydantic schema at storage.
+
+Each trace's events form a hash chain: an event's ``hash`` covers its fields
+and the ``previous_hash`` of its trace, so editing, removing or reordering a
+stored event breaks the chain where it happened.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+import time
+import uuid
+from datetime import datetime, timezone
+from typing import Any, final
+
+from pydantic import BaseModel, ConfigDict
+
+__all__ = ["GENESIS_HASH", "AuditEvent", "AuditRecord", "EventType", "chain_hash"]
+
+GENESIS_HASH = "0" * 64
+
+
+class EventType(str, enum.Enum):
+    """What an event records."""
+
+    INTENT_DECLARED = "INTENT_DECLARED"
+    GOVERNANCE_DECISION = "GOVERNANCE_DECISION"
+    INVOCATION_REQUEST = "INVOCATION_REQUEST"
+    INVOCATION_RESPONSE = "INVOCATION_RESPONSE"
+    SYSTEM_ERROR = "SYSTEM_ERROR"
+
+
+#: The fields of an event, in storage order (the chain hash covers all but ``hash``).
+FIELDS = (
+    "event_id",
+    "trace_id",
+    "correlation_id",
+    "sequence",
+    "timestamp",
+    "type",
+    "name",
+    "tool",
+    "operation",
+    "risk",
+    "effect",
+    "decision",
+    "reason_code",
+    "rule_ids",
+    "intent_kind",
+    "intent_text",
+    "tenant",
+    "principal",
+    "payload_summary",
+    "payload_hash",
+    "status",
+    "duration",
+    "attempt",
+    "previous_hash",
+    "hash",
+)
+
+
+@final
+class AuditEvent:
+    """One audit event before storage. Sinks assign ``sequence``, ``previous_hash`` and ``hash``."""
+
+    __slots__ = FIELDS
+
+    def __init__(
+        self,
+        type: EventType,
+        *,
+        trace_id: str,
+        correlation_id: str | None = None,
+        name: str = "",
+        tool: str = "",
+        operation: str = "",
+        risk: str | None = None,
+        effect: str | None = None,
+        decision: str | None = None,
+        reason_code: str | None = None,
+        rule_ids: tuple[str, ...] = (),
+        intent_kind: str | None = None,
+        intent_text: str | None = None,
+        tenant: str | None = None,
+        principal: str | None = None,
+        payload_summary: str | None = None,
+        payload_hash: str | None = None,
+        status: str | None = None,
+        duration: float | None = None,
+        attempt: int | None = None,
+    ) -> None:
+        self.event_id = uuid.uuid4().hex
+        self.trace_id = trace_id
+        self.correlation_id = correlation_id
+        self.sequence = 0
+        self.timestamp = time.time()
+        self.type = type
+        self.name = name
+        self.tool = tool
+        self.operation = operation
+        self.risk = risk
+        self.effect = effect
+        self.decision = decision
+        self.reason_code = reason_code
+        self.rule_ids = rule_ids
+        self.intent_kind = intent_kind
+        self.intent_text = intent_text
+        self.tenant = tenant
+        self.principal = principal
+        self.payload_summary = payload_summary
+        self.payload_hash = payload_hash
+        self.status = status
+        self.duration = duration
+        self.attempt = attempt
+        self.previous_hash = GENESIS_HASH
+        self.hash = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        """Storage form: every field, the type as its value, the time as ISO 8601 UTC."""
+        data = {name: getattr(self, name) for name in FIELDS}
+        data["type"] = self.type.value
+        data["timestamp"] = _iso(self.timestamp)
+        data["rule_ids"] = list(self.rule_ids)
+        return data
+
+    def __repr__(self) -> str:
+        return f"AuditEvent({self.type.value} {self.trace_id}#{self.sequence} {self.name} {self.status})"
+
+
+def _iso(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, tz=timezone.utc).isoformat(timespec="microseconds")
+
+
+def canonical(data: dict[str, Any]) -> str:
+    """Canonical JSON: sorted keys, no spaces, UTF-8 kept."""
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def chain_hash(data: dict[str, Any]) -> str:
+    """SHA-256 over every field but ``hash`` (``previous_hash`` included)."""
+    material = {k: v for k, v in data.items() if k != "hash"}
+    return hashlib.sha256(canonical(material).encode("utf-8")).hexdigest()
+
+
+class AuditRecord(BaseModel):
+    """A stored event, as read back. Validated at the storage boundary."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    event_id: str
+    trace_id: str
+    correlation_id: str | None
+    sequence: int
+    timestamp: str
+    type: EventType
+    name: str
+    tool: str
+    operation: str
+    risk: str | None
+    effect: str | None
+    decision: str | None
+    reason_code: str | None
+    rule_ids: list[str]
+    intent_kind: str | None
+    intent_text: str | None
+    tenant: str | None
+    principal: str | None
+    payload_summary: str | None
+    payload_hash: str | None
+    status: str | None
+    duration: float | None
+    attempt: int | None
+    previous_hash: str
+    hash: str
+
+    def storage_dict(self) -> dict[str, Any]:
+        """The mapping the chain hash was computed over."""
+        data = self.model_dump()
+        data["type"] = self.type.value
+        return data

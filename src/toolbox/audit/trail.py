@@ -1,0 +1,358 @@
+"""`AuditTrail`: turns invocations into ordered, chained events, in one of three modes.
+
+- ``STRICT``: events are written before the operation runs; a failed write is
+  DENIED/AUDIT_UNAVAILABLE with zero executions. A failed write *after* it
+  never hides that it ran: the result keeps its status and sets
+  ``audit_failed``, the typed door raises `AuditIncompleteError`, and the
+  events go to a local fallback file for `replay_fallback`.
+- ``ASYNC``: events go to a bounded queue drained by a background writer. A
+  full queue or a dead writer fails closed like STRICT. `flush`, `close` and
+  interpreter exit drain the queue: nothing accepted is lost on a normal
+  shutdown.
+- ``BEST_EFFORT``: a failed write logs a warning and the call goes on. Not for
+  regulated use.
+"""
+
+from __future__ import annotations
+
+import atexit
+import enum
+import json
+import logging
+import os
+import queue
+import threading
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, final
+
+from toolbox.audit.events import AuditEvent, AuditRecord, EventType
+from toolbox.audit.redaction import Redaction
+from toolbox.audit.sink import AuditQuery, AuditSink
+from toolbox.audit.verify import ChainProblem, verify_chain
+from toolbox.context import ExecutionContext
+from toolbox.errors import ConfigurationError
+from toolbox.pipeline.result import Status, ToolResult
+
+if TYPE_CHECKING:
+    from toolbox.pipeline.invocation import Invocation
+
+__all__ = ["AuditMode", "AuditTrail"]
+
+LOGGER = logging.getLogger("toolbox.audit")
+UNATTRIBUTED = "unattributed"
+_STOP = object()
+
+
+class AuditMode(str, enum.Enum):
+    """How audit writes relate to the calls they record."""
+
+    STRICT = "STRICT"
+    ASYNC = "ASYNC"
+    BEST_EFFORT = "BEST_EFFORT"
+
+
+@final
+class AuditTrail:
+    """The audit trail of a catalog: an `AuditSink`, a mode, redaction and read-back."""
+
+    def __init__(
+        self,
+        sink: AuditSink,
+        *,
+        mode: AuditMode | str = AuditMode.STRICT,
+        fallback_path: str | os.PathLike[str] | None = "toolbox-audit-fallback.jsonl",
+        redaction: Redaction | None = None,
+        queue_size: int = 10_000,
+        auditor_roles: Sequence[str] = ("auditor",),
+    ) -> None:
+        """Args:
+        sink: where events are stored.
+        mode: STRICT (default), ASYNC or BEST_EFFORT.
+        fallback_path: where events that could not be written after a call are kept for
+            `replay_fallback` (None disables it; then only the flag and the error remain).
+        redaction: what of the arguments is stored.
+        queue_size: ASYNC only: the bound of the queue.
+        auditor_roles: principals with one of these roles read every tenant's events.
+        """
+        if not isinstance(sink, AuditSink):
+            raise ConfigurationError(f"{sink!r} is not an audit sink (append, read_trace, query, close)")
+        try:
+            self.mode = AuditMode(mode)
+        except ValueError:
+            raise ConfigurationError(
+                f"unknown audit mode {mode!r}; use STRICT, ASYNC or BEST_EFFORT"
+            ) from None
+        if not isinstance(queue_size, int) or queue_size < 1:
+            raise ConfigurationError("queue_size must be a positive integer")
+        self.sink = sink
+        self.redaction = redaction or Redaction()
+        self.fallback_path = Path(fallback_path) if fallback_path is not None else None
+        self.auditor_roles = frozenset(auditor_roles)
+        self._fallback_lock = threading.Lock()
+        self._queue: queue.Queue[object] | None = None
+        self._writer: threading.Thread | None = None
+        self._writer_failed = False
+        self._closed = False
+        if self.mode is AuditMode.ASYNC:
+            self._queue = queue.Queue(maxsize=queue_size)
+            self._writer = threading.Thread(target=self._drain, name="toolbox-audit-writer", daemon=True)
+            self._writer.start()
+            atexit.register(self.close)
+
+    # -- writing ------------------------------------------------------------------
+
+    def _store(self, events: list[AuditEvent]) -> bool:
+        """Write or enqueue ``events``; False when they were not accepted."""
+        if self.mode is AuditMode.ASYNC:
+            return self._enqueue(events)
+        try:
+            self.sink.append(events)
+        except Exception as exc:  # noqa: BLE001 - any sink failure is an audit failure
+            LOGGER.warning("audit write failed (%s); %d event(s) not stored", type(exc).__name__, len(events))
+            return False
+        return True
+
+    def _enqueue(self, events: list[AuditEvent]) -> bool:
+        assert self._queue is not None and self._writer is not None
+        if self._closed or self._writer_failed or not self._writer.is_alive():
+            return False
+        try:
+            self._queue.put_nowait(events)
+        except queue.Full:
+            LOGGER.warning("audit queue full; %d event(s) refused", len(events))
+            return False
+        return True
+
+    def _drain(self) -> None:
+        assert self._queue is not None
+        while True:
+            batch = self._queue.get()
+            try:
+                if batch is _STOP:
+                    return
+                events: list[AuditEvent] = batch  # type: ignore[assignment]
+                try:
+                    self.sink.append(events)
+                except Exception as exc:  # noqa: BLE001 - keep accepted events, then fail closed
+                    self._writer_failed = True
+                    LOGGER.error(
+                        "audit writer failed (%s); events kept in the fallback file", type(exc).__name__
+                    )
+                    self._keep(events)
+            finally:
+                self._queue.task_done()
+
+    def _keep(self, events: Sequence[AuditEvent]) -> bool:
+        """Append ``events`` (unchained) to the fallback file for a later replay."""
+        if self.fallback_path is None:
+            return False
+        try:
+            with self._fallback_lock, self.fallback_path.open("a", encoding="utf-8") as handle:
+                for event in events:
+                    handle.write(json.dumps(event.as_dict(), ensure_ascii=False) + "\n")
+                handle.flush()
+                os.fsync(handle.fileno())
+        except OSError as exc:
+            LOGGER.error("audit fallback file unwritable (%s); %d event(s) lost", exc.strerror, len(events))
+            return False
+        return True
+
+    # -- pipeline hook points ---------------------------------------------------------
+
+    def _event(self, kind: EventType, invocation: Invocation, **fields: Any) -> AuditEvent:
+        ctx = invocation.context
+        descriptor = invocation.descriptor
+        record = invocation.record
+        return AuditEvent(
+            kind,
+            trace_id=ctx.run_id,
+            correlation_id=ctx.correlation_id,
+            name=invocation.name,
+            tool=invocation.tool,
+            operation=invocation.operation,
+            risk=descriptor.risk.value if descriptor is not None else None,
+            effect=invocation.effect.value,
+            intent_kind=record.intent_kind or None,
+            intent_text=record.intent_text or None,
+            tenant=ctx.tenant,
+            principal=ctx.principal,
+            **fields,
+        )
+
+    def _opening(self, invocation: Invocation, decision: str, result: ToolResult | None) -> list[AuditEvent]:
+        summary, digest = self.redaction.payload_fields(
+            invocation.arguments if isinstance(invocation.arguments, Mapping) else {}
+        )
+        rules = tuple(w.split(":", 1)[0] for w in invocation.warnings)
+        if result is not None and result.rule:
+            rules = (*rules, result.rule)
+        return [
+            self._event(EventType.INTENT_DECLARED, invocation, payload_summary=summary, payload_hash=digest),
+            self._event(
+                EventType.GOVERNANCE_DECISION,
+                invocation,
+                decision=decision,
+                reason_code=result.reason_code if result is not None else None,
+                rule_ids=rules,
+                status=result.status.value if result is not None else None,
+            ),
+        ]
+
+    def on_request(self, invocation: Invocation) -> ToolResult | None:
+        """Before dispatch: intent, decision and request. A failed write refuses the call."""
+        events = self._opening(invocation, "ALLOW", None)
+        events.append(self._event(EventType.INVOCATION_REQUEST, invocation, attempt=1))
+        if self._store(events) or self.mode is AuditMode.BEST_EFFORT:
+            invocation.audited = True
+            return None
+        return invocation.denied(
+            "AUDIT_UNAVAILABLE", "audit", "the audit trail cannot record this call, so it was refused"
+        )
+
+    def on_response(self, invocation: Invocation, result: ToolResult) -> None:
+        """After the outcome: the response event (after a refusal, the decision events too)."""
+        events = [] if invocation.audited else self._opening(invocation, _decision(result), result)
+        record = invocation.record
+        events.append(
+            self._event(
+                EventType.INVOCATION_RESPONSE,
+                invocation,
+                status=result.status.value,
+                reason_code=result.reason_code or result.error_code,
+                duration=record.duration,
+                attempt=record.attempts,
+            )
+        )
+        if result.reason_code == "AUDIT_UNAVAILABLE":
+            self._keep(events)
+            return
+        if not self._store(events) and self.mode is not AuditMode.BEST_EFFORT:
+            result.audit_failed = True
+            self._keep(events)
+
+    def on_denial(self, context: ExecutionContext, tool: str, reason_code: str, rule: str) -> None:
+        """A ``Tools.get`` denial (no operation yet)."""
+        event = AuditEvent(
+            EventType.GOVERNANCE_DECISION,
+            trace_id=context.run_id,
+            correlation_id=context.correlation_id,
+            name=tool,
+            tool=tool,
+            decision="DENY",
+            reason_code=reason_code,
+            rule_ids=(rule,),
+            tenant=context.tenant,
+            principal=context.principal,
+            status=Status.DENIED.value,
+        )
+        if not self._store([event]):
+            self._keep([event])
+
+    def on_untrusted(self, name: str) -> None:
+        """A by-name call refused for lack of a trusted context."""
+        event = AuditEvent(
+            EventType.SYSTEM_ERROR,
+            trace_id=UNATTRIBUTED,
+            name=name,
+            decision="DENY",
+            reason_code="NO_TRUSTED_CONTEXT",
+            rule_ids=("context",),
+            status=Status.DENIED.value,
+        )
+        if not self._store([event]):
+            self._keep([event])
+
+    # -- lifecycle ----------------------------------------------------------------
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Wait until every accepted event is written (ASYNC); a no-op otherwise."""
+        if self._queue is None:
+            return
+        if timeout is None:
+            self._queue.join()
+            return
+        done = threading.Event()
+        threading.Thread(target=lambda: (self._queue.join(), done.set()), daemon=True).start()  # type: ignore[union-attr]
+        done.wait(timeout)
+
+    def close(self) -> None:
+        """Drain the queue, stop the writer and close the sink. Safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._queue is not None and self._writer is not None and self._writer.is_alive():
+            self._queue.put(_STOP)
+            self._writer.join()
+        self.sink.close()
+
+    @property
+    def healthy(self) -> bool:
+        """False once the ASYNC writer failed or stopped: calls are then refused."""
+        if self.mode is not AuditMode.ASYNC:
+            return True
+        return not self._writer_failed and self._writer is not None and self._writer.is_alive()
+
+    def replay_fallback(self) -> int:
+        """Store the events kept in the fallback file, then empty it; returns how many."""
+        if self.fallback_path is None or not self.fallback_path.exists():
+            return 0
+        with self._fallback_lock:
+            lines = self.fallback_path.read_text(encoding="utf-8").splitlines()
+            events = [_event_from_dict(json.loads(line)) for line in lines if line.strip()]
+            if events:
+                self.sink.append(events)
+            self.fallback_path.write_text("", encoding="utf-8")
+        return len(events)
+
+    # -- read-back ----------------------------------------------------------------
+
+    def _is_auditor(self, context: ExecutionContext) -> bool:
+        return bool(self.auditor_roles & context.roles)
+
+    def read_trace(self, trace_id: str, *, context: ExecutionContext) -> list[AuditRecord]:
+        """The events of ``trace_id`` in order, limited to ``context``'s tenant unless it is an auditor."""
+        records = self.sink.read_trace(trace_id)
+        if self._is_auditor(context):
+            return records
+        return [r for r in records if r.tenant == context.tenant]
+
+    def query(
+        self,
+        *,
+        context: ExecutionContext,
+        tool: str | None = None,
+        principal: str | None = None,
+        status: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int = 1000,
+    ) -> list[AuditRecord]:
+        """Events by tool, principal, status and time range; scoped like `read_trace`."""
+        tenant = None if self._is_auditor(context) else context.tenant
+        return self.sink.query(AuditQuery(tenant, tool, principal, status, since, until, limit))
+
+    def verify(self, trace_id: str, *, context: ExecutionContext) -> list[ChainProblem]:
+        """Chain problems of ``trace_id`` (auditors only: verification needs every event)."""
+        if not self._is_auditor(context):
+            raise PermissionError("verifying a trace needs an auditor role")
+        return verify_chain(self.sink.read_trace(trace_id))
+
+
+def _decision(result: ToolResult) -> str:
+    if result.status is Status.INVALID_ARGUMENTS:
+        return "INVALID"
+    if result.status is Status.APPROVAL_REQUIRED:
+        return "APPROVAL_REQUIRED"
+    return "DENY" if result.status is Status.DENIED else "ALLOW"
+
+
+def _event_from_dict(data: Mapping[str, Any]) -> AuditEvent:
+    event = AuditEvent(EventType(data["type"]), trace_id=data["trace_id"])
+    for name, value in data.items():
+        if name in ("type", "timestamp", "sequence", "previous_hash", "hash"):
+            continue
+        setattr(event, name, tuple(value) if name == "rule_ids" else value)
+    event.timestamp = datetime.fromisoformat(data["timestamp"]).timestamp()
+    return event
