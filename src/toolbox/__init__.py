@@ -13,6 +13,7 @@ from toolbox.descriptor import Acknowledgement, Effect, OperationDescriptor, Ris
 from toolbox.errors import (
     AcknowledgementRequiredError,
     ApprovalRequired,
+    AuditIncompleteError,
     BusinessFailedError,
     ConfigurationError,
     IntentAlreadyExecutedError,
@@ -56,6 +57,8 @@ __all__ = [
     "Approval",
     "ApprovalRequest",
     "ApprovalRequired",
+    "AuditIncompleteError",
+    "AuditIncompleteError",
     "Approver",
     "ArgumentLimits",
     "Authorizer",
