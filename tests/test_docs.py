@@ -66,8 +66,16 @@ def blocks(path: Path, language: str) -> list[str]:
 def test_docs_exist():
     """The documentation set named by the project is present."""
     names = {p.name for p in DOCS}
-    for required in ("README.md", "SECURITY.md", "architecture.md", "concepts.md", "providers.md",
-                     "deployment.md", "policy-file.md", "testing.md"):
+    for required in (
+        "README.md",
+        "SECURITY.md",
+        "architecture.md",
+        "concepts.md",
+        "providers.md",
+        "deployment.md",
+        "policy-file.md",
+        "testing.md",
+    ):
         assert required in names
 
 

@@ -667,3 +667,17 @@ def test_audit_hook_points():
     gateway.invoke("billing.lookup_invoice", LOOKUP, context=context)
     gateway.invoke("billing.charge", CHARGE, context=context)
     assert seen == [("request", "billing.lookup_invoice"), ("response", "SUCCESS"), ("response", "DENIED")]
+
+
+def test_approval_request_redacts_nested_secrets():
+    """Approval requests mask nested secrets and URLs before a model or a person sees them."""
+    from toolbox.pipeline.approval import _redact
+
+    shown = _redact(
+        {"headers": {"Authorization": "Bearer abc"}, "url": "https://u:p@h/x?token=t", "n": "EUR"}
+    )
+    assert shown == {
+        "headers": {"Authorization": "[REDACTED]"},
+        "url": "https://h/x?token=[REDACTED]",
+        "n": "EUR",
+    }

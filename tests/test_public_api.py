@@ -7,9 +7,27 @@ def test_all_is_sorted_and_complete():
     """Every public name is exported in __all__ (like httpx's test_exported_members)."""
     public = {name for name in vars(toolbox) if not name.startswith(("_", "@"))}
     modules = {
-        "audit", "budget", "calculator", "catalog", "cli", "context", "descriptor", "discovery", "errors",
-        "function_tool", "gateway", "intent", "pipeline", "policy", "policy_file", "provider", "redact",
-        "runtime", "selection", "testing", "tools",
+        "audit",
+        "budget",
+        "calculator",
+        "catalog",
+        "cli",
+        "context",
+        "descriptor",
+        "discovery",
+        "errors",
+        "function_tool",
+        "gateway",
+        "intent",
+        "pipeline",
+        "policy",
+        "policy_file",
+        "provider",
+        "redact",
+        "runtime",
+        "selection",
+        "testing",
+        "tools",
     }
     assert set(toolbox.__all__) == public - modules - {"annotations"}
     assert len(set(toolbox.__all__)) == len(toolbox.__all__)  # ruff's RUF022 keeps the order sorted

@@ -168,7 +168,7 @@ def test_user_interceptor_runs_in_the_chain():
     assert info.value.reason_code == "QUOTA"
     assert quota.seen == ["billing.charge", "billing.charge"] and len(billing.calls) == 1
     names = [i.name for i in tools.catalog.pipeline.interceptors]
-    assert names == ["kill_switch", "access", "deadline", "validation", "approval", "budget", "quota"]
+    assert names == ["kill_switch", "access", "deadline", "validation", "quota", "approval", "budget"]
 
 
 @tool(risk=RiskClass.MEMORY_ONLY, effect=Effect.READ_ONLY)
@@ -196,7 +196,8 @@ def test_function_tools_both_doors():
     assert (saved.status, saved.content) == (Status.SUCCESS, "HI")
     assert asyncio.run(tools.get(save_note).call("x").audit_as("Save").aexecute()) == "X"
     sync_of_async = gateway.invoke("notes.save", {"text": "hi", "audit_as": "Save"}, context=context)
-    assert (sync_of_async.status, sync_of_async.error_code) == (Status.ERROR, "TypeError")
+    assert (sync_of_async.status, sync_of_async.error_code) == (Status.ERROR, "ToolExecutionError")
+    assert "call it with aexecute() or Gateway.ainvoke()" in sync_of_async.message
     with pytest.raises(ValueError, match="unexpected keyword"):
         tools.get(add).call(1, c=2)
     definitions = {d["name"]: d for d in gateway.definitions()}
@@ -204,6 +205,23 @@ def test_function_tools_both_doors():
     assert definitions["add"]["description"] == "Add two integers."
     assert definitions["add"]["parameters"]["required"] == ["a", "purpose"]
     assert "audit_as" in definitions["notes.save"]["parameters"]["required"]
+
+
+def test_function_tool_signature_checked_at_decoration():
+    """A signature that cannot be a schema fails when decorated, not on the first call."""
+    from toolbox import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="args"):
+
+        @tool(risk=RiskClass.MEMORY_ONLY)
+        def spread(*values: int) -> int:
+            return sum(values)
+
+    with pytest.raises(ConfigurationError, match="clashes with the intent"):
+
+        @tool(risk=RiskClass.MEMORY_ONLY)
+        def odd(purpose: str) -> str:
+            return purpose
 
 
 def test_function_tool_needs_risk():

@@ -20,7 +20,9 @@ from collections.abc import Callable
 from typing import Any, Generic, Literal, Protocol, TypeVar, final, overload
 
 from toolbox.descriptor import Acknowledgement, Effect, OperationDescriptor, RiskClass, ToolDescriptor
+from toolbox.errors import ToolExecutionError
 from toolbox.intent import ReadIntent, WriteIntent
+from toolbox.pipeline.arguments import operation_schema
 from toolbox.provider import ToolProvider
 from toolbox.runtime import ToolRuntime
 
@@ -92,32 +94,51 @@ class _Bound:
 
     function: Callable[..., Any]
     effect: Effect
+    is_async: bool
+    signature: inspect.Signature
+    names: tuple[str, ...]
+    defaults: dict[str, Any]
+    required: frozenset[str]
 
     def __init__(self, runtime: ToolRuntime) -> None:
         self._runtime = runtime
 
+    def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        # Fast path for plain parameters; anything unusual goes through Signature.bind.
+        names = self.names
+        if (
+            len(args) <= len(names)
+            and not (kwargs.keys() - names)
+            and not (kwargs.keys() & names[: len(args)])
+        ):
+            arguments = {**self.defaults, **dict(zip(names[: len(args)], args, strict=True)), **kwargs}
+            if not (self.required - arguments.keys()):
+                return arguments
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise ValueError(f"{self.function.__name__}(): {exc}") from None
+        bound.apply_defaults()
+        return dict(bound.arguments)
+
     def call(self, *args: Any, **kwargs: Any) -> ReadIntent[Any] | WriteIntent[Any]:
         """Intent to call the function with these arguments (checked against its signature)."""
         function = self.function
-        try:
-            bound = inspect.signature(function).bind(*args, **kwargs)
-        except TypeError as exc:
-            raise ValueError(f"{function.__name__}(): {exc}") from None
-        arguments = dict(bound.arguments)
-        if inspect.iscoroutinefunction(function):
+        arguments = self._bind(args, kwargs)
+        build = self._runtime.read_intent if self.effect is Effect.READ_ONLY else self._runtime.write_intent
+        if self.is_async:
 
             def call() -> Any:
-                raise TypeError(f"{function.__name__} is async: use aexecute() or Gateway.ainvoke()")
+                raise ToolExecutionError(
+                    f"{function.__name__} is async: call it with aexecute() or Gateway.ainvoke()",
+                    request_sent=False,
+                )
 
             async def acall() -> Any:
-                return await function(*bound.args, **bound.kwargs)
+                return await function(**arguments)
 
-            build = (
-                self._runtime.read_intent if self.effect is Effect.READ_ONLY else self._runtime.write_intent
-            )
             return build(OPERATION, call, acall=acall, arguments=arguments)
-        build = self._runtime.read_intent if self.effect is Effect.READ_ONLY else self._runtime.write_intent
-        return build(OPERATION, lambda: function(*bound.args, **bound.kwargs), arguments=arguments)
+        return build(OPERATION, lambda: function(**arguments), arguments=arguments)
 
 
 def _tool_name(function: Callable[..., Any]) -> str:
@@ -192,10 +213,27 @@ def tool(
                 ),
             ),
         )
+        signature = inspect.signature(function)
+        simple = all(
+            p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+            for p in signature.parameters.values()
+        )
+        # Fail at decoration, not on the first call: the schema must be derivable.
+        operation_schema(descriptor.name, OPERATION, function, chosen_effect)
+        params = signature.parameters.items()
         bound_type = type(
             f"{function.__name__}_tool",
             (_Bound,),
-            {"function": staticmethod(function), "effect": chosen_effect},
+            {
+                "function": staticmethod(function),
+                "effect": chosen_effect,
+                "is_async": inspect.iscoroutinefunction(function),
+                "signature": signature,
+                # An empty tuple disables the fast path for unusual signatures.
+                "names": tuple(signature.parameters) if simple else (),
+                "defaults": {n: p.default for n, p in params if p.default is not inspect.Parameter.empty},
+                "required": frozenset(n for n, p in params if p.default is inspect.Parameter.empty),
+            },
         )
         # The by-name schema is derived from the function's own signature.
         bound_type.call = _with_signature_of(bound_type.call, function)  # type: ignore[attr-defined]

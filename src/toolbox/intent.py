@@ -114,6 +114,11 @@ class _Intent(Generic[R]):
         """
         return self._ready("audit_as", text)
 
+    @property
+    def arguments(self) -> Mapping[str, Any]:
+        """What authorization, guardrails and approvals see (never recorded as is)."""
+        return self._arguments
+
     def operation_calls(self) -> tuple[Callable[[], R], Callable[[], Awaitable[R]] | None]:
         """The undecorated sync and async calls, for the by-name door's governed chain."""
         return self._call, self._acall

@@ -113,7 +113,8 @@ class AuditEvent:
         self.payload_summary = payload_summary
         self.payload_hash = payload_hash
         self.status = status
-        self.duration = duration
+        # Stored as a float: an int would hash as "1" and read back as "1.0".
+        self.duration = float(duration) if duration is not None else None
         self.attempt = attempt
         self.previous_hash = GENESIS_HASH
         self.hash = ""

@@ -65,18 +65,19 @@ class Redaction:
             raise ConfigurationError(f"unknown payload mode {payload!r}; use SUMMARY, HASH or NONE") from None
         return cls(frozenset(keys), max_summary, mode)
 
-    def _clean(self, value: object, depth: int = 0) -> object:
+    def clean(self, value: object, depth: int = 0) -> object:
+        """``value`` with secrets masked, URLs redacted and odd types replaced by a placeholder."""
         if depth > _MAX_DEPTH:
             return "[TOO DEEP]"
         if isinstance(value, Mapping):
             return {
                 str(k): MASK
                 if is_secret_name(str(k)) or str(k).lower() in self.keys
-                else self._clean(v, depth + 1)
+                else self.clean(v, depth + 1)
                 for k, v in value.items()
             }
         if isinstance(value, (list, tuple)):
-            return [self._clean(v, depth + 1) for v in value]
+            return [self.clean(v, depth + 1) for v in value]
         if isinstance(value, bytes):
             return f"<{len(value)} bytes>"
         if isinstance(value, str):
@@ -93,7 +94,7 @@ class Redaction:
         """(summary, hash) to store for ``arguments`` under these settings."""
         if self.payload is PayloadMode.NONE:
             return None, None
-        text = canonical(self._clean(arguments))  # type: ignore[arg-type]
+        text = canonical(self.clean(arguments))  # type: ignore[arg-type]
         digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
         if self.payload is PayloadMode.HASH:
             return None, digest

@@ -273,8 +273,14 @@ class AuditTrail:
         if timeout is None:
             self._queue.join()
             return
+        pending = self._queue
         done = threading.Event()
-        threading.Thread(target=lambda: (self._queue.join(), done.set()), daemon=True).start()  # type: ignore[union-attr]
+
+        def wait() -> None:
+            pending.join()
+            done.set()
+
+        threading.Thread(target=wait, daemon=True).start()
         done.wait(timeout)
 
     def close(self) -> None:

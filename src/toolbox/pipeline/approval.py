@@ -20,13 +20,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, final
 
+from toolbox.audit.redaction import Redaction
 from toolbox.pipeline.invocation import Invocation
 from toolbox.pipeline.result import Status, ToolResult
-from toolbox.redact import MASK, is_secret_name
 
 __all__ = ["Approval", "ApprovalCheck", "ApprovalRequest", "Approver", "HmacApprover", "fingerprint"]
 
 _MAX_SHOWN = 200
+_REDACTION = Redaction()
 
 
 def _canonical(value: object) -> str:
@@ -43,16 +44,19 @@ def fingerprint(invocation: Invocation) -> str:
 
 
 def _redact(arguments: Mapping[str, Any]) -> dict[str, Any]:
-    shown: dict[str, Any] = {}
-    for key, value in arguments.items():
-        if is_secret_name(key):
-            shown[key] = MASK
-        else:
-            text = value if isinstance(value, (int, float, bool)) or value is None else _canonical(value)
-            if isinstance(text, str) and len(text) > _MAX_SHOWN:
-                text = text[:_MAX_SHOWN] + "..."
-            shown[key] = text
-    return shown
+    # The same redaction as the audit trail: nested secrets, URLs and bearer strings are masked.
+    cleaned = _REDACTION.clean(dict(arguments))
+    assert isinstance(cleaned, dict)
+    return {key: _shorten(value) for key, value in cleaned.items()}
+
+
+def _shorten(value: object) -> object:
+    if isinstance(value, str):
+        return value if len(value) <= _MAX_SHOWN else value[:_MAX_SHOWN] + "..."
+    if isinstance(value, (dict, list)):
+        text = _canonical(value)
+        return value if len(text) <= _MAX_SHOWN else text[:_MAX_SHOWN] + "..."
+    return value
 
 
 @final

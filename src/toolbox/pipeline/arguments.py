@@ -253,7 +253,8 @@ class ArgumentValidation:
                 field_path="",
                 message=message,
             )
-        invocation.arguments = values
+        # Both doors hand governance the provider's own view of the arguments.
+        invocation.arguments = intent.arguments
         invocation.intent_text = text
         invocation.record.intent_text = text
         invocation.call, invocation.acall = intent.operation_calls()

@@ -121,7 +121,14 @@ class Pipeline:
 
     def _open(self, invocation: Invocation) -> ToolResult | None:
         for hook in self._hooks:
-            stop = hook.on_request(invocation)
+            try:
+                stop = hook.on_request(invocation)
+            except Exception as exc:  # noqa: BLE001 - a failing hook fails closed
+                return invocation.denied(
+                    "GOVERNANCE_EVALUATION_FAILED",
+                    type(hook).__name__,
+                    f"an audit hook failed ({type(exc).__name__}), so the call was refused",
+                )
             if stop is not None:
                 return stop
         return None
@@ -340,5 +347,8 @@ class Pipeline:
         error = invocation.error
         record.end(result.status.value, type(error).__name__ if error is not None else None)
         for hook in self._hooks:
-            hook.on_response(invocation, result)
+            try:
+                hook.on_response(invocation, result)
+            except Exception:  # noqa: BLE001 - the call happened: flag the gap, never hide the result
+                result.audit_failed = True
         return result

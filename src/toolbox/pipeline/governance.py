@@ -116,8 +116,8 @@ class Governance:
             changes["audit"] = trail_from_config(config["audit"], source=policy.source or "policy")
         if "guardrails" in config:
             parsed = guardrails_from_config(config["guardrails"], source=policy.source or "policy")
+            # The file's mode applies to the file's rules only; code rules keep the code's mode.
             changes["guardrails"] = (*self._settings["guardrails"], *parsed.rules)
-            changes["guardrail_mode"] = parsed.mode
         return self.replace(**changes) if changes else self
 
     def build(self, *, env: Mapping[str, str] | None = None) -> Pipeline:
@@ -126,19 +126,26 @@ class Governance:
         authorizers = list(s["authorizers"])
         if s["roles"] is not None:
             authorizers.insert(0, RolePolicy(s["roles"]))
+        # Validation runs before authorization (a deliberate change from the target design's order):
+        # authorizers must judge validated, typed arguments, the same on both doors, never raw JSON.
         checks: list[Interceptor] = [
-            KillSwitch(enabled=s["enabled"], disabled_tools=s["disabled_tools"], env=env or os.environ),
+            KillSwitch(
+                enabled=s["enabled"],
+                disabled_tools=s["disabled_tools"],
+                env=os.environ if env is None else env,
+            ),
             AccessCheck(),
             DeadlineCheck(),
+            ArgumentValidation(s["limits"]),
         ]
         if authorizers:
             checks.append(AuthorizationCheck(authorizers))
-        checks.append(ArgumentValidation(s["limits"]))
         if s["guardrails"]:
             checks.append(Guardrails(s["guardrails"], mode=s["guardrail_mode"]))
+        checks.extend(s["interceptors"])
+        # Approval and budget come last, so a call refused by any other check spends neither.
         checks.append(ApprovalCheck(s["approver"]))
         checks.append(BudgetCheck())
-        checks.extend(s["interceptors"])
         return Pipeline(
             checks,
             retry=s["retry"],

@@ -9,6 +9,7 @@ errors at load time, never skipped.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import fnmatch
 import re
@@ -55,6 +56,8 @@ class Guardrail:
     operation: str = "*"
     when: ArgumentPredicate | None = None
     message: str = ""
+    report_only: bool = False
+    """Warn instead of denying (set for the rules of a policy file in REPORT mode)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not _RULE_ID.match(self.id):
@@ -113,7 +116,7 @@ class Guardrails:
             if not rule.matches(invocation):
                 continue
             action = rule.action
-            if action is GuardrailAction.DENY and self._mode is GuardrailMode.REPORT:
+            if action is GuardrailAction.DENY and (self._mode is GuardrailMode.REPORT or rule.report_only):
                 action = GuardrailAction.WARN
             text = rule.message or f"guardrail {rule.id} matched {invocation.tool}.{invocation.operation}"
             if action is GuardrailAction.DENY:
@@ -197,6 +200,9 @@ def guardrails_from_config(config: Mapping[str, Any], *, source: str = "configur
             raise ConfigurationError(f"{where}: {exc}") from None
     mode = config.get("mode", GuardrailMode.ENFORCE.value)
     try:
-        return Guardrails(rules, mode=mode)
+        checked = Guardrails(rules, mode=mode)
     except ConfigurationError as exc:
         raise ConfigurationError(f"{source}: {exc}") from None
+    if checked.mode is GuardrailMode.REPORT:
+        return Guardrails([dataclasses.replace(r, report_only=True) for r in rules])
+    return checked

@@ -23,6 +23,7 @@ from toolbox.context import ExecutionContext
 from toolbox.descriptor import Acknowledgement, Effect, OperationDescriptor, RiskClass, ToolDescriptor
 from toolbox.errors import ToolboxError
 from toolbox.intent import ReadIntent, WriteIntent
+from toolbox.pipeline.governance import Governance
 from toolbox.policy import ToolPolicy
 from toolbox.provider import ToolProvider
 from toolbox.runtime import ToolRuntime
@@ -56,6 +57,7 @@ def build_tools(
     context: ExecutionContext | None = None,
     options: Mapping[str, Mapping[str, Any]] | None = None,
     discover: bool = False,
+    governance: Governance | None = None,
 ) -> Tools:
     """`Tools.load` for tests: explicit providers only, an injected environment.
 
@@ -69,6 +71,7 @@ def build_tools(
         discover=discover,
         env={} if env is None else env,
         options=options,
+        governance=governance,
     )
 
 

@@ -1,0 +1,154 @@
+"""`OtelHook`: one OpenTelemetry span per governed invocation, through the API only.
+
+::
+
+    from opentelemetry import trace
+    from toolbox import Governance
+    from toolbox.audit.otel import OtelHook
+
+    governance = Governance(audit_hooks=[OtelHook()])   # the global tracer provider
+    governance = Governance(audit_hooks=[OtelHook(tracer=provider.get_tracer("app"))])
+
+Only ``opentelemetry-api`` is imported (``opentelemetry.trace``); the
+application chooses and configures the SDK and its exporters. Without a
+configured provider the API's no-op tracer makes this hook free.
+
+Each span is named ``toolbox <tool>.<operation>``, starts when the operation
+was first dispatched (or, when it never was, when the intent was declared),
+ends when the result is final, and carries the audit event's fields as
+``toolbox.*`` attributes: tool, operation, name, status, decision,
+reason_code, error_code, rule_ids, effect, risk, intent_kind, intent_text,
+tenant, principal, trace_id (the context's run id), correlation_id,
+attempts and payload_hash. Never the arguments, headers, bodies or messages:
+the payload appears only as the hash of its redacted form (`Redaction`).
+Statuses other than SUCCESS and APPROVAL_REQUIRED set the span status to
+ERROR, described by their codes only.
+
+The hook never refuses a call (``on_request`` returns None) and never lets a
+tracing failure reach the caller.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, final
+
+from toolbox.audit.redaction import Redaction
+from toolbox.pipeline.result import Status, ToolResult
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Tracer
+    from opentelemetry.util.types import AttributeValue
+
+    from toolbox.pipeline.invocation import Invocation
+
+__all__ = ["OtelHook"]
+
+LOGGER = logging.getLogger("toolbox.audit")
+PREFIX = "toolbox."
+INSTRUMENTATION_NAME = "toolbox"
+INSTALL_HINT = (
+    "OtelHook needs the OpenTelemetry API. Please install it: "
+    'pip install "toolbox-registry[otel]" (or pip install opentelemetry-api)'
+)
+
+
+def _decision(result: ToolResult) -> str:
+    """The governance decision the audit trail records for ``result``."""
+    if result.status is Status.INVALID_ARGUMENTS:
+        return "INVALID"
+    if result.status is Status.APPROVAL_REQUIRED:
+        return "APPROVAL_REQUIRED"
+    return "DENY" if result.status is Status.DENIED else "ALLOW"
+
+
+def _nanoseconds(seconds: float) -> int:
+    return int(seconds * 1_000_000_000)
+
+
+@final
+class OtelHook:
+    """An `AuditHook` that records one span per invocation; pass it in ``Governance(audit_hooks=[...])``.
+
+    Args:
+        tracer: the tracer to use (default: ``opentelemetry.trace.get_tracer("toolbox")``,
+            i.e. the globally configured provider, resolved lazily by the API).
+        redaction: how the payload hash is computed; the audit trail's settings
+            give the same hash as its events (default: `Redaction()`).
+
+    Raises:
+        ImportError: ``opentelemetry-api`` is not installed.
+    """
+
+    __slots__ = ("_redaction", "_status_code", "_status_type", "_tracer")
+
+    def __init__(self, tracer: Tracer | None = None, redaction: Redaction | None = None) -> None:
+        try:
+            from opentelemetry import trace
+        except ImportError as exc:
+            raise ImportError(INSTALL_HINT) from exc
+        self._tracer: Tracer = tracer if tracer is not None else trace.get_tracer(INSTRUMENTATION_NAME)
+        self._redaction = redaction or Redaction()
+        self._status_type = trace.Status
+        self._status_code = trace.StatusCode
+
+    def on_request(self, invocation: Invocation) -> ToolResult | None:
+        """Tracing never refuses a call."""
+        return None
+
+    def on_response(self, invocation: Invocation, result: ToolResult) -> None:
+        """Record the invocation's span; a tracing failure is logged, never raised."""
+        try:
+            self._record(invocation, result)
+        except Exception as exc:  # noqa: BLE001 - tracing must not break a call that already ran
+            LOGGER.warning("OpenTelemetry span not recorded (%s)", type(exc).__name__)
+
+    def attributes(self, invocation: Invocation, result: ToolResult) -> dict[str, AttributeValue]:
+        """The span attributes for ``invocation`` and its ``result`` (None values left out)."""
+        ctx = invocation.context
+        record = invocation.record
+        descriptor = invocation.descriptor
+        arguments = invocation.arguments if isinstance(invocation.arguments, Mapping) else {}
+        _, payload_hash = self._redaction.payload_fields(arguments)
+        rules = [w.split(":", 1)[0] for w in invocation.warnings]
+        if result.rule:
+            rules.append(result.rule)
+        values: dict[str, Any] = {
+            "tool": invocation.tool,
+            "operation": invocation.operation,
+            "name": invocation.name,
+            "status": result.status.value,
+            "decision": _decision(result),
+            "reason_code": result.reason_code,
+            "error_code": result.error_code,
+            "rule_ids": rules or None,
+            "effect": invocation.effect.value,
+            "risk": descriptor.risk.value if descriptor is not None else None,
+            "intent_kind": record.intent_kind or None,
+            "intent_text": record.intent_text or None,
+            "tenant": ctx.tenant,
+            "principal": ctx.principal,
+            "trace_id": ctx.run_id,
+            "correlation_id": ctx.correlation_id,
+            "attempts": record.attempts,
+            "payload_hash": payload_hash,
+        }
+        return {PREFIX + key: value for key, value in values.items() if value is not None}
+
+    def _record(self, invocation: Invocation, result: ToolResult) -> None:
+        record = invocation.record
+        began = record.started_at if record.started_at is not None else record.declared_at
+        span = self._tracer.start_span(
+            f"toolbox {invocation.tool}.{invocation.operation}",
+            start_time=_nanoseconds(began),
+            attributes=self.attributes(invocation, result),
+        )
+        try:
+            if result.is_error:
+                code = result.reason_code or result.error_code
+                description = f"{result.status.value}: {code}" if code else result.status.value
+                span.set_status(self._status_type(self._status_code.ERROR, description))
+        finally:
+            span.end(end_time=time.time_ns())

@@ -1,0 +1,426 @@
+"""The SQL schema shared by the SQLite and PostgreSQL sinks, and `SqlSink`, their common engine.
+
+Schema (SQLAlchemy Core, one `MetaData`):
+
+``audit_events``
+    One row per event, one column per field of `toolbox.audit.events.FIELDS`.
+    ``event_id`` is the primary key and ``(trace_id, sequence)`` is unique (its
+    index also serves lookups by trace). ``rule_ids`` is stored as JSON text.
+    ``timestamp`` is stored exactly as the chain hash saw it: the fixed-width
+    ISO 8601 UTC string of `AuditEvent.as_dict` (``2024-05-01T10:00:00.123456+00:00``),
+    which sorts chronologically as text (byte order: collation "C" on PostgreSQL).
+    Indexes: tenant + timestamp, timestamp, tool, principal, status.
+``audit_trace_heads``
+    One row per trace: its last sequence number and last hash. ``append`` locks
+    the heads of the traces it writes, so sequences stay gap-free and the
+    chain unbroken across threads and processes.
+``audit_schema_version``
+    One row per schema version applied; the highest is the store's version.
+
+Storage is created on first use. A store written by a newer toolbox (a higher
+schema version) is refused; an older one is migrated with `MIGRATIONS`.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from typing import Any
+
+try:
+    from sqlalchemy import (
+        Column,
+        Double,
+        Index,
+        Integer,
+        MetaData,
+        String,
+        Table,
+        Text,
+        UniqueConstraint,
+        bindparam,
+        func,
+        insert,
+        inspect,
+        select,
+        update,
+    )
+    from sqlalchemy.engine import Connection, Engine, RowMapping
+    from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+except ImportError as exc:  # pragma: no cover - depends on the installed extras
+    raise ImportError(
+        'The SQL audit sinks need SQLAlchemy. Please install it: pip install "toolbox-registry[sql]"'
+    ) from exc
+
+from pydantic import ValidationError
+
+from toolbox.audit.events import FIELDS, GENESIS_HASH, AuditEvent, AuditRecord
+from toolbox.audit.sink import AuditQuery, AuditSinkError, chain_rows
+
+__all__ = [
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "SqlSink",
+    "events_table",
+    "heads_table",
+    "metadata",
+    "version_table",
+]
+
+#: The schema version this code writes.
+SCHEMA_VERSION = 1
+
+#: ``MIGRATIONS[n]`` upgrades a store from version ``n`` to ``n + 1`` inside the
+#: schema transaction (none yet: version 1 is the first).
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {}
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+# Byte order on PostgreSQL, whatever the database's collation: ISO 8601 text then
+# sorts and compares chronologically (SQLite's default collation is already bytewise).
+_Timestamp = String(40).with_variant(String(40, collation="C"), "postgresql")
+
+events_table = Table(
+    "audit_events",
+    metadata,
+    Column("event_id", String(64), primary_key=True),
+    Column("trace_id", Text, nullable=False),
+    Column("correlation_id", Text),
+    Column("sequence", Integer, nullable=False),
+    Column("timestamp", _Timestamp, nullable=False),
+    Column("type", String(32), nullable=False),
+    Column("name", Text, nullable=False),
+    Column("tool", Text, nullable=False),
+    Column("operation", Text, nullable=False),
+    Column("risk", Text),
+    Column("effect", Text),
+    Column("decision", Text),
+    Column("reason_code", Text),
+    Column("rule_ids", Text, nullable=False),
+    Column("intent_kind", Text),
+    Column("intent_text", Text),
+    Column("tenant", Text),
+    Column("principal", Text),
+    Column("payload_summary", Text),
+    Column("payload_hash", Text),
+    Column("status", Text),
+    Column("duration", Double),
+    Column("attempt", Integer),
+    Column("previous_hash", String(64), nullable=False),
+    Column("hash", String(64), nullable=False),
+    UniqueConstraint("trace_id", "sequence"),
+    Index(None, "tenant", "timestamp"),
+    Index(None, "timestamp"),
+    Index(None, "tool"),
+    Index(None, "principal"),
+    Index(None, "status"),
+)
+
+heads_table = Table(
+    "audit_trace_heads",
+    metadata,
+    Column("trace_id", Text, primary_key=True),
+    Column("last_sequence", Integer, nullable=False),
+    Column("last_hash", String(64), nullable=False),
+)
+
+version_table = Table(
+    "audit_schema_version",
+    metadata,
+    Column("version", Integer, primary_key=True, autoincrement=False),
+    Column("applied_at", String(40), nullable=False),
+)
+
+assert tuple(c.name for c in events_table.columns) == FIELDS, "audit_events must hold every event field"
+
+# SQLSTATE classes whose server messages carry no statement data (connection,
+# authentication, catalog, resources, operator intervention, privileges).
+_SAFE_SQLSTATE_CLASSES = ("08", "28", "3D", "3F", "53", "57", "42501")
+
+
+class SqlSink:
+    """An `AuditSink` over a SQLAlchemy engine; `SqliteSink` and `PostgresSink` configure it.
+
+    Thread-safe. The schema is created (or checked and migrated) on first use,
+    not in the constructor, so building a sink never touches the database.
+    Errors are raised as `AuditSinkError` naming the store and the error type,
+    never the credentials, the SQL parameters or any event content.
+    """
+
+    __slots__ = (
+        "_closed",
+        "_engine",
+        "_name",
+        "_ready",
+        "_ready_lock",
+        "_secrets",
+        "_write_lock",
+        "_write_options",
+    )
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        name: str,
+        write_options: Mapping[str, Any] | None = None,
+        serialize_writes: bool = False,
+        secrets: Sequence[str] = (),
+    ) -> None:
+        self._engine = engine
+        self._name = name
+        self._write_options = dict(write_options or {})
+        self._write_lock = threading.Lock() if serialize_writes else None
+        self._secrets = tuple(s for s in secrets if s)
+        self._ready = False
+        self._ready_lock = threading.Lock()
+        self._closed = False
+
+    @property
+    def engine(self) -> Engine:
+        """The SQLAlchemy engine (its URL hides the password when printed)."""
+        return self._engine
+
+    # -- the AuditSink protocol -------------------------------------------------
+
+    def append(self, events: Sequence[AuditEvent]) -> None:
+        """Store ``events`` in one transaction, chained after each trace's locked head."""
+        if not events:
+            return
+        self._ensure_ready()
+        with self._guard("store events"), self._serialized(), self._write_transaction() as conn:
+            trace_ids = sorted({event.trace_id for event in events})
+            locked = self._lock_heads(conn, trace_ids)
+            rows, heads = chain_rows(events, lambda trace_id: locked.get(trace_id, (0, GENESIS_HASH)))
+            conn.execute(insert(events_table), [_to_db(row) for row in rows])
+            self._store_heads(conn, heads, existing=locked)
+
+    def read_trace(self, trace_id: str) -> list[AuditRecord]:
+        """Every event of ``trace_id`` in sequence order (as stored: not re-verified)."""
+        statement = (
+            select(events_table).where(events_table.c.trace_id == trace_id).order_by(events_table.c.sequence)
+        )
+        return self._read(statement)
+
+    def query(self, query: AuditQuery) -> list[AuditRecord]:
+        """Events matching ``query``, oldest first (by timestamp, then sequence), at most ``limit``.
+
+        ``since`` is inclusive and ``until`` exclusive; naive datetimes are taken as UTC.
+        """
+        table = events_table
+        statement = select(table)
+        for field in ("tenant", "tool", "principal", "status"):
+            wanted = getattr(query, field)
+            if wanted is not None:
+                statement = statement.where(table.c[field] == wanted)
+        if query.since is not None:
+            statement = statement.where(table.c.timestamp >= _iso(query.since))
+        if query.until is not None:
+            statement = statement.where(table.c.timestamp < _iso(query.until))
+        statement = statement.order_by(table.c.timestamp, table.c.sequence, table.c.event_id)
+        return self._read(statement.limit(max(query.limit, 0)))
+
+    def close(self) -> None:
+        """Close every pooled connection; the sink cannot be used afterwards."""
+        self._closed = True
+        self._engine.dispose()
+
+    # -- schema ---------------------------------------------------------------
+
+    def schema_version(self) -> int:
+        """The store's schema version, creating or migrating the schema first if needed."""
+        self._ensure_ready()
+        with self._guard("read the schema version"), self._engine.connect() as conn:
+            return int(conn.execute(select(func.max(version_table.c.version))).scalar_one())
+
+    def _ensure_ready(self) -> None:
+        if self._closed:
+            raise AuditSinkError(f"{self._name}: the sink is closed")
+        if not self._ready:
+            self._become_ready()
+
+    def _become_ready(self) -> None:
+        with self._ready_lock:
+            if self._ready:
+                return
+            self._preflight()
+            with self._guard("prepare the schema"), self._serialized(), self._write_transaction() as conn:
+                self._prepare(conn)
+                self._create_or_migrate(conn)
+            self._ready = True
+
+    def _create_or_migrate(self, conn: Connection) -> None:
+        schema = conn.schema_for_object(version_table)
+        if not inspect(conn).has_table(version_table.name, schema=schema):
+            metadata.create_all(conn)
+            self._record_version(conn, SCHEMA_VERSION)
+            return
+        stored = conn.execute(select(func.max(version_table.c.version))).scalar()
+        if stored is None:  # an empty version table: tables made by hand or an interrupted tool
+            metadata.create_all(conn)
+            self._record_version(conn, SCHEMA_VERSION)
+            return
+        if stored > SCHEMA_VERSION:
+            raise AuditSinkError(
+                f"{self._name}: the audit schema is version {stored}, newer than this toolbox "
+                f"supports ({SCHEMA_VERSION}); upgrade toolbox to use this store"
+            )
+        while stored < SCHEMA_VERSION:
+            migrate = MIGRATIONS.get(stored)
+            if migrate is None:
+                raise AuditSinkError(
+                    f"{self._name}: no migration from audit schema version {stored}; upgrade toolbox"
+                )
+            migrate(conn)
+            stored += 1
+            self._record_version(conn, stored)
+
+    @staticmethod
+    def _record_version(conn: Connection, version: int) -> None:
+        applied_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        conn.execute(insert(version_table).values(version=version, applied_at=applied_at))
+
+    # -- hooks for the backends -------------------------------------------------
+
+    def _preflight(self) -> None:
+        """Checks before the first connection (SQLite: the file's directory)."""
+
+    def _prepare(self, conn: Connection) -> None:
+        """Inside the schema transaction, before tables are checked (PostgreSQL: lock, namespace)."""
+
+    def _lock_heads(self, conn: Connection, trace_ids: Sequence[str]) -> dict[str, tuple[int, str]]:
+        """The current heads of ``trace_ids``, locked until the transaction ends.
+
+        The default only reads them: it relies on the transaction holding the
+        database's write lock already (SQLite's ``BEGIN IMMEDIATE``).
+        """
+        rows = conn.execute(
+            select(heads_table).where(heads_table.c.trace_id.in_(trace_ids)).order_by(heads_table.c.trace_id)
+        )
+        return {row.trace_id: (row.last_sequence, row.last_hash) for row in rows}
+
+    def _store_heads(
+        self,
+        conn: Connection,
+        heads: Mapping[str, tuple[int, str]],
+        *,
+        existing: Mapping[str, tuple[int, str]],
+    ) -> None:
+        updates = [
+            {"b_trace": trace_id, "b_sequence": sequence, "b_hash": digest}
+            for trace_id, (sequence, digest) in sorted(heads.items())
+            if trace_id in existing
+        ]
+        inserts = [
+            {"trace_id": trace_id, "last_sequence": sequence, "last_hash": digest}
+            for trace_id, (sequence, digest) in sorted(heads.items())
+            if trace_id not in existing
+        ]
+        if updates:
+            conn.execute(
+                update(heads_table)
+                .where(heads_table.c.trace_id == bindparam("b_trace"))
+                .values(last_sequence=bindparam("b_sequence"), last_hash=bindparam("b_hash")),
+                updates,
+            )
+        if inserts:
+            conn.execute(insert(heads_table), inserts)
+
+    # -- helpers ----------------------------------------------------------------
+
+    def _read(self, statement: Any) -> list[AuditRecord]:
+        self._ensure_ready()
+        with self._guard("read events"), self._engine.connect() as conn:
+            rows = conn.execute(statement).mappings().all()
+        records = []
+        for row in rows:
+            try:
+                records.append(_to_record(row))
+            except (ValueError, ValidationError):
+                raise AuditSinkError(
+                    f"{self._name}: a stored event (sequence {row['sequence']}) is malformed"
+                ) from None
+        return records
+
+    @contextmanager
+    def _write_transaction(self) -> Iterator[Connection]:
+        """A connection in a write transaction (SQLite: ``BEGIN IMMEDIATE``), committed on success."""
+        with self._engine.connect() as plain:
+            conn = plain.execution_options(**self._write_options)
+            with conn.begin():
+                yield conn
+
+    @contextmanager
+    def _serialized(self) -> Iterator[None]:
+        if self._write_lock is None:
+            yield
+            return
+        with self._write_lock:
+            yield
+
+    @contextmanager
+    def _guard(self, action: str) -> Iterator[None]:
+        """Turn database and driver errors into `AuditSinkError` without leaking secrets or content."""
+        driver_error: type[BaseException] = _driver_error(self._engine)
+        try:
+            yield
+        except AuditSinkError:
+            raise
+        except (SQLAlchemyError, driver_error, OSError) as exc:
+            raise AuditSinkError(f"{self._name}: cannot {action}: {self._describe(exc)}") from None
+
+    def _describe(self, exc: BaseException) -> str:
+        original = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
+        kind = type(original).__name__
+        if isinstance(original, OSError):
+            return f"{kind}: {original.strerror}"
+        errorname = getattr(original, "sqlite_errorname", None)
+        if errorname is not None:  # sqlite3: SQLite's messages never include bound values
+            return self._scrub(f"{kind} ({errorname}): {original}")
+        if hasattr(original, "sqlstate"):  # psycopg
+            sqlstate = original.sqlstate
+            if sqlstate is None or sqlstate.startswith(_SAFE_SQLSTATE_CLASSES):
+                first_line = str(original).strip().splitlines()[0] if str(original).strip() else ""
+                code = f" (SQLSTATE {sqlstate})" if sqlstate else ""
+                return self._scrub(f"{kind}{code}: {first_line}")
+            return f"{kind} (SQLSTATE {sqlstate})"
+        return kind
+
+    def _scrub(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
+
+
+def _driver_error(engine: Engine) -> type[BaseException]:
+    dbapi = engine.dialect.dbapi
+    error = getattr(dbapi, "Error", None)
+    return error if isinstance(error, type) and issubclass(error, BaseException) else SQLAlchemyError
+
+
+def _iso(moment: datetime) -> str:
+    """``moment`` in the stored timestamp format (naive means UTC)."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc).isoformat(timespec="microseconds")
+
+
+def _to_db(row: dict[str, Any]) -> dict[str, Any]:
+    stored = dict(row)
+    stored["rule_ids"] = json.dumps(list(row["rule_ids"]), ensure_ascii=False)
+    return stored
+
+
+def _to_record(row: RowMapping) -> AuditRecord:
+    data = {name: row[name] for name in FIELDS}
+    data["rule_ids"] = json.loads(data["rule_ids"])
+    return AuditRecord.model_validate(data)

@@ -1,0 +1,369 @@
+"""SQL audit sinks: SQLite and PostgreSQL schema, chaining, concurrency, tampering and faults."""
+
+from __future__ import annotations
+
+import multiprocessing
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from sqlalchemy.engine import make_url
+
+from audit_sql_support import POSTGRES_URL, Store, append_worker, event, make_store
+from toolbox.audit import sql
+from toolbox.audit.events import GENESIS_HASH
+from toolbox.audit.postgres import PostgresSink
+from toolbox.audit.sink import AuditQuery, AuditSink, AuditSinkError
+from toolbox.audit.sqlite import SqliteSink
+from toolbox.audit.verify import verify_chain
+
+BACKENDS = ["sqlite", "postgres"]
+
+
+@pytest.fixture(params=BACKENDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    yield from make_store(request.param, tmp_path)
+
+
+@pytest.fixture
+def postgres_store(tmp_path: Path) -> Iterator[Store]:
+    yield from make_store("postgres", tmp_path)
+
+
+def test_sinks_satisfy_the_protocol(store: Store) -> None:
+    """Both sinks are AuditSinks."""
+    assert isinstance(store.sink(), AuditSink)
+
+
+def test_append_then_read_trace_in_order_with_intact_chain(store: Store) -> None:
+    """Events come back in sequence order, every field kept, the chain intact."""
+    sink = store.sink()
+    sink.append([event(rule_ids=("allow:tool:calc", "r2"), duration=0.25, attempt=1, tenant="acme")])
+    sink.append([event(status="ok"), event("other"), event(intent_text="héllo ✓")])
+    records = sink.read_trace("trace-1")
+    assert [r.sequence for r in records] == [1, 2, 3]
+    assert records[0].previous_hash == GENESIS_HASH
+    assert [r.previous_hash for r in records[1:]] == [r.hash for r in records[:-1]]
+    assert records[0].rule_ids == ["allow:tool:calc", "r2"]
+    assert (records[0].duration, records[0].attempt, records[0].tenant) == (0.25, 1, "acme")
+    assert records[2].intent_text == "héllo ✓"
+    assert verify_chain(records) == []
+    assert [r.sequence for r in sink.read_trace("other")] == [1]
+    assert sink.read_trace("missing") == []
+
+
+def test_one_batch_may_interleave_traces(store: Store) -> None:
+    """Each trace of a mixed batch gets its own gap-free sequence."""
+    sink = store.sink()
+    sink.append([event("a"), event("b"), event("a"), event("b"), event("a")])
+    sink.append([event("b"), event("a")])
+    assert [r.sequence for r in sink.read_trace("a")] == [1, 2, 3, 4]
+    assert [r.sequence for r in sink.read_trace("b")] == [1, 2, 3]
+    assert verify_chain(sink.read_trace("a") + sink.read_trace("b")) == []
+
+
+def test_query_filters_oldest_first(store: Store) -> None:
+    """Tenant, tool, principal, status, since/until and limit all narrow the result."""
+    sink = store.sink()
+    base = datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)
+    events = []
+    for index, (tenant, tool, principal, status) in enumerate(
+        [
+            ("acme", "calc", "alice", "ok"),
+            ("acme", "http", "bob", "error"),
+            ("globex", "calc", "alice", "ok"),
+            ("acme", "calc", "bob", "ok"),
+        ]
+    ):
+        item = event(f"t{index}", tenant=tenant, tool=tool, principal=principal, status=status)
+        item.timestamp = (base + timedelta(minutes=index)).timestamp()
+        events.append(item)
+    sink.append(list(reversed(events)))
+
+    def traces(query: AuditQuery) -> list[str]:
+        return [r.trace_id for r in sink.query(query)]
+
+    assert traces(AuditQuery()) == ["t0", "t1", "t2", "t3"]
+    assert traces(AuditQuery(tenant="acme")) == ["t0", "t1", "t3"]
+    assert traces(AuditQuery(tool="calc", principal="bob")) == ["t3"]
+    assert traces(AuditQuery(status="error")) == ["t1"]
+    assert traces(AuditQuery(since=base + timedelta(minutes=1))) == ["t1", "t2", "t3"]
+    assert traces(AuditQuery(until=base + timedelta(minutes=2))) == ["t0", "t1"]
+    naive = (base + timedelta(minutes=1)).replace(tzinfo=None)
+    assert traces(AuditQuery(since=naive, until=naive + timedelta(minutes=2))) == ["t1", "t2"]
+    other_zone = (base + timedelta(minutes=3)).astimezone(timezone(timedelta(hours=-5)))
+    assert traces(AuditQuery(since=other_zone)) == ["t3"]
+    assert traces(AuditQuery(tenant="acme", limit=2)) == ["t0", "t1"]
+    assert traces(AuditQuery(limit=0)) == []
+    assert traces(AuditQuery(tenant="nobody")) == []
+
+
+def test_schema_version_is_recorded(store: Store) -> None:
+    """First use creates the tables and records schema version 1."""
+    sink = store.sink()
+    assert sink.schema_version() == sql.SCHEMA_VERSION == 1
+    assert [tuple(r) for r in store.execute("SELECT version FROM audit_schema_version")] == [(1,)]
+    store.sink().append([event()])  # a second sink finds the schema and leaves it alone
+    assert len(store.execute("SELECT version FROM audit_schema_version")) == 1
+
+
+def test_newer_schema_is_refused(store: Store) -> None:
+    """A store written by a newer toolbox raises, telling to upgrade."""
+    store.sink().schema_version()
+    store.execute("INSERT INTO audit_schema_version (version, applied_at) VALUES (2, 'later')")
+    with pytest.raises(AuditSinkError, match="upgrade toolbox"):
+        store.sink().append([event()])
+
+
+def test_older_schema_is_migrated(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An older store gets every missing migration, each recorded as a version."""
+    store.sink().append([event()])
+    applied: list[object] = []
+    monkeypatch.setattr(sql, "SCHEMA_VERSION", 2)
+    monkeypatch.setattr(sql, "MIGRATIONS", {1: applied.append})
+    sink = store.sink()
+    assert sink.schema_version() == 2
+    assert len(applied) == 1
+    versions = store.execute("SELECT version FROM audit_schema_version ORDER BY version")
+    assert [r[0] for r in versions] == [1, 2]
+    sink.append([event()])
+    assert [r.sequence for r in sink.read_trace("trace-1")] == [1, 2]
+
+
+def test_reopening_continues_the_chain(store: Store) -> None:
+    """A new sink on an existing store continues each trace's sequence and hash chain."""
+    first = store.sink()
+    first.append([event(), event()])
+    first.close()
+    second = store.sink()
+    second.append([event()])
+    records = second.read_trace("trace-1")
+    assert [r.sequence for r in records] == [1, 2, 3]
+    assert records[2].previous_hash == records[1].hash
+    assert verify_chain(records) == []
+
+
+def test_concurrent_threads_on_one_trace_stay_gap_free(store: Store) -> None:
+    """8 threads x 50 appends on one trace: sequences exactly 1..400, chain intact."""
+    sink = store.sink()
+    sink.schema_version()
+    barrier = threading.Barrier(8)
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            barrier.wait(10)
+            for _ in range(50):
+                sink.append([event("busy")])
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert errors == []
+    records = sink.read_trace("busy")
+    assert [r.sequence for r in records] == list(range(1, 401))
+    assert len({r.event_id for r in records}) == 400
+    assert verify_chain(records) == []
+
+
+def test_concurrent_processes_on_one_trace_stay_gap_free(store: Store) -> None:
+    """4 processes, each with its own sink, x 50 appends on one trace: 1..200, chain intact."""
+    store.sink().schema_version()
+    context = multiprocessing.get_context("spawn")
+    start = context.Barrier(4)
+    processes = [
+        context.Process(
+            target=append_worker, args=(store.kind, store.location, store.schema, "shared", 50, start)
+        )
+        for _ in range(4)
+    ]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(60)
+    assert [p.exitcode for p in processes] == [0, 0, 0, 0]
+    records = store.sink().read_trace("shared")
+    assert [r.sequence for r in records] == list(range(1, 201))
+    assert verify_chain(records) == []
+
+
+@pytest.mark.parametrize("tampering", ["edit", "delete", "swap"])
+def test_tampering_in_the_database_is_detected(store: Store, tampering: str) -> None:
+    """Editing, deleting or reordering stored rows breaks the chain at the named event."""
+    sink = store.sink()
+    sink.append([event(status="ok") for _ in range(5)])
+    victim = sink.read_trace("trace-1")[2]
+    if tampering == "edit":
+        store.execute("UPDATE audit_events SET status = 'forged' WHERE event_id = :id", id=victim.event_id)
+    elif tampering == "delete":
+        store.execute("DELETE FROM audit_events WHERE event_id = :id", id=victim.event_id)
+    else:
+        store.execute(
+            "UPDATE audit_events SET sequence = -1 WHERE trace_id = 'trace-1' AND sequence = 3",
+            "UPDATE audit_events SET sequence = 3 WHERE trace_id = 'trace-1' AND sequence = 4",
+            "UPDATE audit_events SET sequence = 4 WHERE trace_id = 'trace-1' AND sequence = -1",
+        )
+    problems = verify_chain(sink.read_trace("trace-1"))
+    assert problems
+    named = {p.event_id for p in problems}
+    if tampering == "edit":
+        assert named == {victim.event_id}
+        assert "edited" in str(problems[0])
+    elif tampering == "delete":
+        assert problems[0].sequence == 4
+        assert "sequence 3 is missing" in str(problems[0])
+    else:
+        assert victim.event_id in named
+        assert {3, 4} <= {p.sequence for p in problems}
+
+
+def test_a_failed_batch_stores_nothing_and_leaks_nothing(store: Store) -> None:
+    """A batch the database rejects is rolled back whole; the error names no event content."""
+    sink = store.sink()
+    sink.append([event()])
+    bad = event(intent_text="secret-intent")
+    bad.duration = object()  # type: ignore[assignment]  # no driver can bind this
+    with pytest.raises(AuditSinkError) as caught:
+        sink.append([event(intent_text="secret-intent"), bad])
+    message = str(caught.value)
+    assert "secret-intent" not in message
+    assert "audit store" in message
+    assert caught.value.__cause__ is None
+    sink.append([event()])
+    records = sink.read_trace("trace-1")
+    assert [r.sequence for r in records] == [1, 2]
+    assert verify_chain(records) == []
+
+
+def test_a_closed_sink_refuses_work(store: Store) -> None:
+    """After close, every call raises AuditSinkError."""
+    sink = store.sink()
+    sink.append([event()])
+    sink.close()
+    with pytest.raises(AuditSinkError, match="closed"):
+        sink.append([event()])
+    with pytest.raises(AuditSinkError, match="closed"):
+        sink.read_trace("trace-1")
+
+
+def test_malformed_stored_rows_raise_without_content(store: Store) -> None:
+    """A row that no longer validates raises AuditSinkError, not a pydantic dump of the row."""
+    sink = store.sink()
+    sink.append([event(intent_text="secret-intent")])
+    store.execute("UPDATE audit_events SET type = 'secret-intent'")
+    with pytest.raises(AuditSinkError, match="malformed") as caught:
+        sink.read_trace("trace-1")
+    assert "secret-intent" not in str(caught.value)
+
+
+# -- SQLite specifics -------------------------------------------------------------
+
+
+def test_sqlite_file_is_created_on_first_use_in_wal_mode(tmp_path: Path) -> None:
+    """The constructor touches nothing; the first append creates a WAL database."""
+    path = tmp_path / "trail.db"
+    sink = SqliteSink(path)
+    assert not path.exists()
+    sink.append([event()])
+    assert path.is_file()
+    assert sink.path == path
+    with sink.engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+    sink.close()
+
+
+def test_sqlite_missing_directory_is_a_clear_error(tmp_path: Path) -> None:
+    """A database in a directory that does not exist raises, saying so."""
+    sink = SqliteSink(tmp_path / "nope" / "audit.db")
+    with pytest.raises(AuditSinkError, match="does not exist"):
+        sink.append([event()])
+    sink.close()
+
+
+@pytest.mark.parametrize("where", ["under-a-file", "is-a-directory", "not-a-database", "in-proc"])
+def test_sqlite_unwritable_path_raises_audit_sink_error(tmp_path: Path, where: str) -> None:
+    """Paths nobody (root included) can use as a database raise AuditSinkError on append."""
+    if where == "under-a-file":
+        (tmp_path / "file").write_text("x")
+        path = tmp_path / "file" / "audit.db"
+    elif where == "is-a-directory":
+        path = tmp_path / "audit.db"
+        path.mkdir()
+    elif where == "not-a-database":
+        path = tmp_path / "audit.db"
+        path.write_bytes(b"this is not a database file, " * 200)
+    else:
+        path = Path("/proc/toolbox-audit-test.db")
+    sink = SqliteSink(path)
+    started = time.monotonic()
+    with pytest.raises(AuditSinkError, match="SQLite audit store") as caught:
+        sink.append([event(intent_text="secret-intent")])
+    assert time.monotonic() - started < 5
+    assert "secret-intent" not in str(caught.value)
+    with pytest.raises(AuditSinkError):
+        sink.read_trace("trace-1")
+    sink.close()
+
+
+def test_sqlite_rejects_memory_databases() -> None:
+    """SqliteSink is for files; memory belongs to MemorySink."""
+    with pytest.raises(ValueError, match="MemorySink"):
+        SqliteSink(":memory:")
+
+
+# -- PostgreSQL specifics ---------------------------------------------------------
+
+
+def test_postgres_unreachable_server_fails_fast_without_password() -> None:
+    """A closed port raises AuditSinkError quickly, and the message hides the password."""
+    sink = PostgresSink("postgresql+psycopg://auditor:hunter2-secret@127.0.0.1:1/audit", connect_timeout=2)
+    started = time.monotonic()
+    with pytest.raises(AuditSinkError) as caught:
+        sink.append([event(intent_text="secret-intent")])
+    assert time.monotonic() - started < 5
+    message = str(caught.value)
+    assert "hunter2-secret" not in message
+    assert "secret-intent" not in message
+    assert "PostgreSQL audit store 127.0.0.1:1/audit" in message
+    assert caught.value.__cause__ is None
+    sink.close()
+
+
+def test_postgres_plain_url_uses_psycopg(postgres_store: Store) -> None:
+    """postgresql:// URLs are served by psycopg 3; other drivers are refused."""
+    plain = make_url(POSTGRES_URL).set(drivername="postgresql")
+    sink = PostgresSink(plain, schema=postgres_store.schema)
+    sink.append([event()])
+    assert sink.engine.dialect.driver == "psycopg"
+    assert sink.schema == postgres_store.schema
+    sink.close()
+    with pytest.raises(ValueError, match="postgresql"):
+        PostgresSink("mysql://u:p@localhost/db")
+    with pytest.raises(ValueError, match="cannot be parsed") as caught:
+        PostgresSink("not a url :: hunter2-secret")
+    assert "hunter2-secret" not in str(caught.value)
+
+
+def test_postgres_schema_is_created_if_absent(postgres_store: Store) -> None:
+    """The tables land in the sink's own schema, created on first use."""
+    postgres_store.sink().append([event()])
+    rows = postgres_store.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = :schema ORDER BY table_name",
+        schema=postgres_store.schema,
+    )
+    assert [r[0] for r in rows] == ["audit_events", "audit_schema_version", "audit_trace_heads"]
+
+
+def test_postgres_without_psycopg_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A missing driver raises ImportError naming the extra to install."""
+    monkeypatch.setitem(sys.modules, "psycopg", None)
+    with pytest.raises(ImportError, match=r"toolbox-registry\[postgres\]"):
+        PostgresSink(POSTGRES_URL)
