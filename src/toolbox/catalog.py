@@ -29,6 +29,7 @@ __all__ = ["Catalog", "CatalogEntry"]
 
 POLICY_ENV = "TOOLBOX_POLICY"
 FUNCTION_OPERATION = "call"
+_MAX_CACHED_NAMES = 4096
 
 
 @final
@@ -58,6 +59,7 @@ class Catalog:
         "_entries",
         "_env",
         "_lock",
+        "_names",
         "_options",
         "_pipeline",
         "_policy",
@@ -98,6 +100,7 @@ class Catalog:
             raise TypeError(f"governance must be a toolbox.Governance, got {type(chosen).__name__}")
         self._pipeline = chosen.with_policy(policy).build(env=self._env)
         self._schemas: dict[tuple[str, str], OperationSchema] = {}
+        self._names: dict[str, tuple[str, str, str | None]] = {}
         self._lock = threading.Lock()
 
     @classmethod
@@ -191,6 +194,15 @@ class Catalog:
         Raises:
             InvalidArgumentsError: malformed or unknown name (``error_code`` says which).
         """
+        cached = self._names.get(name) if type(name) is str else None
+        if cached is not None:
+            return cached
+        resolved = self._resolve_name(name)
+        if len(self._names) < _MAX_CACHED_NAMES:
+            self._names[name] = resolved
+        return resolved
+
+    def _resolve_name(self, name: str) -> tuple[str, str, str | None]:
         if not isinstance(name, str) or not name or len(name) > 200:
             raise InvalidArgumentsError(
                 "the tool name must be a non-empty string", error_code="bad_name", field_path=""

@@ -224,6 +224,7 @@ class Gateway:
             record=record,
         )
         invocation.effect = effect
+        invocation.descriptor = entry.descriptor
         invocation.version = version
         invocation.approval = approval
         invocation.tools = self.tools_for(trusted)

@@ -346,7 +346,10 @@ class Tools:
                 rule=decision.rule,
             )
         self.check_acknowledgement(desc.name)
-        return self._instance(entry, cache=desc.acknowledgement is None)
+        instance = self._instance(entry, cache=desc.acknowledgement is None)
+        if desc.acknowledgement is None and getattr(ref, "__toolbox_provider__", None) is not None:
+            self._ready[ref] = instance  # a @tool function: later get(fn) is one lookup too
+        return instance
 
     def _instance(self, entry: CatalogEntry, *, cache: bool) -> object:
         registered = entry.registered

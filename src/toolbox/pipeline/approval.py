@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, final
 
 from toolbox.audit.redaction import Redaction
+from toolbox.pipeline.guardrails import GuardrailAction, Guardrails
 from toolbox.pipeline.invocation import Invocation
 from toolbox.pipeline.result import Status, ToolResult
 
@@ -142,14 +143,27 @@ class ApprovalCheck:
 
     name = "approval"
     per_attempt = False
-    __slots__ = ("_approver", "_lock", "_remember", "_used")
+    __slots__ = ("_approver", "_guardrails", "_lock", "_remember", "_used")
 
-    def __init__(self, approver: Approver | None, *, remember: int = 10_000) -> None:
+    def __init__(
+        self, approver: Approver | None, *, guardrails: Guardrails | None = None, remember: int = 10_000
+    ) -> None:
         self._approver = approver
+        self._guardrails = guardrails
         # Grants are single-use: a replay of a used grant is refused.
         self._used: OrderedDict[str, None] = OrderedDict()
         self._lock = threading.Lock()
         self._remember = remember
+
+    def applies(self, invocation: Invocation) -> bool:
+        """Whether the descriptor or a guardrail can ever require approval of this operation."""
+        if self._required_by(invocation):
+            return True
+        guardrails = self._guardrails
+        return guardrails is not None and any(
+            rule.action is GuardrailAction.REQUIRE_APPROVAL and guardrails.could_match(rule, invocation)
+            for rule in guardrails.rules
+        )
 
     def _required_by(self, invocation: Invocation) -> tuple[str, ...]:
         rules = list(invocation.approval_rules)

@@ -64,6 +64,8 @@ def check_limits(arguments: object, limits: ArgumentLimits) -> None:
             error_code="not_an_object",
             field_path="",
         )
+    if _flat_and_small(arguments, limits):
+        return
     size = 2
     stack: list[tuple[object, str, int]] = [(arguments, "", 1)]
     while stack:
@@ -95,6 +97,25 @@ def check_limits(arguments: object, limits: ArgumentLimits) -> None:
                 error_code="too_large",
                 field_path=path,
             )
+
+
+_SCALARS = frozenset({int, float, bool, type(None)})
+
+
+def _flat_and_small(arguments: Mapping[str, Any], limits: ArgumentLimits) -> bool:
+    """The common case, checked cheaply: a small dict of scalars and strings."""
+    if type(arguments) is not dict or len(arguments) > limits.max_items:
+        return False
+    size = 2
+    for key, value in arguments.items():
+        kind = type(value)
+        if kind is str:
+            size += len(value) + len(key) + 6
+        elif kind in _SCALARS:
+            size += len(key) + 12
+        else:
+            return False
+    return size <= limits.max_bytes
 
 
 @final
@@ -203,7 +224,7 @@ def validate_arguments(schema: OperationSchema, arguments: Mapping[str, Any]) ->
         raise InvalidArgumentsError(
             f"argument {path or '(root)'}: {first['msg']}", error_code=first["type"], field_path=path
         ) from None
-    values = {name: getattr(parsed, name) for name in type(parsed).model_fields}
+    values = dict(parsed.__dict__)
     text = values.pop(schema.intent_field)
     try:
         validate_intent_text(text)
@@ -225,6 +246,11 @@ class ArgumentValidation:
     name = "validation"
     per_attempt = False
     __slots__ = ("_limits",)
+
+    @staticmethod
+    def applies(invocation: Invocation) -> bool:
+        """Only by-name arguments need validating here."""
+        return invocation.door == BY_NAME
 
     def __init__(self, limits: ArgumentLimits) -> None:
         self._limits = limits
@@ -255,7 +281,6 @@ class ArgumentValidation:
             )
         # Both doors hand governance the provider's own view of the arguments.
         invocation.arguments = intent.arguments
-        invocation.intent_text = text
         invocation.record.intent_text = text
         invocation.call, invocation.acall = intent.operation_calls()
         invocation.target = invocation.record.target = intent.target

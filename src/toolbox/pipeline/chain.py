@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, final
 
-from toolbox.descriptor import Effect
+from toolbox.descriptor import Effect, RiskClass
 from toolbox.errors import InvalidArgumentsError, ToolboxError, ToolDeniedError, ToolTimeoutError
 from toolbox.pipeline.interceptor import Interceptor
 from toolbox.pipeline.invocation import Invocation
@@ -35,6 +35,31 @@ from toolbox.pipeline.retry import (
 __all__ = ["AuditHook", "OperationTimeoutError", "Pipeline"]
 
 _EXECUTOR: concurrent.futures.ThreadPoolExecutor | None = None
+# Results of these types cannot declare themselves transient: skip the probe.
+_PLAIN = frozenset({int, float, str, bool, bytes, dict, list, tuple, type(None)})
+
+
+def _always(invocation: Invocation) -> bool:
+    return True
+
+
+@final
+class _Plan:
+    """What applies to one tool, operation and door: decided on the first call, then reused."""
+
+    __slots__ = ("checks", "mapper", "per_attempt", "timeout")
+
+    def __init__(
+        self,
+        checks: tuple[Interceptor, ...],
+        per_attempt: tuple[Interceptor, ...],
+        timeout: float | None,
+        mapper: Any,
+    ) -> None:
+        self.checks = checks
+        self.per_attempt = per_attempt
+        self.timeout = timeout
+        self.mapper = mapper
 
 
 class OperationTimeoutError(ToolTimeoutError):
@@ -69,7 +94,16 @@ def safe_message(exc: BaseException) -> str:
 class Pipeline:
     """The governed chain. Built once from `toolbox.Governance`; runs any number of invocations."""
 
-    __slots__ = ("_before", "_hooks", "_mappers", "_per_attempt", "_reconcilers", "_retry", "_timeouts")
+    __slots__ = (
+        "_before",
+        "_hooks",
+        "_mappers",
+        "_per_attempt",
+        "_plans",
+        "_reconcilers",
+        "_retry",
+        "_timeouts",
+    )
 
     def __init__(
         self,
@@ -88,6 +122,7 @@ class Pipeline:
         self._mappers = mappers
         self._timeouts = dict(timeouts)
         self._hooks = tuple(hooks)
+        self._plans: dict[tuple[str, str, str], _Plan] = {}
 
     @property
     def interceptors(self) -> tuple[Interceptor, ...]:
@@ -138,27 +173,41 @@ class Pipeline:
         """The audit hooks, in order."""
         return self._hooks
 
-    def _timeout(self, invocation: Invocation) -> float | None:
-        return self._timeouts.get(f"{invocation.tool}.{invocation.operation}") or self._timeouts.get(
-            invocation.tool
-        )
+    def _plan(self, invocation: Invocation) -> _Plan:
+        """The checks that can apply to this tool, operation and door, decided once."""
+        key = (invocation.tool, invocation.operation, invocation.door)
+        plan = self._plans.get(key)
+        if plan is None:
+            applies = [c for c in self._before if getattr(c, "applies", _always)(invocation)]
+            tool, operation = invocation.tool, invocation.operation
+            timeout = self._timeouts.get(f"{tool}.{operation}") or self._timeouts.get(tool)
+            descriptor = invocation.descriptor
+            inline = descriptor is not None and descriptor.risk is RiskClass.MEMORY_ONLY
+            plan = _Plan(
+                tuple(applies),
+                tuple(c for c in applies if c.per_attempt),
+                None if inline else timeout,
+                self._mappers.find(tool, operation) if self._mappers else None,
+            )
+            self._plans[key] = plan
+        return plan
 
     # -- sync -------------------------------------------------------------------
 
     def run(self, invocation: Invocation) -> ToolResult:
         """Run ``invocation`` through the chain and return its result (never raises for denials)."""
-        result = self._check(invocation, self._before) or self._open(invocation)
+        plan = self._plan(invocation)
+        result = self._check(invocation, plan.checks) or (self._open(invocation) if self._hooks else None)
         if result is None:
-            result = self._dispatch(invocation)
+            result = self._dispatch(invocation, plan)
         return self._finish(invocation, result)
 
-    def _call(self, invocation: Invocation) -> Any:
+    def _call(self, invocation: Invocation, plan: _Plan) -> Any:
         call = invocation.call
         if call is None:  # pragma: no cover - validation always sets it
             raise RuntimeError("invocation has no operation to call")
-        timeout = self._timeout(invocation)
-        runtime = invocation.runtime
-        if timeout is None or (runtime is not None and runtime.runs_inline):
+        timeout = plan.timeout
+        if timeout is None:
             return call()
         future = _executor().submit(call)
         try:
@@ -168,19 +217,19 @@ class Pipeline:
                 f"{invocation.tool}.{invocation.operation} did not finish within {timeout} s"
             ) from None
 
-    def _dispatch(self, invocation: Invocation) -> ToolResult:
+    def _dispatch(self, invocation: Invocation, plan: _Plan) -> ToolResult:
         while True:
             if invocation.record.attempts:
-                stop = self._check(invocation, self._per_attempt)
+                stop = self._check(invocation, plan.per_attempt)
                 if stop is not None:
                     return stop
             self._start_attempt(invocation)
             try:
-                content = self._call(invocation)
+                content = self._call(invocation, plan)
             except Exception as exc:  # noqa: BLE001 - classified below, never swallowed silently
-                step = self._after_failure(invocation, exc)
+                step = self._after_failure(invocation, exc, plan)
             else:
-                step = self._after_success(invocation, content)
+                step = self._after_success(invocation, content, plan)
             if isinstance(step, ToolResult):
                 return step
             time.sleep(step)
@@ -189,12 +238,13 @@ class Pipeline:
 
     async def arun(self, invocation: Invocation) -> ToolResult:
         """Async twin of `run`; sync-only I/O tools run on a worker thread, MEMORY_ONLY inline."""
-        result = self._check(invocation, self._before) or self._open(invocation)
+        plan = self._plan(invocation)
+        result = self._check(invocation, plan.checks) or (self._open(invocation) if self._hooks else None)
         if result is None:
-            result = await self._adispatch(invocation)
+            result = await self._adispatch(invocation, plan)
         return self._finish(invocation, result)
 
-    async def _acall(self, invocation: Invocation) -> Any:
+    async def _acall(self, invocation: Invocation, plan: _Plan) -> Any:
         runtime = invocation.runtime
         if invocation.acall is not None:
             awaitable = invocation.acall()
@@ -202,7 +252,7 @@ class Pipeline:
             return invocation.call() if invocation.call else None
         else:
             awaitable = asyncio.to_thread(invocation.call)  # type: ignore[arg-type]
-        timeout = self._timeout(invocation)
+        timeout = plan.timeout
         if timeout is None:
             return await awaitable
         try:
@@ -212,19 +262,19 @@ class Pipeline:
                 f"{invocation.tool}.{invocation.operation} did not finish within {timeout} s"
             ) from None
 
-    async def _adispatch(self, invocation: Invocation) -> ToolResult:
+    async def _adispatch(self, invocation: Invocation, plan: _Plan) -> ToolResult:
         while True:
             if invocation.record.attempts:
-                stop = self._check(invocation, self._per_attempt)
+                stop = self._check(invocation, plan.per_attempt)
                 if stop is not None:
                     return stop
             self._start_attempt(invocation)
             try:
-                content = await self._acall(invocation)
+                content = await self._acall(invocation, plan)
             except Exception as exc:  # noqa: BLE001 - classified below, never swallowed silently
-                step = self._after_failure(invocation, exc)
+                step = self._after_failure(invocation, exc, plan)
             else:
-                step = self._after_success(invocation, content)
+                step = self._after_success(invocation, content, plan)
             if isinstance(step, ToolResult):
                 return step
             await asyncio.sleep(step)
@@ -242,17 +292,18 @@ class Pipeline:
     def _can_retry(self, invocation: Invocation) -> bool:
         return invocation.record.attempts < self._retry.max_attempts
 
-    def _after_success(self, invocation: Invocation, content: Any) -> ToolResult | float:
+    def _after_success(self, invocation: Invocation, content: Any, plan: _Plan) -> ToolResult | float:
         if (
-            retries_allowed(invocation.effect)
+            type(content) not in _PLAIN
+            and retries_allowed(invocation.effect)
             and self._can_retry(invocation)
             and is_transient_result(content)
         ):
             return self._retry.delay(invocation.record.attempts)
-        return self._map_outcome(invocation, content)
+        return self._map_outcome(invocation, content, plan)
 
-    def _map_outcome(self, invocation: Invocation, content: Any) -> ToolResult:
-        mapper = self._mappers.find(invocation.tool, invocation.operation) if self._mappers else None
+    def _map_outcome(self, invocation: Invocation, content: Any, plan: _Plan) -> ToolResult:
+        mapper = plan.mapper
         if mapper is None:
             return invocation.result(Status.SUCCESS, content=content)
         try:
@@ -279,7 +330,7 @@ class Pipeline:
             content=content,
         )
 
-    def _after_failure(self, invocation: Invocation, exc: Exception) -> ToolResult | float:
+    def _after_failure(self, invocation: Invocation, exc: Exception, plan: _Plan) -> ToolResult | float:
         invocation.error = exc
         if isinstance(exc, ToolDeniedError):
             return invocation.denied(exc.reason_code, exc.rule, str(exc))
@@ -305,11 +356,11 @@ class Pipeline:
         if effect is Effect.RECONCILABLE:
             reconciler = find_reconciler(self._reconcilers, invocation.tool, invocation.operation)
             if reconciler is not None:
-                return self._reconcile(invocation, reconciler, exc, transient)
+                return self._reconcile(invocation, reconciler, exc, transient, plan)
         return self._uncertain(invocation, transient)
 
     def _reconcile(
-        self, invocation: Invocation, reconciler: Reconciler, exc: Exception, transient: str
+        self, invocation: Invocation, reconciler: Reconciler, exc: Exception, transient: str, plan: _Plan
     ) -> ToolResult | float:
         try:
             found = reconciler(invocation, exc)
@@ -317,7 +368,7 @@ class Pipeline:
         except Exception:  # noqa: BLE001 - an unanswerable reconciliation is an uncertain effect
             return self._uncertain(invocation, transient)
         if outcome is ReconcileOutcome.APPLIED:
-            return self._map_outcome(invocation, found.content)
+            return self._map_outcome(invocation, found.content, plan)
         if outcome is ReconcileOutcome.NOT_APPLIED:
             if self._can_retry(invocation):
                 return self._retry.delay(invocation.record.attempts)
@@ -339,11 +390,13 @@ class Pipeline:
 
     def _finish(self, invocation: Invocation, result: ToolResult) -> ToolResult:
         record = invocation.record
-        record.reason_code = result.reason_code
-        record.rule = result.rule
-        record.error_code = result.error_code
-        record.field_path = result.field_path
-        record.warnings = result.warnings
+        if result.status is not Status.SUCCESS:
+            record.reason_code = result.reason_code
+            record.rule = result.rule
+            record.error_code = result.error_code
+            record.field_path = result.field_path
+        if result.warnings:
+            record.warnings = result.warnings
         error = invocation.error
         record.end(result.status.value, type(error).__name__ if error is not None else None)
         for hook in self._hooks:

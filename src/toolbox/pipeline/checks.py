@@ -72,6 +72,12 @@ class AccessCheck:
     per_attempt = False
     __slots__ = ()
 
+    @staticmethod
+    def applies(invocation: Invocation) -> bool:
+        """Typed calls of tools without an acknowledgement were fully checked by ``get()``."""
+        descriptor = invocation.descriptor
+        return invocation.door == BY_NAME or descriptor is None or descriptor.acknowledgement is not None
+
     def __call__(self, invocation: Invocation) -> ToolResult | None:
         tools = invocation.tools
         if tools is None:  # pragma: no cover - both doors always attach the tools

@@ -140,11 +140,12 @@ class Governance:
         ]
         if authorizers:
             checks.append(AuthorizationCheck(authorizers))
-        if s["guardrails"]:
-            checks.append(Guardrails(s["guardrails"], mode=s["guardrail_mode"]))
+        guardrails = Guardrails(s["guardrails"], mode=s["guardrail_mode"]) if s["guardrails"] else None
+        if guardrails is not None:
+            checks.append(guardrails)
         checks.extend(s["interceptors"])
         # Approval and budget come last, so a call refused by any other check spends neither.
-        checks.append(ApprovalCheck(s["approver"]))
+        checks.append(ApprovalCheck(s["approver"], guardrails=guardrails))
         checks.append(BudgetCheck())
         return Pipeline(
             checks,

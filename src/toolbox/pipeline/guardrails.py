@@ -85,6 +85,17 @@ class Guardrails:
     per_attempt = False
     __slots__ = ("_mode", "_rules")
 
+    def applies(self, invocation: Invocation) -> bool:
+        """Whether any rule can match this tool and operation (its predicate aside)."""
+        return any(self.could_match(rule, invocation) for rule in self._rules)
+
+    @staticmethod
+    def could_match(rule: Guardrail, invocation: Invocation) -> bool:
+        """Whether ``rule``'s tool and operation patterns match ``invocation``."""
+        return fnmatch.fnmatchcase(invocation.tool, rule.tool) and fnmatch.fnmatchcase(
+            invocation.operation, rule.operation
+        )
+
     @property
     def rules(self) -> tuple[Guardrail, ...]:
         """The rules, in order."""
@@ -122,9 +133,9 @@ class Guardrails:
             if action is GuardrailAction.DENY:
                 return invocation.denied(f"GUARDRAIL_{rule.id}", f"guardrail:{rule.id}", text)
             if action is GuardrailAction.WARN:
-                invocation.warnings.append(f"GUARDRAIL_{rule.id}: {text}")
+                invocation.warnings = (*invocation.warnings, f"GUARDRAIL_{rule.id}: {text}")
             else:
-                invocation.approval_rules.append(rule.id)
+                invocation.approval_rules = (*invocation.approval_rules, rule.id)
         return None
 
 

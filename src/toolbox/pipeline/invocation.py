@@ -22,38 +22,33 @@ BY_NAME = "by_name"
 
 @final
 class Invocation:
-    """Mutable, per-call state shared by the interceptors. A cheap slotted object.
+    """Mutable, per-call state shared by the interceptors.
 
-    ``arguments`` are the call's arguments as a mapping (validated ones once the
-    validation step ran); they are for governance decisions and are never
+    ``arguments`` are what governance sees: the provider's view of the call's
+    arguments (the same on both doors once validated). They are never
     recorded as they are.
+
+    Rarely set attributes keep their class-level defaults, so a call pays only
+    for what it uses.
     """
 
-    __slots__ = (
-        "acall",
-        "approval",
-        "approval_rules",
-        "arguments",
-        "audited",
-        "call",
-        "context",
-        "descriptor",
-        "door",
-        "effect",
-        "error",
-        "instance",
-        "intent_kind",
-        "intent_text",
-        "name",
-        "operation",
-        "record",
-        "runtime",
-        "target",
-        "tool",
-        "tools",
-        "version",
-        "warnings",
-    )
+    version: str | None = None
+    descriptor: ToolDescriptor | None = None
+    effect: Effect = Effect.UNSAFE
+    runtime: ToolRuntime | None = None
+    instance: object | None = None
+    tools: Tools | None = None
+    target: str | None = None
+    call: Callable[[], Any] | None = None
+    acall: Callable[[], Awaitable[Any]] | None = None
+    approval: Approval | None = None
+    #: Ids of guardrails that require an approval for this call.
+    approval_rules: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+    #: True once the audit trail stored this call's opening events.
+    audited: bool = False
+    #: The exception behind an ERROR or UNCERTAIN_EFFECT result, for the typed door.
+    error: BaseException | None = None
 
     def __init__(
         self,
@@ -73,25 +68,16 @@ class Invocation:
         self.context = context
         self.arguments = arguments
         self.record = record
-        self.version: str | None = None
-        self.descriptor: ToolDescriptor | None = None
-        self.effect = Effect.UNSAFE
-        self.runtime: ToolRuntime | None = None
-        self.instance: object | None = None
-        self.tools: Tools | None = None
-        self.intent_kind = record.intent_kind
-        self.intent_text = record.intent_text
-        self.target: str | None = record.target
-        self.call: Callable[[], Any] | None = None
-        self.acall: Callable[[], Awaitable[Any]] | None = None
-        self.approval: Approval | None = None
-        #: Ids of guardrails (or ``descriptor``) that require an approval for this call.
-        self.approval_rules: list[str] = []
-        self.warnings: list[str] = []
-        #: True once the audit trail stored this call's opening events.
-        self.audited = False
-        #: The exception behind an ERROR or UNCERTAIN_EFFECT result, for the typed door.
-        self.error: BaseException | None = None
+
+    @property
+    def intent_kind(self) -> str:
+        """``purpose`` or ``audit_as``."""
+        return self.record.intent_kind
+
+    @property
+    def intent_text(self) -> str:
+        """The declared intent."""
+        return self.record.intent_text
 
     @property
     def executions(self) -> int:
@@ -100,15 +86,16 @@ class Invocation:
 
     def result(self, status: Status, **fields: Any) -> ToolResult:
         """A `ToolResult` for this invocation, with its ids and warnings filled in."""
+        context = self.context
         return ToolResult(
             status,
             name=self.name,
             tool=self.tool,
             operation=self.operation,
             attempts=self.record.attempts,
-            trace_id=self.context.run_id,
-            correlation_id=self.context.correlation_id,
-            warnings=tuple(self.warnings),
+            trace_id=context.run_id,
+            correlation_id=context.correlation_id,
+            warnings=self.warnings,
             **fields,
         )
 

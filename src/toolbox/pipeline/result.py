@@ -30,70 +30,63 @@ class Status(str, enum.Enum):
 
 
 _NOT_ERRORS = frozenset({Status.SUCCESS, Status.APPROVAL_REQUIRED})
+_FIELDS = frozenset(
+    {
+        "name",
+        "tool",
+        "operation",
+        "content",
+        "reason_code",
+        "rule",
+        "error_code",
+        "field_path",
+        "message",
+        "attempts",
+        "trace_id",
+        "correlation_id",
+        "warnings",
+        "approval",
+        "audit_failed",
+    }
+)
 
 
 @final
 class ToolResult:
-    """What an invocation produced. Safe to show a model: no stack traces, no secrets."""
+    """What an invocation produced. Safe to show a model: no stack traces, no secrets.
 
-    __slots__ = (
-        "approval",
-        "attempts",
-        "audit_failed",
-        "content",
-        "correlation_id",
-        "error_code",
-        "field_path",
-        "message",
-        "name",
-        "operation",
-        "reason_code",
-        "rule",
-        "status",
-        "tool",
-        "trace_id",
-        "warnings",
-    )
+    Fields that do not apply keep their class-level default (None, empty).
+    """
 
-    def __init__(
-        self,
-        status: Status,
-        *,
-        name: str = "",
-        tool: str = "",
-        operation: str = "",
-        content: Any = None,
-        reason_code: str | None = None,
-        rule: str | None = None,
-        error_code: str | None = None,
-        field_path: str | None = None,
-        message: str = "",
-        attempts: int = 0,
-        trace_id: str | None = None,
-        correlation_id: str | None = None,
-        warnings: tuple[str, ...] = (),
-        approval: ApprovalRequest | None = None,
-    ) -> None:
+    #: The name as requested, e.g. ``search:v2`` or ``http.get``.
+    name: str = ""
+    tool: str = ""
+    operation: str = ""
+    content: Any = None
+    reason_code: str | None = None
+    rule: str | None = None
+    error_code: str | None = None
+    field_path: str | None = None
+    message: str = ""
+    #: How many times the operation was dispatched (0 when refused before dispatch).
+    attempts: int = 0
+    #: The context's run id: the trace this invocation belongs to.
+    trace_id: str | None = None
+    correlation_id: str | None = None
+    warnings: tuple[str, ...] = ()
+    approval: ApprovalRequest | None = None
+    #: True when the audit trail could not record the outcome.
+    audit_failed: bool = False
+
+    def __init__(self, status: Status, **fields: Any) -> None:
+        """Args:
+        status: the outcome.
+        **fields: any of the attributes above.
+        """
         self.status = status
-        #: The name as requested, e.g. ``search:v2`` or ``http.get``.
-        self.name = name
-        self.tool = tool
-        self.operation = operation
-        self.content = content
-        self.reason_code = reason_code
-        self.rule = rule
-        self.error_code = error_code
-        self.field_path = field_path
-        self.message = message
-        #: How many times the operation was dispatched (0 when refused before dispatch).
-        self.attempts = attempts
-        #: The context's run id: the trace this invocation belongs to.
-        self.trace_id = trace_id
-        self.correlation_id = correlation_id
-        self.warnings = warnings
-        self.approval = approval
-        #: True when the audit trail could not record the outcome (the audit issue sets it).
-        self.audit_failed = False
+        if not _FIELDS.issuperset(fields):
+            raise TypeError(f"ToolResult has no field(s) {sorted(set(fields) - _FIELDS)}")
+        self.__dict__.update(fields)
 
     @property
     def is_error(self) -> bool:
