@@ -456,3 +456,43 @@ def test_strict_write_happens_before_the_operation():
     gateway.invoke("billing.charge", CHARGE, context=context)
     assert seen == [[("INTENT_DECLARED", None), ("GOVERNANCE_DECISION", None), ("INVOCATION_REQUEST", None)]]
     time.sleep(0)
+
+
+def test_strict_postgres_unreachable_is_denied(tmp_path):
+    """STRICT with PostgreSQL unreachable (a closed port): DENIED/AUDIT_UNAVAILABLE, zero executions."""
+    from toolbox.audit.postgres import PostgresSink
+
+    sink = PostgresSink("postgresql+psycopg://postgres:pw@127.0.0.1:1/test", connect_timeout=2)
+    gateway, context = gateway_with(AuditTrail(sink, fallback_path=tmp_path / "fb.jsonl")), ctx()
+    tool = gateway.tools_for(context).get(Billing)
+    result = gateway.invoke("billing.charge", CHARGE, context=context)
+    assert (result.status, result.reason_code, tool.calls) == (Status.DENIED, "AUDIT_UNAVAILABLE", [])
+    assert "pw" not in result.message
+
+
+def test_strict_sqlite_read_only_path_is_denied(tmp_path):
+    """STRICT with a SQLite file on an unwritable path: DENIED/AUDIT_UNAVAILABLE, zero executions."""
+    from toolbox.audit.sqlite import SqliteSink
+
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("a file where a directory should be", encoding="utf-8")
+    sink = SqliteSink(blocker / "audit.db")
+    gateway, context = gateway_with(AuditTrail(sink, fallback_path=tmp_path / "fb.jsonl")), ctx()
+    tool = gateway.tools_for(context).get(Billing)
+    result = gateway.invoke("billing.charge", CHARGE, context=context)
+    assert (result.status, result.reason_code, tool.calls) == (Status.DENIED, "AUDIT_UNAVAILABLE", [])
+
+
+def test_strict_sqlite_records_both_doors(tmp_path):
+    """The embedded default store keeps a verified chain across typed and by-name calls."""
+    from toolbox.audit.sqlite import SqliteSink
+
+    sink = SqliteSink(tmp_path / "audit.db")
+    trail = AuditTrail(sink, fallback_path=None)
+    gateway, context = gateway_with(trail), ctx()
+    gateway.tools_for(context).get(Billing).charge(5).audit_as("Charge").execute()
+    gateway.invoke("billing.lookup_invoice", LOOKUP, context=context)
+    records = trail.read_trace(context.run_id, context=context)
+    assert [r.sequence for r in records] == list(range(1, 9))
+    assert verify_chain(records) == []
+    trail.close()
