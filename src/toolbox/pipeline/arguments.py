@@ -122,10 +122,16 @@ def _flat_and_small(arguments: Mapping[str, Any], limits: ArgumentLimits) -> boo
 class OperationSchema:
     """The argument model and JSON Schema of one operation, derived from its signature."""
 
-    __slots__ = ("_json_schema", "_lock", "intent_field", "method", "model", "name", "summary")
+    __slots__ = ("_json_schema", "_lock", "intent_field", "method", "model", "name", "renames", "summary")
 
     def __init__(
-        self, name: str, method: str, model: type[BaseModel], intent_field: str, summary: str
+        self,
+        name: str,
+        method: str,
+        model: type[BaseModel],
+        intent_field: str,
+        summary: str,
+        renames: dict[str, str] | None = None,
     ) -> None:
         #: The by-name form, e.g. ``http.get``.
         self.name = name
@@ -133,6 +139,8 @@ class OperationSchema:
         self.model = model
         self.intent_field = intent_field
         self.summary = summary
+        #: Model field -> parameter, for parameters that shadow a BaseModel attribute (``json``).
+        self.renames = renames or {}
         self._json_schema: dict[str, Any] | None = None
         self._lock = threading.Lock()
 
@@ -188,6 +196,7 @@ def operation_schema(
     hints = _hints(target)
     intent_field = "purpose" if effect is Effect.READ_ONLY else "audit_as"
     fields: dict[str, Any] = {}
+    renames: dict[str, str] = {}
     parameters = list(signature.parameters.values())
     if target is function and parameters and parameters[0].name == "self":
         parameters = parameters[1:]
@@ -202,12 +211,17 @@ def operation_schema(
             )
         annotation = hints.get(parameter.name, Any)
         default = ... if parameter.default is inspect.Parameter.empty else parameter.default
-        fields[parameter.name] = (annotation, default)
+        if hasattr(BaseModel, parameter.name):
+            # e.g. ``json``: keep the public name as the alias, rename the model field.
+            renames[f"{parameter.name}_"] = parameter.name
+            fields[f"{parameter.name}_"] = (annotation, Field(default, alias=parameter.name))
+        else:
+            fields[parameter.name] = (annotation, default)
     description = f"Why this call is made; recorded in the audit trail ({intent_field})."
     fields[intent_field] = (str, Field(..., min_length=1, max_length=1000, description=description))
     model_name = "".join(part.capitalize() for part in f"{tool}_{operation}".replace(".", "_").split("_"))
     model = create_model(f"{model_name}Arguments", __config__=_FORBID, **fields)
-    return OperationSchema(f"{tool}.{operation}", operation, model, intent_field, summary)
+    return OperationSchema(f"{tool}.{operation}", operation, model, intent_field, summary, renames)
 
 
 def validate_arguments(schema: OperationSchema, arguments: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
@@ -225,6 +239,8 @@ def validate_arguments(schema: OperationSchema, arguments: Mapping[str, Any]) ->
             f"argument {path or '(root)'}: {first['msg']}", error_code=first["type"], field_path=path
         ) from None
     values = dict(parsed.__dict__)
+    for field, parameter in schema.renames.items():
+        values[parameter] = values.pop(field)
     text = values.pop(schema.intent_field)
     try:
         validate_intent_text(text)
