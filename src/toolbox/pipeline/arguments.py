@@ -131,6 +131,7 @@ class OperationSchema:
         model: type[BaseModel],
         intent_field: str,
         summary: str,
+        *,
         renames: dict[str, str] | None = None,
     ) -> None:
         #: The by-name form, e.g. ``http.get``.
@@ -221,7 +222,7 @@ def operation_schema(
     fields[intent_field] = (str, Field(..., min_length=1, max_length=1000, description=description))
     model_name = "".join(part.capitalize() for part in f"{tool}_{operation}".replace(".", "_").split("_"))
     model = create_model(f"{model_name}Arguments", __config__=_FORBID, **fields)
-    return OperationSchema(f"{tool}.{operation}", operation, model, intent_field, summary, renames)
+    return OperationSchema(f"{tool}.{operation}", operation, model, intent_field, summary, renames=renames)
 
 
 def validate_arguments(schema: OperationSchema, arguments: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
