@@ -48,7 +48,8 @@ class KillSwitch:
         """Whether calls (of ``tool``) are stopped right now."""
         if not self._enabled:
             return True
-        if self._env.get(KILL_SWITCH_ENV, "").strip().lower() not in _OFF_VALUES:
+        value = self._env.get(KILL_SWITCH_ENV)
+        if value and value.strip().lower() not in _OFF_VALUES:
             return True
         return tool is not None and tool in self._disabled_tools
 

@@ -87,17 +87,15 @@ class Invocation:
     def result(self, status: Status, **fields: Any) -> ToolResult:
         """A `ToolResult` for this invocation, with its ids and warnings filled in."""
         context = self.context
-        return ToolResult(
-            status,
-            name=self.name,
-            tool=self.tool,
-            operation=self.operation,
-            attempts=self.record.attempts,
-            trace_id=context.run_id,
-            correlation_id=context.correlation_id,
-            warnings=self.warnings,
-            **fields,
-        )
+        fields["name"] = self.name
+        fields["tool"] = self.tool
+        fields["operation"] = self.operation
+        fields["attempts"] = self.record.attempts
+        fields["trace_id"] = context.run_id
+        fields["correlation_id"] = context.correlation_id
+        if self.warnings:
+            fields["warnings"] = self.warnings
+        return ToolResult(status, **fields)
 
     def denied(self, reason_code: str, rule: str, message: str) -> ToolResult:
         """A DENIED result."""
