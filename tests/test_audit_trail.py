@@ -496,3 +496,64 @@ def test_strict_sqlite_records_both_doors(tmp_path):
     assert [r.sequence for r in records] == list(range(1, 9))
     assert verify_chain(records) == []
     trail.close()
+
+
+def test_role_and_key_lists_must_be_lists():
+    """A plain string for auditor_roles or redact_keys is refused (it would be read letter by letter)."""
+    with pytest.raises(ConfigurationError, match="auditor_roles"):
+        AuditTrail(MemorySink(), auditor_roles="auditor")
+    with pytest.raises(ConfigurationError, match="redact_keys"):
+        Redaction.of(keys="ssn")
+    from toolbox.audit.config import check_config
+
+    with pytest.raises(ConfigurationError, match="auditor_roles"):
+        check_config({"auditor_roles": "auditor", "sinks": [{"type": "memory"}]}, source="p")
+
+
+def test_refused_call_with_failed_audit_is_a_denial_not_an_effect(tmp_path):
+    """A refused call whose record could not be written raises the denial, never 'the effect happened'."""
+    sink = FlakySink()
+    sink.failing = True
+    gateway = gateway_with(
+        AuditTrail(sink, fallback_path=tmp_path / "fb.jsonl"), authorizers=[lambda *a: Decision.deny("no")]
+    )
+    context = ctx()
+    tool = gateway.tools_for(context).get(Billing)
+    with pytest.raises(__import__("toolbox").ToolDeniedError) as info:
+        tool.charge(5).audit_as("Charge").execute()
+    assert not isinstance(info.value, AuditIncompleteError) and tool.calls == []
+
+
+def test_unknown_names_and_access_refusals_are_audited_once():
+    """Unresolvable names leave an event; a by-name access refusal leaves one decision, not two."""
+    sink = MemorySink()
+    trail = AuditTrail(sink, fallback_path=None)
+    gateway = Gateway.load(providers=[PROVIDER], discover=False, env={}, governance=Governance(audit=trail))
+    context = ctx()
+    gateway.invoke("nothing.here", {}, context=context)
+    gateway.invoke("billing.lookup_invoice", LOOKUP, context=context)  # policy-denied by name
+    decisions = [
+        (r.name, r.reason_code)
+        for r in sink.read_trace(context.run_id)
+        if r.type is EventType.GOVERNANCE_DECISION
+    ]
+    assert decisions == [("nothing.here", "TOOL_UNAVAILABLE"), ("billing.lookup_invoice", "POLICY_DENIED")]
+    assert context.trace.denials() == [], "the operation record carries the denial"
+
+
+def test_policy_file_trail_is_shared_and_reachable(tmp_path):
+    """Loading one policy twice reuses its trail (one writer per store); gateway.audit exposes it."""
+    path = tmp_path / "policy.toml"
+    path.write_text(
+        f'version = 1\n[allow]\ntools = ["billing"]\n[audit]\nfallback = "{tmp_path / "fb"}"\n'
+        f'[[audit.sinks]]\ntype = "jsonl"\npath = "{tmp_path / "a.jsonl"}"\n',
+        encoding="utf-8",
+    )
+    first = Gateway.load(policy=ToolPolicy.from_file(path), providers=[PROVIDER], discover=False, env={})
+    second = Gateway.load(policy=ToolPolicy.from_file(path), providers=[PROVIDER], discover=False, env={})
+    assert first.audit is not None and first.audit is second.audit
+    context = ctx()
+    first.invoke("billing.lookup_invoice", LOOKUP, context=context)
+    second.invoke("billing.lookup_invoice", LOOKUP, context=context)
+    records = JsonlSink(tmp_path / "a.jsonl").read_trace(context.run_id)
+    assert [r.sequence for r in records] == list(range(1, 9)) and verify_chain(records) == []

@@ -23,6 +23,7 @@ from toolbox.pipeline.governance import Governance
 from toolbox.policy import PolicyDecision, ToolPolicy
 
 if TYPE_CHECKING:
+    from toolbox.audit.trail import AuditTrail
     from toolbox.tools import Tools
 
 __all__ = ["Catalog", "CatalogEntry"]
@@ -58,6 +59,7 @@ class Catalog:
         "_by_name",
         "_entries",
         "_env",
+        "_governance",
         "_lock",
         "_names",
         "_options",
@@ -98,7 +100,8 @@ class Catalog:
         chosen = governance if governance is not None else Governance()
         if not isinstance(chosen, Governance):
             raise TypeError(f"governance must be a toolbox.Governance, got {type(chosen).__name__}")
-        self._pipeline = chosen.with_policy(policy).build(env=self._env)
+        self._governance = chosen.with_policy(policy)
+        self._pipeline = self._governance.build(env=self._env)
         self._schemas: dict[tuple[str, str], OperationSchema] = {}
         self._names: dict[str, tuple[str, str, str | None]] = {}
         self._lock = threading.Lock()
@@ -153,6 +156,11 @@ class Catalog:
     def env(self) -> Mapping[str, str]:
         """The environment acknowledgements are read from."""
         return self._env
+
+    @property
+    def audit(self) -> AuditTrail | None:
+        """The audit trail (from code or the policy file's ``[audit]``), if any."""
+        return self._governance.audit
 
     @property
     def pipeline(self) -> Pipeline:

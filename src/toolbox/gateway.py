@@ -17,6 +17,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol, final
 
+from toolbox.audit.trail import AuditTrail
 from toolbox.catalog import Catalog
 from toolbox.context import ExecutionContext, OperationRecord, Trace
 from toolbox.descriptor import Effect
@@ -111,6 +112,11 @@ class Gateway:
     def catalog(self) -> Catalog:
         """The catalog this gateway serves."""
         return self._catalog
+
+    @property
+    def audit(self) -> AuditTrail | None:
+        """The audit trail calls are recorded in, if one is configured."""
+        return self._catalog.audit
 
     def definitions(self) -> list[dict[str, Any]]:
         """LLM function definitions for every operation the policy allows."""
@@ -250,6 +256,10 @@ class Gateway:
         record.reason_code, record.error_code = reason, exc.error_code
         record.end(status.value)
         context.trace.append(record)
+        for hook in self._catalog.pipeline.hooks:
+            on_denial = getattr(hook, "on_denial", None)
+            if on_denial is not None:
+                on_denial(context, shown, reason, "registry")
         return ToolResult(
             status,
             name=shown,

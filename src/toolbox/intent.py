@@ -277,7 +277,7 @@ def raise_for_result(result: ToolResult, invocation: Invocation) -> NoReturn:
     error = invocation.error
     status = result.status
     message = result.message or f"{result.name}: {status.value}"
-    if result.audit_failed:
+    if result.audit_failed and result.attempts > 0:
         raise AuditIncompleteError(
             f"{result.name} ran (status {status.value}) and its effect happened, but the audit trail "
             "could not record it; the record was kept in the fallback file for replay",

@@ -300,15 +300,27 @@ class Tools:
         except KeyError:
             return self._get_slow(ref)
 
-    def _deny(self, tool: str, reason_code: str, rule: str) -> None:
+    def acquire(self, ref: object) -> object:
+        """`get` without recording a denial: for the governed chain, which records it itself."""
+        try:
+            return self._ready[ref]
+        except KeyError:
+            return self._get_slow(ref, report=False)
+
+    def _deny(self, tool: str, reason_code: str, rule: str, *, report: bool = True) -> None:
+        if not report:
+            return
         self._context.trace.append(DenialRecord(tool, reason_code, rule))
         for hook in self._catalog.pipeline.hooks:
             on_denial = getattr(hook, "on_denial", None)
             if on_denial is not None:
                 on_denial(self._context, tool, reason_code, rule)
 
-    def check_acknowledgement(self, ref: object) -> None:
-        """Raise `AcknowledgementRequiredError` unless ``ref``'s acknowledgement holds now."""
+    def check_acknowledgement(self, ref: object, *, report: bool = True) -> None:
+        """Raise `AcknowledgementRequiredError` unless ``ref``'s acknowledgement holds now.
+
+        ``report=False`` leaves recording the denial to the caller.
+        """
         desc = self._entry(ref).descriptor
         ack = desc.acknowledgement
         if ack is None:
@@ -316,7 +328,7 @@ class Tools:
         state = _acknowledgement_state(ack, self._catalog.env)
         if state is not AcknowledgementState.SATISFIED:
             rule = f"acknowledgement:{ack.env}"
-            self._deny(desc.name, ReasonCode.NOT_ACKNOWLEDGED.value, rule)
+            self._deny(desc.name, ReasonCode.NOT_ACKNOWLEDGED.value, rule, report=report)
             raise AcknowledgementRequiredError(
                 f"tool {desc.name!r} requires a deployment acknowledgement: "
                 + _ack_detail(desc.name, ack, state),
@@ -326,18 +338,18 @@ class Tools:
                 value=ack.value,
             )
 
-    def _get_slow(self, ref: object) -> object:
+    def _get_slow(self, ref: object, *, report: bool = True) -> object:
         entry = self._catalog.entry(ref)
         if entry is None:
             name = _ref_name(ref)
-            self._deny(name, ReasonCode.TOOL_UNAVAILABLE.value, "registry")
+            self._deny(name, ReasonCode.TOOL_UNAVAILABLE.value, "registry", report=report)
             raise ToolUnavailableError(
                 f"tool {name!r} is not available: {self._unavailable_detail()}", tool=name
             )
         desc = entry.descriptor
         decision = entry.decision
         if not decision.allowed:
-            self._deny(desc.name, decision.reason_code.value, decision.rule)
+            self._deny(desc.name, decision.reason_code.value, decision.rule, report=report)
             raise ToolPolicyDeniedError(
                 f"tool {desc.name!r} ({desc.risk.value}) is denied by the policy "
                 f"(rule {decision.rule}). {_policy_detail(desc, decision)}",
@@ -345,7 +357,7 @@ class Tools:
                 reason_code=decision.reason_code.value,
                 rule=decision.rule,
             )
-        self.check_acknowledgement(desc.name)
+        self.check_acknowledgement(desc.name, report=report)
         instance = self._instance(entry, cache=desc.acknowledgement is None)
         if desc.acknowledgement is None and getattr(ref, "__toolbox_provider__", None) is not None:
             self._ready[ref] = instance  # a @tool function: later get(fn) is one lookup too

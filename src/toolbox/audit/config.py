@@ -25,7 +25,9 @@ Several sinks are written through a `FanOutSink`; reads come from the first.
 
 from __future__ import annotations
 
+import json
 import os
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -67,6 +69,9 @@ def check_config(config: Mapping[str, Any], *, source: str) -> None:
     Redaction.of(
         config.get("redact_keys", ()), config.get("max_summary", 512), config.get("payload", "SUMMARY")
     )
+    roles = config.get("auditor_roles", ["auditor"])
+    if isinstance(roles, str) or not isinstance(roles, list) or not all(isinstance(r, str) and r for r in roles):
+        raise ConfigurationError(f'{source}: audit.auditor_roles must be a list of role names, e.g. ["auditor"]')
     sinks = config.get("sinks", [])
     if not isinstance(sinks, list) or not sinks:
         raise ConfigurationError(f"{source}: audit.sinks: give at least one [[audit.sinks]] table")
@@ -105,9 +110,26 @@ def sink_from_config(sink: Mapping[str, Any], *, source: str) -> AuditSink:
     return PostgresSink(url, schema=sink.get("schema"))
 
 
+_TRAILS: dict[str, AuditTrail] = {}
+_TRAILS_LOCK = threading.Lock()
+
+
 def trail_from_config(config: Mapping[str, Any], *, source: str) -> AuditTrail:
-    """The `AuditTrail` ``[audit]`` describes."""
+    """The `AuditTrail` ``[audit]`` describes: one per configuration in a process.
+
+    Loading the same policy twice must not open a second writer on the same
+    store (a JSON Lines file chained by two writers would fork its chains).
+    """
     check_config(config, source=source)
+    key = json.dumps(config, sort_keys=True, default=str)
+    with _TRAILS_LOCK:
+        trail = _TRAILS.get(key)
+        if trail is None or trail.closed:
+            trail = _TRAILS[key] = _build(config, source=source)
+        return trail
+
+
+def _build(config: Mapping[str, Any], *, source: str) -> AuditTrail:
     from toolbox.audit.fanout import FanOutSink
 
     sinks = [sink_from_config(s, source=source) for s in config["sinks"]]

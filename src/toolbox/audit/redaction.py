@@ -59,6 +59,8 @@ class Redaction:
     @classmethod
     def of(cls, keys: Iterable[str] = (), max_summary: int = 512, payload: str = "SUMMARY") -> Redaction:
         """Build from configuration values."""
+        if isinstance(keys, str) or not all(isinstance(k, str) and k for k in keys):
+            raise ConfigurationError('redact_keys must be a list of argument names, e.g. ["ssn"]')
         try:
             mode = PayloadMode(str(payload).upper())
         except ValueError:

@@ -86,6 +86,8 @@ class AuditTrail:
             ) from None
         if not isinstance(queue_size, int) or queue_size < 1:
             raise ConfigurationError("queue_size must be a positive integer")
+        if isinstance(auditor_roles, str) or not all(isinstance(r, str) and r for r in auditor_roles):
+            raise ConfigurationError('auditor_roles must be a list of role names, e.g. ["auditor"]')
         self.sink = sink
         self.redaction = redaction or Redaction()
         self.fallback_path = Path(fallback_path) if fallback_path is not None else None
@@ -292,6 +294,11 @@ class AuditTrail:
             self._queue.put(_STOP)
             self._writer.join()
         self.sink.close()
+
+    @property
+    def closed(self) -> bool:
+        """Whether `close` was called."""
+        return self._closed
 
     @property
     def healthy(self) -> bool:

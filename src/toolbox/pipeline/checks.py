@@ -85,14 +85,14 @@ class AccessCheck:
             raise RuntimeError("invocation has no tools attached")
         try:
             if invocation.door == BY_NAME:
-                tool = tools.get(invocation.tool)
+                tool = tools.acquire(invocation.tool)
                 runtime = tools.runtime_of(invocation.tool)
                 invocation.runtime = runtime
                 invocation.descriptor = runtime.descriptor
                 invocation.effect = runtime.effect_of(invocation.operation)
                 invocation.instance = tool
             else:
-                tools.check_acknowledgement(invocation.tool)
+                tools.check_acknowledgement(invocation.tool, report=False)
         except ToolUnavailableError as exc:
             return invocation.denied(exc.reason_code, "registry", str(exc))
         except ToolDeniedError as exc:
