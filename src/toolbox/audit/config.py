@@ -70,8 +70,10 @@ def check_config(config: Mapping[str, Any], *, source: str) -> None:
         config.get("redact_keys", ()), config.get("max_summary", 512), config.get("payload", "SUMMARY")
     )
     roles = config.get("auditor_roles", ["auditor"])
-    if isinstance(roles, str) or not isinstance(roles, list) or not all(isinstance(r, str) and r for r in roles):
-        raise ConfigurationError(f'{source}: audit.auditor_roles must be a list of role names, e.g. ["auditor"]')
+    if not isinstance(roles, list) or not all(isinstance(r, str) and r for r in roles):
+        raise ConfigurationError(
+            f'{source}: audit.auditor_roles must be a list of role names, e.g. ["auditor"]'
+        )
     sinks = config.get("sinks", [])
     if not isinstance(sinks, list) or not sinks:
         raise ConfigurationError(f"{source}: audit.sinks: give at least one [[audit.sinks]] table")
