@@ -80,7 +80,6 @@ def jsonl_store(tmp_path):
 
 @pytest.fixture
 def sqlite_store(tmp_path):
-    pytest.importorskip("sqlalchemy")
     from toolbox.audit.sqlite import SqliteSink
 
     path = tmp_path / "audit.db"
@@ -586,8 +585,6 @@ def test_postgres_url_env_unset(capsys, monkeypatch):
 
 def test_postgres_connection_failure_hides_the_password(capsys, monkeypatch):
     """An unreachable database is one error line without the password or the URL."""
-    pytest.importorskip("sqlalchemy")
-    pytest.importorskip("psycopg")
     url = "postgresql://auditor:hunter2@127.0.0.1:1/audit"
     monkeypatch.setenv("TOOLBOX_TEST_AUDIT_URL", url)
     for variable in ("TOOLBOX_TEST_AUDIT_URL",):
