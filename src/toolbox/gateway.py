@@ -190,10 +190,7 @@ class Gateway:
         record.rule = "context"
         record.end(Status.DENIED.value)
         self.unattributed.append(record)
-        for hook in self._catalog.pipeline.hooks:
-            on_untrusted = getattr(hook, "on_untrusted", None)
-            if on_untrusted is not None:
-                on_untrusted(record.tool)
+        self._catalog.pipeline.report_untrusted(record.tool)
         return ToolResult(
             Status.DENIED,
             name=str(name)[:200],
@@ -256,10 +253,7 @@ class Gateway:
         record.reason_code, record.error_code = reason, exc.error_code
         record.end(status.value)
         context.trace.append(record)
-        for hook in self._catalog.pipeline.hooks:
-            on_denial = getattr(hook, "on_denial", None)
-            if on_denial is not None:
-                on_denial(context, shown, reason, "registry")
+        self._catalog.pipeline.report_denial(context, shown, reason, "registry")
         return ToolResult(
             status,
             name=shown,

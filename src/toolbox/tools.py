@@ -311,10 +311,7 @@ class Tools:
         if not report:
             return
         self._context.trace.append(DenialRecord(tool, reason_code, rule))
-        for hook in self._catalog.pipeline.hooks:
-            on_denial = getattr(hook, "on_denial", None)
-            if on_denial is not None:
-                on_denial(self._context, tool, reason_code, rule)
+        self._catalog.pipeline.report_denial(self._context, tool, reason_code, rule)
 
     def check_acknowledgement(self, ref: object, *, report: bool = True) -> None:
         """Raise `AcknowledgementRequiredError` unless ``ref``'s acknowledgement holds now.

@@ -16,6 +16,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, final
 
+from toolbox.context import ExecutionContext
 from toolbox.descriptor import Effect, RiskClass
 from toolbox.errors import InvalidArgumentsError, ToolboxError, ToolDeniedError, ToolTimeoutError
 from toolbox.pipeline.interceptor import Interceptor
@@ -172,6 +173,20 @@ class Pipeline:
     def hooks(self) -> tuple[AuditHook, ...]:
         """The audit hooks, in order."""
         return self._hooks
+
+    def report_denial(self, context: ExecutionContext, tool: str, reason_code: str, rule: str) -> None:
+        """Tell hooks that implement ``on_denial`` about a refusal outside the chain (e.g. ``get()``)."""
+        for hook in self._hooks:
+            on_denial = getattr(hook, "on_denial", None)
+            if on_denial is not None:
+                on_denial(context, tool, reason_code, rule)
+
+    def report_untrusted(self, name: str) -> None:
+        """Tell hooks that implement ``on_untrusted`` about a call without a trusted context."""
+        for hook in self._hooks:
+            on_untrusted = getattr(hook, "on_untrusted", None)
+            if on_untrusted is not None:
+                on_untrusted(name)
 
     def _plan(self, invocation: Invocation) -> _Plan:
         """The checks that can apply to this tool, operation and door, decided once."""
