@@ -47,7 +47,8 @@ class OperationRecord:
     Holds no bodies, headers or credentials: ``target`` is already redacted.
     """
 
-    __slots__ = (
+    #: Every field, in the order ``as_dict`` reports them.
+    FIELDS = (
         "attempts",
         "declared_at",
         "duration",
@@ -67,6 +68,19 @@ class OperationRecord:
         "tool",
         "warnings",
     )
+    # Fields most operations never set keep these class-level defaults: a record costs
+    # only what it uses on the hot path.
+    started_at: float | None = None
+    ended_at: float | None = None
+    duration: float | None = None
+    status = "DECLARED"
+    error_type: str | None = None
+    attempts = 0
+    reason_code: str | None = None
+    rule: str | None = None
+    error_code: str | None = None
+    field_path: str | None = None
+    warnings: tuple[str, ...] = ()
 
     def __init__(
         self, tool: str, operation: str, intent_kind: str, intent_text: str, target: str | None
@@ -77,19 +91,8 @@ class OperationRecord:
         self.intent_text = intent_text
         self.target = target
         self.declared_at = time.time()
-        self.started_at: float | None = None
-        self.ended_at: float | None = None
-        self.duration: float | None = None
-        self.status = "DECLARED"
-        self.error_type: str | None = None
         #: The name as requested by the caller (e.g. ``search:v2``); tool.operation by default.
         self.name = f"{tool}.{operation}"
-        self.attempts = 0
-        self.reason_code: str | None = None
-        self.rule: str | None = None
-        self.error_code: str | None = None
-        self.field_path: str | None = None
-        self.warnings: tuple[str, ...] = ()
 
     def start(self) -> None:
         """Mark the first dispatch."""
@@ -107,7 +110,7 @@ class OperationRecord:
 
     def as_dict(self) -> dict[str, object]:
         """A plain mapping, for logs and JSON."""
-        return {"kind": "operation", **{k: getattr(self, k) for k in sorted(self.__slots__)}}
+        return {"kind": "operation", **{k: getattr(self, k) for k in self.FIELDS}}
 
     def __repr__(self) -> str:
         return (
