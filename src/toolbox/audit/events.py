@@ -140,10 +140,13 @@ def canonical(data: dict[str, Any]) -> str:
     return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
+_HASHED = FIELDS[:-1]  # every field but ``hash`` itself, in storage order
+_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str).encode
+
+
 def chain_hash(data: dict[str, Any]) -> str:
-    """SHA-256 over every field but ``hash`` (``previous_hash`` included)."""
-    material = {k: v for k, v in data.items() if k != "hash"}
-    return hashlib.sha256(canonical(material).encode("utf-8")).hexdigest()
+    """SHA-256 over every field but ``hash`` (``previous_hash`` included), in storage order."""
+    return hashlib.sha256(_ENCODE([data[name] for name in _HASHED]).encode("utf-8")).hexdigest()
 
 
 class AuditRecord(BaseModel):
