@@ -240,3 +240,31 @@ def test_typed_invalid_arguments_from_a_tool_are_value_errors():
     tools = Tools.load(ctx(), providers=toolbox_providers(), discover=False, env={})
     with pytest.raises(ValueError, match="division by zero"):
         tools.get(CalculatorTool).evaluate("1/0").purpose("Divide").execute()
+
+
+def test_fast_path_keeps_every_guarantee():
+    """After the first call (which plans), typed calls take the fast path with the same semantics."""
+    env: dict[str, str] = {}
+    tools = Tools.load(
+        ctx(),
+        policy=ToolPolicy.standard().allow("billing"),
+        providers=[PROVIDER],
+        discover=False,
+        env=env,
+        governance=Governance(retry=FAST),
+    )
+    billing = tools.get(Billing)
+    billing.lookup_invoice(1).purpose("Plan").execute()  # plans the operation
+    billing.script = [ToolTimeoutError("slow")]
+    assert billing.lookup_invoice(2).purpose("Retry").execute()["invoice_id"] == 2
+    assert [op for op, _ in billing.calls] == ["lookup_invoice"] * 3
+    billing.script = [KeyError("bug")]
+    with pytest.raises(KeyError):
+        billing.lookup_invoice(3).purpose("Bug").execute()
+    env["TOOLBOX_KILL_SWITCH"] = "1"
+    with pytest.raises(ToolDeniedError) as info:
+        billing.lookup_invoice(4).purpose("Stopped").execute()
+    assert info.value.reason_code == "KILL_SWITCH" and len(billing.calls) == 4
+    statuses = [r.status for r in tools.context.trace.operations("billing")]
+    assert statuses == ["SUCCESS", "SUCCESS", "ERROR", "DENIED"]
+    assert tools.executions(Billing) == 4

@@ -185,7 +185,7 @@ class WriteIntent(_Intent[R]):
 class Ready(Generic[R]):
     """A call with its intent declared. Executes exactly once, through the governed chain."""
 
-    __slots__ = ("_acall", "_arguments", "_call", "_claimed", "_record", "_runtime")
+    __slots__ = ("_acall", "_arguments", "_call", "_claimed", "_last", "_record", "_runtime")
 
     def __init__(
         self,
@@ -202,13 +202,14 @@ class Ready(Generic[R]):
         self._acall = acall
         self._arguments = arguments
         self._claimed = False
+        self._last: Invocation | None = None
 
     @property
     def record(self) -> OperationRecord:
         """The trace record of this operation."""
         return self._record
 
-    def _invocation(self, approval: Approval | None) -> Invocation:
+    def _claim(self) -> None:
         with _CLAIM_LOCK:
             already, self._claimed = self._claimed, True
         if already:
@@ -216,6 +217,14 @@ class Ready(Generic[R]):
                 f"{self._record.tool}.{self._record.operation} was already executed; "
                 "build a new intent for another call"
             )
+
+    def _invocation(self, approval: Approval | None) -> Invocation:
+        self._claim()
+        invocation = self._build_invocation()
+        invocation.approval = approval
+        return invocation
+
+    def _build_invocation(self) -> Invocation:
         runtime = self._runtime
         record = self._record
         invocation = Invocation(
@@ -233,7 +242,7 @@ class Ready(Generic[R]):
         invocation.effect = runtime.effect_of(record.operation)
         invocation.call = self._call
         invocation.acall = self._acall
-        invocation.approval = approval
+        self._last = invocation
         return invocation
 
     def execute(self, *, approval: Approval | None = None) -> R:
@@ -249,10 +258,24 @@ class Ready(Generic[R]):
             BusinessFailedError, UncertainEffectError: see `toolbox.Status`.
             Exception: whatever the operation raised, when it failed.
         """
-        invocation = self._invocation(approval)
-        result = self._runtime.pipeline.run(invocation)
+        if approval is None:
+            self._claim()
+            ran, outcome = self._runtime.pipeline.run_inline(
+                self._runtime, self._record, self._call, self._build_invocation
+            )
+            if ran:
+                if isinstance(outcome, ToolResult):
+                    return self._content(outcome, self._last)
+                return cast("R", outcome.content)
+            invocation = self._build_invocation()
+        else:
+            invocation = self._invocation(approval)
+        return self._content(self._runtime.pipeline.run(invocation), invocation)
+
+    def _content(self, result: ToolResult, invocation: Invocation | None) -> R:
         if result.status is Status.SUCCESS and not result.audit_failed:
             return cast("R", result.content)
+        assert invocation is not None
         raise_for_result(result, invocation)
 
     async def aexecute(self, *, approval: Approval | None = None) -> R:

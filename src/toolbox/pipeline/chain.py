@@ -13,14 +13,15 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, final
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, final
 
-from toolbox.context import ExecutionContext
+from toolbox.context import ExecutionContext, OperationRecord
 from toolbox.descriptor import Effect, RiskClass
 from toolbox.errors import InvalidArgumentsError, ToolboxError, ToolDeniedError, ToolTimeoutError
+from toolbox.pipeline.checks import BudgetCheck, DeadlineCheck, KillSwitch
 from toolbox.pipeline.interceptor import Interceptor
-from toolbox.pipeline.invocation import Invocation
+from toolbox.pipeline.invocation import TYPED, Invocation
 from toolbox.pipeline.outcomes import BusinessFailure, OutcomeMappers
 from toolbox.pipeline.result import Status, ToolResult
 from toolbox.pipeline.retry import (
@@ -33,11 +34,15 @@ from toolbox.pipeline.retry import (
     retries_allowed,
 )
 
+if TYPE_CHECKING:
+    from toolbox.runtime import ToolRuntime
+
 __all__ = ["AuditHook", "OperationTimeoutError", "Pipeline"]
 
 _EXECUTOR: concurrent.futures.ThreadPoolExecutor | None = None
 # Results of these types cannot declare themselves transient: skip the probe.
 _PLAIN = frozenset({int, float, str, bool, bytes, dict, list, tuple, type(None)})
+_CONTEXT_GATES = (KillSwitch, DeadlineCheck, BudgetCheck)
 
 
 def _always(invocation: Invocation) -> bool:
@@ -48,7 +53,7 @@ def _always(invocation: Invocation) -> bool:
 class _Plan:
     """What applies to one tool, operation and door: decided on the first call, then reused."""
 
-    __slots__ = ("checks", "mapper", "per_attempt", "timeout")
+    __slots__ = ("checks", "inline", "mapper", "per_attempt", "timeout")
 
     def __init__(
         self,
@@ -61,6 +66,17 @@ class _Plan:
         self.per_attempt = per_attempt
         self.timeout = timeout
         self.mapper = mapper
+        self.inline = False
+
+
+@final
+class _Success:
+    """A plain success from the fast path: the content, without a ToolResult."""
+
+    __slots__ = ("content",)
+
+    def __init__(self, content: Any) -> None:
+        self.content = content
 
 
 class OperationTimeoutError(ToolTimeoutError):
@@ -98,6 +114,7 @@ class Pipeline:
     __slots__ = (
         "_before",
         "_hooks",
+        "_kill_switch",
         "_mappers",
         "_per_attempt",
         "_plans",
@@ -124,6 +141,7 @@ class Pipeline:
         self._timeouts = dict(timeouts)
         self._hooks = tuple(hooks)
         self._plans: dict[tuple[str, str, str], _Plan] = {}
+        self._kill_switch = next((c for c in self._before if isinstance(c, KillSwitch)), None)
 
     @property
     def interceptors(self) -> tuple[Interceptor, ...]:
@@ -204,6 +222,13 @@ class Pipeline:
                 None if inline else timeout,
                 self._mappers.find(tool, operation) if self._mappers else None,
             )
+            # Only the kill switch and the context's own gates: the typed door may take the fast path.
+            plan.inline = (
+                not self._hooks
+                and plan.mapper is None
+                and plan.timeout is None
+                and all(type(c) in _CONTEXT_GATES for c in applies)
+            )
             self._plans[key] = plan
         return plan
 
@@ -232,22 +257,68 @@ class Pipeline:
                 f"{invocation.tool}.{invocation.operation} did not finish within {timeout} s"
             ) from None
 
-    def _dispatch(self, invocation: Invocation, plan: _Plan) -> ToolResult:
+    def _dispatch(
+        self, invocation: Invocation, plan: _Plan, pending: ToolResult | float | None = None
+    ) -> ToolResult:
         while True:
-            if invocation.record.attempts:
-                stop = self._check(invocation, plan.per_attempt)
-                if stop is not None:
-                    return stop
-            self._start_attempt(invocation)
-            try:
-                content = self._call(invocation, plan)
-            except Exception as exc:  # noqa: BLE001 - classified below, never swallowed silently
-                step = self._after_failure(invocation, exc, plan)
+            if pending is None:
+                if invocation.record.attempts:
+                    stop = self._check(invocation, plan.per_attempt)
+                    if stop is not None:
+                        return stop
+                self._start_attempt(invocation)
+                try:
+                    content = self._call(invocation, plan)
+                except Exception as exc:  # noqa: BLE001 - classified below, never swallowed silently
+                    step = self._after_failure(invocation, exc, plan)
+                else:
+                    step = self._after_success(invocation, content, plan)
             else:
-                step = self._after_success(invocation, content, plan)
+                step, pending = pending, None
             if isinstance(step, ToolResult):
                 return step
             time.sleep(step)
+
+    def run_inline(
+        self,
+        runtime: ToolRuntime,
+        record: OperationRecord,
+        call: Callable[[], Any],
+        build: Callable[[], Invocation],
+    ) -> tuple[bool, Any]:
+        """The typed door's fast path, for operations whose plan holds only context gates.
+
+        Returns ``(True, content)`` after a plain success, ``(True, result)`` with a
+        `ToolResult` once it had to fall back to the full chain after dispatch, and
+        ``(False, None)`` when the fast path does not apply (nothing ran).
+        """
+        plan = self._plans.get((record.tool, record.operation, TYPED))
+        context = runtime.context
+        if (
+            plan is None
+            or not plan.inline
+            or context.deadline is not None
+            or context.budget is not None
+            or (self._kill_switch is not None and self._kill_switch.engaged(record.tool))
+        ):
+            return False, None
+        record.attempts = 1
+        record.start()
+        runtime.executions += 1
+        try:
+            content = call()
+        except Exception as exc:  # noqa: BLE001 - continue in the full chain, which classifies it
+            invocation = build()
+            return True, self._finish(
+                invocation, self._dispatch(invocation, plan, self._after_failure(invocation, exc, plan))
+            )
+        if type(content) in _PLAIN or not is_transient_result(content):
+            record.end(Status.SUCCESS.value)
+            return True, _Success(content)
+        invocation = build()
+        return True, self._finish(
+            invocation, self._dispatch(invocation, plan, self._after_success(invocation, content, plan))
+        )
 
     # -- async ------------------------------------------------------------------
 
