@@ -303,7 +303,8 @@ class Pipeline:
         ):
             return False, None
         record.attempts = 1
-        record.start()
+        record.started_at = started = time.time()
+        record.status = "STARTED"
         runtime.executions += 1
         try:
             content = call()
@@ -313,7 +314,9 @@ class Pipeline:
                 invocation, self._dispatch(invocation, plan, self._after_failure(invocation, exc, plan))
             )
         if type(content) in _PLAIN or not is_transient_result(content):
-            record.end(Status.SUCCESS.value)
+            record.ended_at = ended = time.time()
+            record.duration = ended - started
+            record.status = "SUCCESS"
             return True, _Success(content)
         invocation = build()
         return True, self._finish(
