@@ -125,6 +125,9 @@ class Gateway:
     def tools_for(self, context: ExecutionContext) -> Tools:
         """The `Tools` of ``context`` (built once per context, kept for recent contexts)."""
         key = id(context)
+        cached = self._tools.get(key)
+        if cached is not None and cached[0] is context:
+            return cached[1]  # the common case, without the lock (the LRU order is approximate)
         with self._lock:
             cached = self._tools.get(key)
             if cached is not None and cached[0] is context:
