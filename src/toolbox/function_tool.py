@@ -99,13 +99,16 @@ class _Bound:
     names: tuple[str, ...]
     defaults: dict[str, Any]
     required: frozenset[str]
+    nameset: frozenset[str]
 
     def __init__(self, runtime: ToolRuntime) -> None:
         self._runtime = runtime
 
     def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-        # Fast path for plain parameters; anything unusual goes through Signature.bind.
+        # Fast paths for plain parameters; anything unusual goes through Signature.bind.
         names = self.names
+        if not args and names and kwargs.keys() == self.nameset:
+            return dict(kwargs)  # every parameter by keyword: what the by-name door passes
         if (
             len(args) <= len(names)
             and not (kwargs.keys() - names)
@@ -231,6 +234,7 @@ def tool(
                 "signature": signature,
                 # An empty tuple disables the fast path for unusual signatures.
                 "names": tuple(signature.parameters) if simple else (),
+                "nameset": frozenset(signature.parameters) if simple else frozenset(),
                 "defaults": {n: p.default for n, p in params if p.default is not inspect.Parameter.empty},
                 "required": frozenset(n for n, p in params if p.default is inspect.Parameter.empty),
             },
