@@ -78,7 +78,11 @@ def main() -> None:
     section("2. Explicit allow: HttpTool reads with a purpose, writes with audit_as")
     with tempfile.TemporaryDirectory() as reports:
         policy = ToolPolicy.standard().allow(HttpTool, FsTool)
-        tools = Tools.load(ctx, policy=policy, env=env, options={"fs": {"roots": [reports]}})
+        # The demo API listens on 127.0.0.1. HttpTool refuses loopback, private and cloud
+        # metadata addresses by default: reaching this local server is an explicit opt-in.
+        local_api = {"egress": {"allow_networks": ["127.0.0.0/8"]}}
+        options = {"fs": {"roots": [reports]}, "http": local_api}
+        tools = Tools.load(ctx, policy=policy, env=env, options=options)
         http = tools.get(HttpTool)
         rates = (
             http.get(f"{base}/rates?api_key=demo-secret-123")

@@ -19,16 +19,23 @@ import toolbox_http.plugin
 from toolbox import ToolPolicy, Tools
 from toolbox_http import HttpTool
 
+#: The explicit opt-in these tests need: loopback is refused by default, like any non-public address.
+ALLOW_LOOPBACK = {"allow_networks": ["127.0.0.0/8", "::1/128"]}
+
 BIG_BODY = 2 * 1024 * 1024
 CHUNK = 16 * 1024
 
 
 @pytest.fixture
 def http_tools(make_tools) -> Iterator[Callable[..., Tools]]:
-    """Build Tools with the http provider allowed and ``options`` for it; closed after the test."""
+    """Build Tools with the http provider allowed and ``options`` for it; closed after the test.
+
+    Unless ``options`` has ``egress``, the tool may reach loopback (`ALLOW_LOOPBACK`).
+    """
     built: list[Tools] = []
 
     def factory(**options: object) -> Tools:
+        options.setdefault("egress", ALLOW_LOOPBACK)
         tools = make_tools(
             toolbox_http.plugin,
             policy=ToolPolicy.standard().allow(HttpTool),

@@ -1,7 +1,8 @@
 """The httpx clients of one `HttpTool`: TLS verified, no environment, no cookies, no redirects.
 
 `Clients.sync_transport` and `Clients.async_transport` are the single place a
-transport is chosen, so a later layer (egress control) can wrap what they return.
+transport is chosen: unless the options pass one (tests), it is the guarded
+transport of `toolbox_http._guard`, which checks every address it connects to.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any, final
 
 import httpx
 
+from toolbox_http._guard import AddressGuard, guarded_async_transport, guarded_transport
 from toolbox_http._options import HttpOptions
 
 __all__ = ["Clients", "load_ssl_context"]
@@ -36,6 +38,14 @@ def load_ssl_context(ca_bundle: Path | None) -> ssl.SSLContext:
         raise ValueError(f"ca_bundle {str(ca_bundle)!r} is not a PEM file of CA certificates") from None
 
 
+def insecure_ssl_context() -> ssl.SSLContext:
+    """A context that checks neither the certificate nor the host name (acknowledged use only)."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
 def _client_settings(options: HttpOptions) -> dict[str, Any]:
     connect = min(options.connect_timeout, options.total_timeout)
     read = min(options.read_timeout, options.total_timeout)
@@ -53,10 +63,11 @@ def _client_settings(options: HttpOptions) -> dict[str, Any]:
 class Clients:
     """Builds transports and clients; owns the shared sync client and the TLS context."""
 
-    __slots__ = ("_client", "_lock", "_options", "_ssl")
+    __slots__ = ("_client", "_guard", "_lock", "_options", "_ssl")
 
     def __init__(self, options: HttpOptions) -> None:
         self._options = options
+        self._guard = AddressGuard(options.egress)
         self._lock = threading.RLock()
         self._client: httpx.Client | None = None
         # A configured bundle is loaded now so a bad file fails at tools.get(), not mid-call.
@@ -66,20 +77,21 @@ class Clients:
         """The TLS context, built once (loading the CA bundle costs milliseconds)."""
         with self._lock:
             if self._ssl is None:
-                self._ssl = load_ssl_context(None)
+                insecure = self._options.insecure_skip_verify
+                self._ssl = insecure_ssl_context() if insecure else load_ssl_context(None)
             return self._ssl
 
     def sync_transport(self) -> httpx.BaseTransport:
         """The configured sync transport, else a new verifying one."""
         if self._options.transport is not None:
             return self._options.transport
-        return httpx.HTTPTransport(verify=self.ssl_context(), trust_env=False)
+        return guarded_transport(self.ssl_context(), self._guard)
 
     def async_transport(self) -> httpx.AsyncBaseTransport:
         """The configured async transport, else a new verifying one."""
         if self._options.async_transport is not None:
             return self._options.async_transport
-        return httpx.AsyncHTTPTransport(verify=self.ssl_context(), trust_env=False)
+        return guarded_async_transport(self.ssl_context(), self._guard)
 
     def sync_client(self) -> httpx.Client:
         """The shared sync client, created on first use."""
