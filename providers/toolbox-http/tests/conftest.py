@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import trustme
@@ -65,6 +66,21 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: object) -> None:
         pass
+
+    def parse_request(self) -> bool:
+        ok = super().parse_request()
+        if ok:
+            self.server.requests.append((self.command, self.path, self.headers.get("Host")))
+        return ok
+
+    def _redirect(self) -> None:
+        query = parse_qs(urlsplit(self.path).query)
+        length = int(self.headers.get("Content-Length") or 0)
+        self.rfile.read(length)
+        self.send_response(int(query.get("status", ["302"])[0]))
+        self.send_header("Location", query["to"][0])
+        self.send_header("Content-Length", "0")
+        self.end_headers()
 
     def _send_json(self, status: int, payload: object) -> None:
         body = json.dumps(payload).encode()
@@ -122,7 +138,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         path = self.path.partition("?")[0]
-        if path == "/json":
+        if path == "/redirect":
+            self._redirect()
+        elif path == "/json":
             self._send_json(200, {"rates": {"EUR": 1.1}})
         elif self.path.startswith("/big-"):
             self._stream(self.path.removeprefix("/big-"), BIG_BODY // CHUNK)
@@ -138,7 +156,13 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(BIG_BODY))
         self.end_headers()
 
-    do_POST = do_PUT = do_PATCH = do_DELETE = _echo
+    def do_POST(self) -> None:
+        if self.path.startswith("/redirect"):
+            self._redirect()
+        else:
+            self._echo()
+
+    do_PUT = do_PATCH = do_DELETE = _echo
 
 
 class LoopbackServer(ThreadingHTTPServer):
@@ -154,10 +178,16 @@ class LoopbackServer(ThreadingHTTPServer):
             # The handshake runs on accept(); a client that rejects the certificate just drops it.
             self.socket = tls.wrap_socket(self.socket, server_side=True)
         self.observed: dict[str, Observed] = {}
+        #: Every request line received: (method, path, Host header).
+        self.requests: list[tuple[str, str, str | None]] = []
 
     @property
     def url(self) -> str:
         return f"{self.scheme}://127.0.0.1:{self.server_address[1]}"
+
+    @property
+    def port(self) -> int:
+        return int(self.server_address[1])
 
     def observe(self, path: str) -> Observed:
         return self.observed.setdefault(path, Observed())
@@ -191,12 +221,12 @@ def loopback() -> Iterator[LoopbackServer]:
 
 @pytest.fixture
 def self_signed_cert(tmp_path: Path) -> tuple[Path, Path]:
-    """A throwaway CA made in the test (trustme) and a certificate for 127.0.0.1 it signed.
+    """A throwaway CA made in the test (trustme) and a certificate for 127.0.0.1 and api.test it signed.
 
     Returns the CA bundle to trust and the server's certificate chain with its key.
     """
     ca = trustme.CA()
-    issued = ca.issue_cert("127.0.0.1")
+    issued = ca.issue_cert("127.0.0.1", "api.test")
     bundle, chain = tmp_path / "ca.pem", tmp_path / "server.pem"
     ca.cert_pem.write_to_path(str(bundle))
     issued.private_key_and_cert_chain_pem.write_to_path(str(chain))

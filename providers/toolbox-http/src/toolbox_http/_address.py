@@ -41,7 +41,7 @@ METADATA_ADDRESSES: frozenset[IPAddress] = frozenset(
     )
 )
 
-_LEGACY_PART = re.compile(r"^(0[xX][0-9a-fA-F]*|0[0-7]*|[1-9][0-9]*)$")
+_LEGACY_PART = re.compile(r"^(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)$")
 _NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
 _IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
 
@@ -58,7 +58,7 @@ def parse_legacy_ipv4(text: str) -> ipaddress.IPv4Address | None:
         if not _LEGACY_PART.match(part):
             return None
         if part[:2].lower() == "0x":
-            values.append(int(part[2:] or "0", 16))
+            values.append(int(part[2:], 16))
         elif part.startswith("0"):
             values.append(int(part, 8))
         else:
