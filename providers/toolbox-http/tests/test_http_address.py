@@ -44,8 +44,18 @@ def test_legacy_ipv4_forms_read_like_inet_aton(text, expected):
 @pytest.mark.parametrize(
     "text",
     [
-        "", "0x", "1.2.3.4.5", "256.1.1.1", "1.2.3.256", "127.16777216",
-        "4294967296", "08", "0x1g", "1..2", "a.b", "-1",
+        "",
+        "0x",
+        "1.2.3.4.5",
+        "256.1.1.1",
+        "1.2.3.256",
+        "127.16777216",
+        "4294967296",
+        "08",
+        "0x1g",
+        "1..2",
+        "a.b",
+        "-1",
     ],
 )
 def test_not_legacy_ipv4(text):
@@ -115,8 +125,11 @@ def test_non_public_addresses_are_refused(address, category):
 def test_metadata_needs_its_own_entry(address):
     """A metadata address stays refused when its whole network is allowed; only a /32 or /128 opens it."""
     ip = ipaddress.ip_address(address)
-    wide = (ipaddress.ip_network("169.254.0.0/16"), ipaddress.ip_network("fd00::/8"),
-            ipaddress.ip_network("100.64.0.0/10"))
+    wide = (
+        ipaddress.ip_network("169.254.0.0/16"),
+        ipaddress.ip_network("fd00::/8"),
+        ipaddress.ip_network("100.64.0.0/10"),
+    )
     problem = address_problem(ip, wide)
     assert problem is not None and "metadata" in problem
     embedded = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped else ip

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Annotated, Any, final
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, FilePath, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, FilePath, ValidationError, field_validator, model_validator
 
 from toolbox.descriptor import describe_validation_error
 from toolbox_http._credentials import Credential
@@ -81,6 +81,12 @@ class HttpOptions(BaseModel):
             if not main or not sub or main == "*" or ";" in media:
                 raise ValueError(f"{media!r} is not a media type like application/json or text/*")
         return types
+
+    @model_validator(mode="after")
+    def _tls(self) -> HttpOptions:
+        if self.insecure_skip_verify and self.ca_bundle is not None:
+            raise ValueError("insecure_skip_verify and ca_bundle exclude each other: trust the CA instead")
+        return self
 
     @property
     def secret_headers(self) -> frozenset[str]:
