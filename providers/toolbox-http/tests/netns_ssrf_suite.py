@@ -234,3 +234,23 @@ def test_redirect_hops_are_checked(target, loopback, http_tools, connects):
     assert info.value.reason_code == "EGRESS_DENIED"
     assert [r[1].partition("?")[0] for r in loopback.requests] == ["/redirect"]
     assert connects == [("127.0.0.1", loopback.port)]
+
+
+@pytest.mark.parametrize("answer", [["not-an-address"], [None], ["127.0.0.1", "bogus"]])
+def test_resolver_garbage_is_refused(answer, loopback, http_tools, connects):
+    """A resolver answer that is not an IP address refuses the request; nothing connects."""
+    tools = _tools(http_tools, resolver=lambda host, port: answer, allow_networks=["127.0.0.0/8"])
+    with pytest.raises(EgressDeniedError, match="not an IP address"):
+        tools.get(HttpTool).get(f"http://odd.test:{loopback.port}/json").purpose("Probe").execute()
+    assert loopback.requests == []
+    assert connects == []
+
+
+def test_unknown_name_is_a_connection_error(loopback, http_tools, connects):
+    """A name the resolver does not know is ToolConnectionError (not sent, so retried for GET)."""
+    from toolbox import ToolConnectionError
+
+    tools = _tools(http_tools)
+    with pytest.raises(ToolConnectionError, match="host name could not be resolved"):
+        tools.get(HttpTool).get("http://nowhere.test/").purpose("Probe").execute()
+    assert connects == []
