@@ -145,3 +145,12 @@ def test_default_policy_allows_any_public_http_url():
     policy = EgressPolicy()
     assert policy.violation("GET", httpx.URL("https://example.org:8080/")) is None
     assert policy.allow_networks == ()
+
+
+def test_internationalised_names_match_their_idna_form(respx_mock, http_tools):
+    """Patterns are ASCII: bücher.example is allowed by xn--bcher-kva.example, and nothing else."""
+    respx_mock.get(url__regex=r".*").mock(return_value=httpx.Response(200))
+    tools = http_tools(egress={"hosts": ["xn--bcher-kva.example"]})
+    assert tools.get(HttpTool).get("https://bücher.example/").purpose("Read").execute().status_code == 200
+    with pytest.raises(EgressDeniedError):
+        tools.get(HttpTool).get("https://bucher.example/")

@@ -110,7 +110,8 @@ def inject_credentials(
     request: httpx.Request, credentials: Sequence[Credential], env: Mapping[str, str]
 ) -> httpx.Request:
     """``request`` with the secret headers of every credential bound to its host."""
-    matching = [c for c in credentials if host_matches(request.url.host, c.hosts)]
+    host = request.url.raw_host.decode("ascii")
+    matching = [c for c in credentials if host_matches(host, c.hosts)]
     if not matching:
         return request
     headers = request.headers.copy()

@@ -164,7 +164,8 @@ class EgressPolicy(BaseModel):
         """The rule and message of the first static check ``method url`` fails, or None."""
         if url.scheme not in self.schemes:
             return "http:egress:scheme", f"scheme {url.scheme!r} is not in egress.schemes"
-        host = normalise_host(url.host)
+        # raw_host is the ASCII (IDNA) form, the one patterns are written in.
+        host = normalise_host(url.raw_host.decode("ascii"))
         if self.hosts is not None and not host_matches(host, self.hosts):
             return "http:egress:host", f"host {host!r} is not in egress.hosts"
         port = url.port or (443 if url.scheme == "https" else 80)
