@@ -22,10 +22,9 @@ Sections:
 
 1. Sync: ``client.get(url)`` on one ``httpx.Client`` [R] against
    ``tool.get(url).purpose(...).execute()``.
-2. Async: ``await client.get(url)`` on one ``httpx.AsyncClient`` [AR], and on
-   a new ``AsyncClient`` per call sharing one TLS context [AN] (what the
-   governed async path does, since async clients are bound to one event
-   loop), against
+2. Async: ``await client.get(url)`` on one ``httpx.AsyncClient`` [AR] (the
+   governed path likewise keeps one pooled client per event loop), and on a
+   new ``AsyncClient`` per call sharing one TLS context [AN], against
    ``await tool.get(url).purpose(...).aexecute()``.
 """
 

@@ -71,6 +71,7 @@ class _Handler(BaseHTTPRequestHandler):
         ok = super().parse_request()
         if ok:
             self.server.requests.append((self.command, self.path, self.headers.get("Host")))
+            self.server.peers.append(self.client_address[1])
         return ok
 
     def _redirect(self) -> None:
@@ -180,6 +181,8 @@ class LoopbackServer(ThreadingHTTPServer):
         self.observed: dict[str, Observed] = {}
         #: Every request line received: (method, path, Host header).
         self.requests: list[tuple[str, str, str | None]] = []
+        #: The client port of each request: equal ports mean one kept-alive connection.
+        self.peers: list[int] = []
 
     @property
     def url(self) -> str:

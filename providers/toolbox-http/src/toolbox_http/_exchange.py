@@ -225,29 +225,29 @@ class Exchange:
 
     async def _send_async(self, prepared: Prepared, body: _Body) -> HttpResponse:
         request, target, hops = prepared.request, prepared.target, 0
-        async with self._clients.async_client() as client:
-            while True:
-                outgoing = self._outgoing(request)
-                location = None
-                async with self._ahold(request.url.host):
-                    with httpx_errors(request.method, target):
-                        response = await client.send(outgoing, stream=True)
-                        try:
-                            location = self._location(response)
-                            if location is None:
-                                body.start(response)
-                                async for chunk in response.aiter_bytes():
-                                    body.add(chunk)
-                        finally:
-                            await response.aclose()
-                if location is None:
-                    return check_response(body.response(response, target, hops), self._options)
-                hops += 1
-                request, target = self._next_hop(request, response.status_code, location, hops, target)
-                body.label = f"{request.method} {target}"
+        client = await self._clients.async_client()
+        while True:
+            outgoing = self._outgoing(request)
+            location = None
+            async with self._ahold(request.url.host):
+                with httpx_errors(request.method, target):
+                    response = await client.send(outgoing, stream=True)
+                    try:
+                        location = self._location(response)
+                        if location is None:
+                            body.start(response)
+                            async for chunk in response.aiter_bytes():
+                                body.add(chunk)
+                    finally:
+                        await response.aclose()
+            if location is None:
+                return check_response(body.response(response, target, hops), self._options)
+            hops += 1
+            request, target = self._next_hop(request, response.status_code, location, hops, target)
+            body.label = f"{request.method} {target}"
 
     async def send_async(self, prepared: Prepared) -> HttpResponse:
-        """Send ``prepared`` on a per-call async client; the whole exchange is cancelled at the deadline."""
+        """Send ``prepared`` on the event loop's pooled client; the exchange is cancelled at the deadline."""
         body = _Body(prepared, self._options)
         try:
             return await asyncio.wait_for(self._send_async(prepared, body), self._options.total_timeout)
