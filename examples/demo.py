@@ -27,7 +27,7 @@ from toolbox import (
 )
 from toolbox.context import DenialRecord
 from toolbox_fs import FS_ACKNOWLEDGEMENT, FsTool
-from toolbox_http import HttpTool
+from toolbox_http import EgressDeniedError, HttpTool
 
 
 class DemoApi(BaseHTTPRequestHandler):
@@ -96,6 +96,11 @@ def main() -> None:
             .execute()
         )
         print(f"POST /inventory -> {sync.status_code} {sync.json()}")
+        # Allowed is not unrestricted: the cloud metadata address is refused before any socket opens.
+        try:
+            http.get("http://169.254.169.254/latest/meta-data/").purpose("Read instance metadata").execute()
+        except EgressDeniedError as exc:
+            print(f"metadata denied [{exc.reason_code}, rule {exc.rule}]:\n  {exc}")
 
         section("3. FsTool is PRIVILEGED: allowed by policy, still needs its acknowledgement")
         try:

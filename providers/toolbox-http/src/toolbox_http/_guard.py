@@ -80,9 +80,13 @@ class AddressGuard:
                 )
             problem = address_problem(address, self._networks)
             if problem is not None:
+                hint = (
+                    "list that single address (/32 or /128) in egress.allow_networks to allow it"
+                    if "metadata" in problem
+                    else "list its network in egress.allow_networks to allow it"
+                )
                 raise EgressDeniedError(
-                    f"connection to {host!r} refused: {problem}; list its network in "
-                    "egress.allow_networks to allow it",
+                    f"connection to {host!r} refused: {problem}; {hint}",
                     rule="http:egress:address",
                     tool=self._tool,
                 )
