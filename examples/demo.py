@@ -27,7 +27,7 @@ from toolbox import (
 )
 from toolbox.context import DenialRecord
 from toolbox_fs import FS_ACKNOWLEDGEMENT, FsTool
-from toolbox_http import HttpTool
+from toolbox_http import EgressDeniedError, HttpTool
 
 
 class DemoApi(BaseHTTPRequestHandler):
@@ -78,7 +78,11 @@ def main() -> None:
     section("2. Explicit allow: HttpTool reads with a purpose, writes with audit_as")
     with tempfile.TemporaryDirectory() as reports:
         policy = ToolPolicy.standard().allow(HttpTool, FsTool)
-        tools = Tools.load(ctx, policy=policy, env=env, options={"fs": {"roots": [reports]}})
+        # The demo API listens on 127.0.0.1. HttpTool refuses loopback, private and cloud
+        # metadata addresses by default: reaching this local server is an explicit opt-in.
+        local_api = {"egress": {"allow_networks": ["127.0.0.0/8"]}}
+        options = {"fs": {"roots": [reports]}, "http": local_api}
+        tools = Tools.load(ctx, policy=policy, env=env, options=options)
         http = tools.get(HttpTool)
         rates = (
             http.get(f"{base}/rates?api_key=demo-secret-123")
@@ -92,6 +96,11 @@ def main() -> None:
             .execute()
         )
         print(f"POST /inventory -> {sync.status_code} {sync.json()}")
+        # Allowed is not unrestricted: the cloud metadata address is refused before any socket opens.
+        try:
+            http.get("http://169.254.169.254/latest/meta-data/").purpose("Read instance metadata").execute()
+        except EgressDeniedError as exc:
+            print(f"metadata denied [{exc.reason_code}, rule {exc.rule}]:\n  {exc}")
 
         section("3. FsTool is PRIVILEGED: allowed by policy, still needs its acknowledgement")
         try:

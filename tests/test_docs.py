@@ -18,7 +18,12 @@ import pytest
 from toolbox import ToolPolicy
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = [ROOT / "README.md", ROOT / "SECURITY.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [
+    ROOT / "README.md",
+    ROOT / "SECURITY.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+    ROOT / "providers" / "toolbox-http" / "README.md",
+]
 BLOCK = re.compile(r"(<!-- not-run: [^>]+-->\s*)?```(\w+)[^\n]*\n(.*?)```", re.S)
 PLACEHOLDER = "http://127.0.0.1:8000"
 
@@ -75,6 +80,7 @@ def test_docs_exist():
         "deployment.md",
         "policy-file.md",
         "testing.md",
+        "http.md",
     ):
         assert required in names
 

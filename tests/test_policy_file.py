@@ -125,3 +125,58 @@ def test_errors_name_file_and_key(tmp_path, text):
     message = str(info.value)
     assert str(tmp_path) in message
     assert "field 'providers.block.0'" in message or "field 'allow'" in message
+
+
+def test_tool_options_table(tmp_path):
+    """[tools.<name>] tables become that tool's options; options given in code win, tables merge."""
+    path = write(
+        tmp_path,
+        """
+        version = 1
+        [allow]
+        tools = ["fake"]
+        [tools.fake]
+        limit = 3
+        mode = "file"
+        [tools.fake.nested]
+        a = 1
+        b = 2
+    """,
+    )
+    policy = ToolPolicy.from_file(path)
+    assert policy.governance["tools"] == {"fake": {"limit": 3, "mode": "file", "nested": {"a": 1, "b": 2}}}
+    tools = Tools.load(
+        test_context(),
+        policy=policy,
+        providers=[fake_provider("fake")],
+        discover=False,
+        env={},
+        options={"fake": {"mode": "code", "nested": {"b": 20}}},
+    )
+    assert tools.catalog.options_for("fake") == {"limit": 3, "mode": "code", "nested": {"a": 1, "b": 20}}
+
+
+def test_tool_options_for_unknown_tool(tmp_path):
+    """A [tools.<name>] table for a tool nobody provides fails Tools.load, naming the key."""
+    path = write(tmp_path, "version = 1\n[tools.htpp]\nread_timeout = 1\n")
+    with pytest.raises(PolicyFileError, match=r"tools.htpp: unknown tool 'htpp'"):
+        Tools.load(
+            test_context(),
+            policy=ToolPolicy.from_file(path),
+            providers=[fake_provider("fake")],
+            discover=False,
+            env={},
+        )
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("version = 1\n[tools]\nhttp = 1\n", "field 'tools.http'"),
+        ('version = 1\n[tools."Bad Name"]\nx = 1\n', "field 'tools"),
+    ],
+)
+def test_tool_options_must_be_tables(tmp_path, text, message):
+    """Each [tools] entry is a table keyed by a valid tool name."""
+    with pytest.raises(PolicyFileError, match=message):
+        ToolPolicy.from_file(write(tmp_path, text))

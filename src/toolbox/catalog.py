@@ -33,6 +33,18 @@ FUNCTION_OPERATION = "call"
 _MAX_CACHED_NAMES = 4096
 
 
+def merge_options(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` updated by ``override``; nested tables merge, any other value of ``override`` wins."""
+    merged = dict(base)
+    for key, value in override.items():
+        current = merged.get(key)
+        if isinstance(current, Mapping) and isinstance(value, Mapping):
+            merged[key] = merge_options(current, value)
+        else:
+            merged[key] = value
+    return merged
+
+
 @final
 class CatalogEntry:
     """One registered tool and the policy's decision about it (computed once)."""
@@ -90,7 +102,8 @@ class Catalog:
             self._entries[tool.descriptor.name] = entry
             self._entries[tool.provider.tool_type] = entry
             self._by_name[tool.descriptor.name] = entry
-        self._options = dict(options or {})
+        # A policy file's [tools.<name>] tables are the base; options given in code win, key by key.
+        self._options = merge_options(policy.governance.get("tools") or {}, options or {})
         for name in self._options:
             if name not in self._by_name:
                 raise ValueError(

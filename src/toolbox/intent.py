@@ -72,7 +72,7 @@ def validate_intent_text(text: object) -> str:
 
 
 class _Intent(Generic[R]):
-    __slots__ = ("_acall", "_arguments", "_call", "_operation", "_runtime", "_target")
+    __slots__ = ("_acall", "_arguments", "_call", "_operation", "_runtime", "_target", "_warnings")
 
     def __init__(
         self,
@@ -83,6 +83,7 @@ class _Intent(Generic[R]):
         acall: Callable[[], Awaitable[R]] | None,
         *,
         arguments: Mapping[str, Any],
+        warnings: tuple[str, ...] = (),
     ) -> None:
         self._runtime = runtime
         self._operation = operation
@@ -90,6 +91,7 @@ class _Intent(Generic[R]):
         self._call = call
         self._acall = acall
         self._arguments = arguments
+        self._warnings = warnings
 
     @property
     def tool(self) -> str:
@@ -119,6 +121,11 @@ class _Intent(Generic[R]):
         """What authorization, guardrails and approvals see (never recorded as is)."""
         return self._arguments
 
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """Warnings the tool attached when the operation was called (e.g. a report-only egress rule)."""
+        return self._warnings
+
     def operation_calls(self) -> tuple[Callable[[], R], Callable[[], Awaitable[R]] | None]:
         """The undecorated sync and async calls, for the by-name door's governed chain."""
         return self._call, self._acall
@@ -127,7 +134,9 @@ class _Intent(Generic[R]):
         text = validate_intent_text(text)
         record = OperationRecord(self._runtime.descriptor.name, self._operation, kind, text, self._target)
         self._runtime.trace.append(record)
-        return Ready(self._runtime, record, self._call, self._acall, arguments=self._arguments)
+        return Ready(
+            self._runtime, record, self._call, self._acall, arguments=self._arguments, warnings=self._warnings
+        )
 
     if not TYPE_CHECKING:
 
@@ -185,7 +194,7 @@ class WriteIntent(_Intent[R]):
 class Ready(Generic[R]):
     """A call with its intent declared. Executes exactly once, through the governed chain."""
 
-    __slots__ = ("_acall", "_arguments", "_call", "_claimed", "_last", "_record", "_runtime")
+    __slots__ = ("_acall", "_arguments", "_call", "_claimed", "_last", "_record", "_runtime", "_warnings")
 
     def __init__(
         self,
@@ -195,7 +204,9 @@ class Ready(Generic[R]):
         acall: Callable[[], Awaitable[R]] | None,
         *,
         arguments: Mapping[str, Any],
+        warnings: tuple[str, ...] = (),
     ) -> None:
+        self._warnings = warnings
         self._runtime = runtime
         self._record = record
         self._call = call
@@ -242,6 +253,8 @@ class Ready(Generic[R]):
         invocation.effect = runtime.effect_of(record.operation)
         invocation.call = self._call
         invocation.acall = self._acall
+        if self._warnings:
+            invocation.warnings = self._warnings
         self._last = invocation
         return invocation
 
@@ -258,7 +271,7 @@ class Ready(Generic[R]):
             BusinessFailedError, UncertainEffectError: see `toolbox.Status`.
             Exception: whatever the operation raised, when it failed.
         """
-        if approval is None:
+        if approval is None and not self._warnings:
             self._claim()
             ran, outcome = self._runtime.pipeline.run_inline(
                 self._runtime, self._record, self._call, self._build_invocation

@@ -19,6 +19,11 @@ Schema (version 1)::
     [roles]                      # role -> tools or tool.operation patterns ("*" allowed)
     analyst = ["calculator", "http.get"]
 
+    [tools.http]                 # options for one tool, validated by that tool when it is built
+    max_response_bytes = 1048576
+    [tools.http.egress]
+    hosts = ["api.example.com"]
+
     [guardrails]
     mode = "ENFORCE"             # or "REPORT": DENY becomes WARN
     [[guardrails.rules]]
@@ -75,6 +80,7 @@ class _PolicyFile(BaseModel):
     roles: dict[str, list[Annotated[str, Field(min_length=1)]]] | None = None
     guardrails: dict[str, Any] | None = None
     audit: dict[str, Any] | None = None
+    tools: dict[_ToolName, dict[str, Any]] | None = None
 
 
 def _risks(values: object, where: str, source: str) -> None:
@@ -112,6 +118,8 @@ def policy_from_mapping(data: dict[str, object], *, source: str) -> ToolPolicy:
     governance = _governance(parsed, source)
     file_names = {name: f"allow.tools[{i}]" for i, name in enumerate(parsed.allow.tools)}
     file_names.update({name: f"deny.tools[{i}]" for i, name in enumerate(parsed.deny.tools)})
+    for name in parsed.tools or {}:
+        file_names.setdefault(name, f"tools.{name}")
     return ToolPolicy(
         default_risks=[RiskClass.MEMORY_ONLY] if parsed.base == "standard" else [],
         allow=[*parsed.allow.tools, *parsed.allow.risks],
@@ -141,6 +149,8 @@ def _governance(parsed: _PolicyFile, source: str) -> dict[str, Any]:
 
             check_config(parsed.audit, source=source)
             governance["audit"] = parsed.audit
+        if parsed.tools is not None:
+            governance["tools"] = parsed.tools
     except ConfigurationError as exc:
         message = str(exc)
         raise PolicyFileError(message if message.startswith(source) else f"{source}: {message}") from None

@@ -78,6 +78,7 @@ class ToolRuntime:
         target: str | None = None,
         acall: Callable[[], Awaitable[R]] | None = None,
         arguments: Mapping[str, Any] | None = None,
+        warnings: tuple[str, ...] = (),
     ) -> ReadIntent[R]:
         """The intent of a ``READ_ONLY`` operation.
 
@@ -88,6 +89,7 @@ class ToolRuntime:
             acall: runs it asynchronously, where the tool is async-capable.
             arguments: the call's arguments, for authorization, guardrails and approval
                 fingerprints (never recorded as they are).
+            warnings: warnings to record with the call (e.g. a report-only rule it breaks).
 
         Raises:
             TypeError: the descriptor does not declare ``operation`` as ``READ_ONLY``.
@@ -98,7 +100,7 @@ class ToolRuntime:
                 f"provider bug: {self.descriptor.name}.{operation} is {effect.value}, "
                 "so it must return write_intent(), which accepts only audit_as()"
             )
-        return ReadIntent(self, operation, target, call, acall, arguments=arguments or {})
+        return ReadIntent(self, operation, target, call, acall, arguments=arguments or {}, warnings=warnings)
 
     def write_intent(
         self,
@@ -108,6 +110,7 @@ class ToolRuntime:
         target: str | None = None,
         acall: Callable[[], Awaitable[R]] | None = None,
         arguments: Mapping[str, Any] | None = None,
+        warnings: tuple[str, ...] = (),
     ) -> WriteIntent[R]:
         """The intent of an operation with side effects (anything but ``READ_ONLY``); see `read_intent`.
 
@@ -119,4 +122,4 @@ class ToolRuntime:
                 f"provider bug: {self.descriptor.name}.{operation} is READ_ONLY, "
                 "so it must return read_intent()"
             )
-        return WriteIntent(self, operation, target, call, acall, arguments=arguments or {})
+        return WriteIntent(self, operation, target, call, acall, arguments=arguments or {}, warnings=warnings)

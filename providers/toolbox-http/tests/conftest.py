@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import trustme
@@ -19,16 +20,23 @@ import toolbox_http.plugin
 from toolbox import ToolPolicy, Tools
 from toolbox_http import HttpTool
 
+#: The explicit opt-in these tests need: loopback is refused by default, like any non-public address.
+ALLOW_LOOPBACK = {"allow_networks": ["127.0.0.0/8", "::1/128"]}
+
 BIG_BODY = 2 * 1024 * 1024
 CHUNK = 16 * 1024
 
 
 @pytest.fixture
 def http_tools(make_tools) -> Iterator[Callable[..., Tools]]:
-    """Build Tools with the http provider allowed and ``options`` for it; closed after the test."""
+    """Build Tools with the http provider allowed and ``options`` for it; closed after the test.
+
+    Unless ``options`` has ``egress``, the tool may reach loopback (`ALLOW_LOOPBACK`).
+    """
     built: list[Tools] = []
 
     def factory(**options: object) -> Tools:
+        options.setdefault("egress", ALLOW_LOOPBACK)
         tools = make_tools(
             toolbox_http.plugin,
             policy=ToolPolicy.standard().allow(HttpTool),
@@ -58,6 +66,22 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: object) -> None:
         pass
+
+    def parse_request(self) -> bool:
+        ok = super().parse_request()
+        if ok:
+            self.server.requests.append((self.command, self.path, self.headers.get("Host")))
+            self.server.peers.append(self.client_address[1])
+        return ok
+
+    def _redirect(self) -> None:
+        query = parse_qs(urlsplit(self.path).query)
+        length = int(self.headers.get("Content-Length") or 0)
+        self.rfile.read(length)
+        self.send_response(int(query.get("status", ["302"])[0]))
+        self.send_header("Location", query["to"][0])
+        self.send_header("Content-Length", "0")
+        self.end_headers()
 
     def _send_json(self, status: int, payload: object) -> None:
         body = json.dumps(payload).encode()
@@ -115,7 +139,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         path = self.path.partition("?")[0]
-        if path == "/json":
+        if path == "/redirect":
+            self._redirect()
+        elif path == "/json":
             self._send_json(200, {"rates": {"EUR": 1.1}})
         elif self.path.startswith("/big-"):
             self._stream(self.path.removeprefix("/big-"), BIG_BODY // CHUNK)
@@ -131,7 +157,13 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(BIG_BODY))
         self.end_headers()
 
-    do_POST = do_PUT = do_PATCH = do_DELETE = _echo
+    def do_POST(self) -> None:
+        if self.path.startswith("/redirect"):
+            self._redirect()
+        else:
+            self._echo()
+
+    do_PUT = do_PATCH = do_DELETE = _echo
 
 
 class LoopbackServer(ThreadingHTTPServer):
@@ -147,10 +179,18 @@ class LoopbackServer(ThreadingHTTPServer):
             # The handshake runs on accept(); a client that rejects the certificate just drops it.
             self.socket = tls.wrap_socket(self.socket, server_side=True)
         self.observed: dict[str, Observed] = {}
+        #: Every request line received: (method, path, Host header).
+        self.requests: list[tuple[str, str, str | None]] = []
+        #: The client port of each request: equal ports mean one kept-alive connection.
+        self.peers: list[int] = []
 
     @property
     def url(self) -> str:
         return f"{self.scheme}://127.0.0.1:{self.server_address[1]}"
+
+    @property
+    def port(self) -> int:
+        return int(self.server_address[1])
 
     def observe(self, path: str) -> Observed:
         return self.observed.setdefault(path, Observed())
@@ -184,12 +224,12 @@ def loopback() -> Iterator[LoopbackServer]:
 
 @pytest.fixture
 def self_signed_cert(tmp_path: Path) -> tuple[Path, Path]:
-    """A throwaway CA made in the test (trustme) and a certificate for 127.0.0.1 it signed.
+    """A throwaway CA made in the test (trustme) and a certificate for 127.0.0.1 and api.test it signed.
 
     Returns the CA bundle to trust and the server's certificate chain with its key.
     """
     ca = trustme.CA()
-    issued = ca.issue_cert("127.0.0.1")
+    issued = ca.issue_cert("127.0.0.1", "api.test")
     bundle, chain = tmp_path / "ca.pem", tmp_path / "server.pem"
     ca.cert_pem.write_to_path(str(bundle))
     issued.private_key_and_cert_chain_pem.write_to_path(str(chain))

@@ -63,6 +63,25 @@ def test_keep_alive_connection_is_reused(loopback, http_tools):
         assert tool.get(f"{loopback.url}/json").purpose("Fetch rates").execute().is_success
 
 
+def test_async_calls_share_a_pooled_connection_per_loop(loopback, http_tools):
+    """Async calls in one event loop reuse one kept-alive connection; the loop's shutdown closes it."""
+    tool = http_tools().get(HttpTool)
+    clients = []
+
+    async def main():
+        for _ in range(3):
+            assert (await tool.get(f"{loopback.url}/json").purpose("Read").aexecute()).is_success
+        clients.append(await tool._clients.async_client())
+
+    asyncio.run(main())
+    assert len(loopback.peers) == 3
+    assert len(set(loopback.peers)) == 1
+    assert clients[0].is_closed
+    asyncio.run(main())  # a new loop gets a new client
+    assert len(set(loopback.peers)) == 2
+    assert clients[1] is not clients[0] and clients[1].is_closed
+
+
 def test_non_2xx_is_returned_not_raised(loopback, http_tools):
     """A 404 is a response; raise_for_status turns it into HttpStatusError."""
     tool = http_tools().get(HttpTool)

@@ -41,7 +41,15 @@ def test_options_are_frozen():
         ({"transport": "not a transport"}, "field 'transport'"),
         ({"async_transport": httpx.BaseTransport()}, "field 'async_transport'"),
         ({"verify": False}, "field 'verify': Extra inputs are not permitted"),
-        ({"follow_redirects": True}, "field 'follow_redirects'"),
+        ({"max_redirects": 0}, "field 'max_redirects'"),
+        ({"egress": {"hosts": ["bad host!"]}}, "field 'egress.hosts"),
+        ({"egress": {"allow_networks": ["not-a-net"]}}, "field 'egress.allow_networks'"),
+        ({"egress": {"schemes": ["ftp"]}}, "field 'egress.schemes'"),
+        ({"egress": {"methods": ["TRACE"]}}, "field 'egress.methods'"),
+        ({"egress": {"mode": "LOG"}}, "field 'egress.mode'"),
+        ({"credentials": [{"hosts": ["a.example"]}]}, "field 'credentials"),
+        ({"rate_limit": {"requests_per_second": 0}}, "field 'rate_limit.requests_per_second'"),
+        ({"expect_content_types": ["json"]}, "field 'expect_content_types'"),
     ],
 )
 def test_invalid_options_fail_at_get(http_tools, options, match):

@@ -298,6 +298,8 @@ class ArgumentValidation:
             )
         # Both doors hand governance the provider's own view of the arguments.
         invocation.arguments = intent.arguments
+        if intent.warnings:
+            invocation.warnings = (*invocation.warnings, *intent.warnings)
         invocation.record.intent_text = text
         invocation.call, invocation.acall = intent.operation_calls()
         invocation.target = invocation.record.target = intent.target

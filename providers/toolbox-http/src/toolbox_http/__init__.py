@@ -6,10 +6,38 @@ Installing the package registers the ``http`` tool through the
 
 from __future__ import annotations
 
+from toolbox_http._credentials import Credential, CredentialError
 from toolbox_http._descriptor import HTTP_DESCRIPTOR
-from toolbox_http._errors import HttpStatusError
+from toolbox_http._egress import EgressDeniedError, EgressMode, EgressPolicy, RateLimitedError
+from toolbox_http._errors import (
+    HttpStatusError,
+    ResponseCheckError,
+    ResponseSchemaError,
+    TooManyRedirectsError,
+    UnexpectedContentTypeError,
+)
+from toolbox_http._limits import RateLimit
 from toolbox_http._options import HttpOptions
 from toolbox_http._response import HttpResponse
-from toolbox_http._tool import HttpTool
+from toolbox_http._tool import INSECURE_TLS_ENV, INSECURE_TLS_VALUE, HttpTool
 
-__all__ = ["HTTP_DESCRIPTOR", "HttpOptions", "HttpResponse", "HttpStatusError", "HttpTool"]
+__all__ = [
+    "HTTP_DESCRIPTOR",
+    "INSECURE_TLS_ENV",
+    "INSECURE_TLS_VALUE",
+    "Credential",
+    "CredentialError",
+    "EgressDeniedError",
+    "EgressMode",
+    "EgressPolicy",
+    "HttpOptions",
+    "HttpResponse",
+    "HttpStatusError",
+    "HttpTool",
+    "RateLimit",
+    "RateLimitedError",
+    "ResponseCheckError",
+    "ResponseSchemaError",
+    "TooManyRedirectsError",
+    "UnexpectedContentTypeError",
+]

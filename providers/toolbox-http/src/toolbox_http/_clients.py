@@ -1,21 +1,24 @@
 """The httpx clients of one `HttpTool`: TLS verified, no environment, no cookies, no redirects.
 
 `Clients.sync_transport` and `Clients.async_transport` are the single place a
-transport is chosen, so a later layer (egress control) can wrap what they return.
+transport is chosen: unless the options pass one (tests), it is the guarded
+transport of `toolbox_http._guard`, which checks every address it connects to.
 """
 
 from __future__ import annotations
 
+import asyncio
 import ssl
 import threading
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import weakref
+from collections.abc import AsyncGenerator
 from http.cookiejar import CookieJar, DefaultCookiePolicy
 from pathlib import Path
 from typing import Any, final
 
 import httpx
 
+from toolbox_http._guard import AddressGuard, guarded_async_transport, guarded_transport
 from toolbox_http._options import HttpOptions
 
 __all__ = ["Clients", "load_ssl_context"]
@@ -36,6 +39,14 @@ def load_ssl_context(ca_bundle: Path | None) -> ssl.SSLContext:
         raise ValueError(f"ca_bundle {str(ca_bundle)!r} is not a PEM file of CA certificates") from None
 
 
+def insecure_ssl_context() -> ssl.SSLContext:
+    """A context that checks neither the certificate nor the host name (acknowledged use only)."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
 def _client_settings(options: HttpOptions) -> dict[str, Any]:
     connect = min(options.connect_timeout, options.total_timeout)
     read = min(options.read_timeout, options.total_timeout)
@@ -49,16 +60,29 @@ def _client_settings(options: HttpOptions) -> dict[str, Any]:
     }
 
 
+async def _keep_until_shutdown(client: httpx.AsyncClient, *, closes: bool) -> AsyncGenerator[None, None]:
+    """Suspended for the life of the loop; its ``finally`` closes ``client`` at loop shutdown."""
+    try:
+        yield  # never resumed: only aclose() (from shutdown_asyncgens) gets past here
+    finally:
+        if closes:
+            await client.aclose()
+
+
 @final
 class Clients:
     """Builds transports and clients; owns the shared sync client and the TLS context."""
 
-    __slots__ = ("_client", "_lock", "_options", "_ssl")
+    __slots__ = ("_async", "_client", "_guard", "_lock", "_options", "_ssl")
 
     def __init__(self, options: HttpOptions) -> None:
         self._options = options
+        self._guard = AddressGuard(options.egress)
         self._lock = threading.RLock()
         self._client: httpx.Client | None = None
+        self._async: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, tuple[httpx.AsyncClient, AsyncGenerator[None, None]]
+        ] = weakref.WeakKeyDictionary()
         # A configured bundle is loaded now so a bad file fails at tools.get(), not mid-call.
         self._ssl = load_ssl_context(options.ca_bundle) if options.ca_bundle is not None else None
 
@@ -66,20 +90,21 @@ class Clients:
         """The TLS context, built once (loading the CA bundle costs milliseconds)."""
         with self._lock:
             if self._ssl is None:
-                self._ssl = load_ssl_context(None)
+                insecure = self._options.insecure_skip_verify
+                self._ssl = insecure_ssl_context() if insecure else load_ssl_context(None)
             return self._ssl
 
     def sync_transport(self) -> httpx.BaseTransport:
         """The configured sync transport, else a new verifying one."""
         if self._options.transport is not None:
             return self._options.transport
-        return httpx.HTTPTransport(verify=self.ssl_context(), trust_env=False)
+        return guarded_transport(self.ssl_context(), self._guard)
 
     def async_transport(self) -> httpx.AsyncBaseTransport:
         """The configured async transport, else a new verifying one."""
         if self._options.async_transport is not None:
             return self._options.async_transport
-        return httpx.AsyncHTTPTransport(verify=self.ssl_context(), trust_env=False)
+        return guarded_async_transport(self.ssl_context(), self._guard)
 
     def sync_client(self) -> httpx.Client:
         """The shared sync client, created on first use."""
@@ -92,18 +117,30 @@ class Clients:
                 client = self._client
         return client
 
-    @asynccontextmanager
-    async def async_client(self) -> AsyncIterator[httpx.AsyncClient]:
-        """A client for one async call: async clients are bound to the event loop that uses them."""
+    async def async_client(self) -> httpx.AsyncClient:
+        """The async client of the running event loop, created on first use there.
+
+        Async clients are bound to one loop, so each loop gets its own pool. It is
+        closed when the loop shuts down its async generators (``asyncio.run`` does),
+        through a keeper generator registered with that loop.
+        """
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            held = self._async.get(loop)
+        if held is not None and not held[0].is_closed:
+            return held[0]
         client = httpx.AsyncClient(transport=self.async_transport(), **_client_settings(self._options))
-        try:
-            yield client
-        finally:
-            if self._options.async_transport is None:
-                await client.aclose()
+        keeper = _keep_until_shutdown(client, closes=self._options.async_transport is None)
+        await keeper.__anext__()  # registers the generator with the loop's shutdown_asyncgens()
+        with self._lock:
+            self._async[loop] = (client, keeper)
+        return client
 
     def close(self) -> None:
-        """Close the shared sync client; a transport passed in options stays open (it is the caller's)."""
+        """Close the shared sync client; a transport passed in options stays open (it is the caller's).
+
+        Async clients are closed by their event loop's shutdown (see `async_client`).
+        """
         with self._lock:
             client, self._client = self._client, None
         if client is not None and self._options.transport is None:

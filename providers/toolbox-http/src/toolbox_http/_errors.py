@@ -18,7 +18,16 @@ import httpx
 
 from toolbox.errors import ToolConnectionError, ToolExecutionError, ToolTimeoutError
 
-__all__ = ["HTTPX_ERRORS", "HttpStatusError", "httpx_errors", "map_httpx_error"]
+__all__ = [
+    "HTTPX_ERRORS",
+    "HttpStatusError",
+    "ResponseCheckError",
+    "ResponseSchemaError",
+    "TooManyRedirectsError",
+    "UnexpectedContentTypeError",
+    "httpx_errors",
+    "map_httpx_error",
+]
 
 #: Every exception httpx raises: `HTTPError` and the three families outside it.
 HTTPX_ERRORS: tuple[type[Exception], ...] = (
@@ -43,6 +52,37 @@ class HttpStatusError(ToolExecutionError):
         super().__init__(message)
         self.status_code = status_code
         self.url = url
+
+
+class TooManyRedirectsError(ToolExecutionError):
+    """More redirect hops than ``max_redirects``."""
+
+
+class ResponseCheckError(ToolExecutionError):
+    """A 2xx response failed a configured check; ``code`` says which.
+
+    Attributes:
+        code: ``RESPONSE_CONTENT_TYPE`` or ``RESPONSE_SCHEMA``.
+        status_code: the HTTP status.
+    """
+
+    code = "RESPONSE_CHECK"
+
+    def __init__(self, message: str, *, status_code: int) -> None:
+        super().__init__(message, request_sent=True)
+        self.status_code = status_code
+
+
+class UnexpectedContentTypeError(ResponseCheckError):
+    """The response's media type is not in ``expect_content_types`` (code ``RESPONSE_CONTENT_TYPE``)."""
+
+    code = "RESPONSE_CONTENT_TYPE"
+
+
+class ResponseSchemaError(ResponseCheckError):
+    """The response body is not JSON matching ``json_model`` (code ``RESPONSE_SCHEMA``)."""
+
+    code = "RESPONSE_SCHEMA"
 
 
 def _cause_detail(exc: BaseException) -> str | None:

@@ -6,9 +6,12 @@ from collections.abc import Mapping
 from typing import Annotated, Any, final
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, FilePath, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, FilePath, ValidationError, field_validator, model_validator
 
 from toolbox.descriptor import describe_validation_error
+from toolbox_http._credentials import Credential
+from toolbox_http._egress import EgressPolicy
+from toolbox_http._limits import RateLimit
 
 __all__ = ["HttpOptions"]
 
@@ -22,8 +25,9 @@ ByteCount = Annotated[int, Field(gt=0)]
 class HttpOptions(BaseModel):
     """Settings of `HttpTool`, passed as ``Tools.load(options={"http": {...}})``.
 
-    TLS certificates are always verified; there is deliberately no option to
-    turn that off.
+    TLS certificates are always verified unless ``insecure_skip_verify`` is set
+    *and* the deployment acknowledges it with
+    ``TOOLBOX_HTTP_INSECURE_TLS=i-accept-mitm-risk``. See docs/http.md.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
@@ -49,6 +53,45 @@ class HttpOptions(BaseModel):
     """Transport for sync calls (tests, egress control). You keep ownership: it is not closed."""
     async_transport: httpx.AsyncBaseTransport | None = None
     """Transport for async calls. You keep ownership: it is not closed."""
+    egress: EgressPolicy = EgressPolicy()
+    """Where requests may go: schemes, hosts, ports, methods, non-public networks."""
+    follow_redirects: bool = False
+    """Follow 3xx redirects; every hop is checked like the first."""
+    max_redirects: Annotated[int, Field(ge=1, le=20)] = 5
+    """Most redirect hops followed before the call fails."""
+    rate_limit: RateLimit | None = None
+    """Per-host rate limit and concurrency cap; None: unlimited."""
+    credentials: tuple[Credential, ...] = ()
+    """Secret headers bound to host patterns, added by the tool (never seen by the caller)."""
+    expect_content_types: tuple[str, ...] | None = None
+    """Media types a 2xx response must have (``application/json``, ``text/*``); None: any."""
+    json_model: type[BaseModel] | None = None
+    """A pydantic model a 2xx response's JSON body must validate against (code only)."""
+    insecure_skip_verify: bool = False
+    """Skip TLS verification: refused unless ``TOOLBOX_HTTP_INSECURE_TLS=i-accept-mitm-risk``."""
+
+    @field_validator("expect_content_types")
+    @classmethod
+    def _content_types(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if value is None:
+            return None
+        types = tuple(v.strip().lower() for v in value)
+        for media in types:
+            main, _, sub = media.partition("/")
+            if not main or not sub or main == "*" or ";" in media:
+                raise ValueError(f"{media!r} is not a media type like application/json or text/*")
+        return types
+
+    @model_validator(mode="after")
+    def _tls(self) -> HttpOptions:
+        if self.insecure_skip_verify and self.ca_bundle is not None:
+            raise ValueError("insecure_skip_verify and ca_bundle exclude each other: trust the CA instead")
+        return self
+
+    @property
+    def secret_headers(self) -> frozenset[str]:
+        """Lower-case names of headers that carry configured secrets."""
+        return frozenset(c.header.lower() for c in self.credentials)
 
     @classmethod
     def from_runtime(cls, options: Mapping[str, Any]) -> HttpOptions:

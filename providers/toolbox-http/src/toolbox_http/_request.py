@@ -39,6 +39,7 @@ class Prepared:
 
     request: httpx.Request
     target: str
+    warnings: tuple[str, ...] = ()
 
 
 def _parse_url(url: object) -> httpx.URL:

@@ -44,7 +44,11 @@ class HttpResponse:
     content: bytes = field(repr=False)
     """The body, decoded from any content encoding, at most ``max_response_bytes`` long."""
     url: str
-    """The request URL, redacted: no userinfo, token-like query values masked."""
+    """The URL of the final response, redacted: no userinfo, token-like query values masked."""
+    data: Any = field(default=None, repr=False)
+    """The body validated by ``json_model``, when that option is set; else None."""
+    redirects: int = field(default=0, repr=False)
+    """How many redirect hops were followed to reach this response."""
 
     @property
     def is_success(self) -> bool:

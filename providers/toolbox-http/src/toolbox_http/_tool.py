@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from typing import Any, final
 
+from toolbox.errors import AcknowledgementRequiredError
 from toolbox.intent import ReadIntent, WriteIntent
 from toolbox.runtime import ToolRuntime
 from toolbox_http._clients import Clients
-from toolbox_http._exchange import send, send_async
+from toolbox_http._egress import EgressDeniedError, EgressMode
+from toolbox_http._exchange import Exchange
 from toolbox_http._options import HttpOptions
 from toolbox_http._request import Headers, Params, Prepared, prepare
 from toolbox_http._response import HttpResponse
@@ -16,6 +19,9 @@ from toolbox_http._response import HttpResponse
 __all__ = ["HttpTool"]
 
 Body = bytes | str
+
+INSECURE_TLS_ENV = "TOOLBOX_HTTP_INSECURE_TLS"
+INSECURE_TLS_VALUE = "i-accept-mitm-risk"
 
 
 @final
@@ -27,28 +33,47 @@ class HttpTool:
         tools.get(HttpTool).get(url).purpose("Fetch rates").execute()
         tools.get(HttpTool).post(url, json=payload).audit_as("Sync inventory").execute()
 
-    Every method raises `ValueError` at call time, before anything is sent, when
+    Every method raises `EgressDeniedError` (a `toolbox.ToolDeniedError`,
+    reason ``EGRESS_DENIED``) at call time when the scheme, host, port or method
+    is outside ``options.egress`` (unless its mode is ``REPORT``). It raises
+    `ValueError` at call time, before anything is sent, when
     the URL is not an absolute ``http``/``https`` URL with a host or contains
     whitespace or control characters; when params or headers are malformed;
     when both ``json`` and ``content`` are given; or when the body exceeds
     ``max_request_bytes``. ``params`` are added to the URL's query.
 
     Executing returns an `HttpResponse` for any status. It raises
+    `EgressDeniedError` when the host resolves to a refused address or a
+    redirect leaves the policy, `RateLimitedError` (``RATE_LIMITED``),
     `toolbox.ToolTimeoutError`, `toolbox.ToolConnectionError`,
-    `toolbox.ResponseTooLargeError` or `toolbox.ToolExecutionError`.
+    `toolbox.ResponseTooLargeError`, `ResponseCheckError` or `toolbox.ToolExecutionError`.
     """
 
-    __slots__ = ("_clients", "_options", "_runtime")
+    __slots__ = ("_clients", "_exchange", "_options", "_runtime")
 
     def __init__(self, runtime: ToolRuntime) -> None:
         """Build the tool from its runtime.
 
         Raises:
             ValueError: ``runtime.options`` are not valid `HttpOptions`.
+            toolbox.AcknowledgementRequiredError: ``insecure_skip_verify`` is set without
+                ``TOOLBOX_HTTP_INSECURE_TLS=i-accept-mitm-risk``.
         """
         self._runtime = runtime
         self._options = HttpOptions.from_runtime(runtime.options)
+        env = runtime.tools.catalog.env
+        if self._options.insecure_skip_verify and env.get(INSECURE_TLS_ENV) != INSECURE_TLS_VALUE:
+            raise AcknowledgementRequiredError(
+                "insecure_skip_verify turns off TLS certificate checks, which lets anyone on the path "
+                f"read and change traffic. Set {INSECURE_TLS_ENV}={INSECURE_TLS_VALUE} (exact value) "
+                "to acknowledge it, or use ca_bundle to trust a private CA instead.",
+                tool=runtime.descriptor.name,
+                rule=f"acknowledgement:{INSECURE_TLS_ENV}",
+                env=INSECURE_TLS_ENV,
+                value=INSECURE_TLS_VALUE,
+            )
         self._clients = Clients(self._options)
+        self._exchange = Exchange(self._clients, self._options, env)
 
     @property
     def options(self) -> HttpOptions:
@@ -133,7 +158,7 @@ class HttpTool:
         json: Any = None,
         content: Body | None = None,
     ) -> Prepared:
-        return prepare(
+        prepared = prepare(
             operation.upper(),
             url,
             params=params,
@@ -142,23 +167,38 @@ class HttpTool:
             content=content,
             max_request_bytes=self._options.max_request_bytes,
         )
+        egress = self._options.egress
+        violation = egress.violation(prepared.request.method, prepared.request.url)
+        if violation is None:
+            return prepared
+        rule, reason = violation
+        message = f"{prepared.request.method} {prepared.target} denied by the egress policy: {reason}"
+        if egress.mode is EgressMode.REPORT:
+            return dataclasses.replace(prepared, warnings=(f"EGRESS_DENIED (report only): {message}",))
+        error = EgressDeniedError(message, rule=rule, tool=self._runtime.descriptor.name)
+        self._runtime.record_denial(error)
+        raise error
 
     def _read(self, operation: str, prepared: Prepared) -> ReadIntent[HttpResponse]:
+        exchange = self._exchange
         return self._runtime.read_intent(
             operation,
-            lambda: send(self._clients, prepared, self._options),
+            lambda: exchange.send(prepared),
             target=prepared.target,
-            acall=lambda: send_async(self._clients, prepared, self._options),
+            acall=lambda: exchange.send_async(prepared),
             arguments=_governed_arguments(prepared),
+            warnings=prepared.warnings,
         )
 
     def _write(self, operation: str, prepared: Prepared) -> WriteIntent[HttpResponse]:
+        exchange = self._exchange
         return self._runtime.write_intent(
             operation,
-            lambda: send(self._clients, prepared, self._options),
+            lambda: exchange.send(prepared),
             target=prepared.target,
-            acall=lambda: send_async(self._clients, prepared, self._options),
+            acall=lambda: exchange.send_async(prepared),
             arguments=_governed_arguments(prepared),
+            warnings=prepared.warnings,
         )
 
     def __repr__(self) -> str:
