@@ -20,7 +20,7 @@ from toolbox.descriptor import Effect
 from toolbox.errors import ConfigurationError, InvalidArgumentsError, ToolboxError, ToolDeniedError
 from toolbox.intent import validate_intent_text
 from toolbox.pipeline.invocation import BY_NAME, Invocation
-from toolbox.pipeline.result import Status, ToolResult
+from toolbox.pipeline.result import ToolResult
 
 __all__ = [
     "ArgumentLimits",
@@ -289,13 +289,7 @@ class ArgumentValidation:
             message = (
                 str(exc) if isinstance(exc, ToolboxError) or type(exc) is ValueError else type(exc).__name__
             )
-            return invocation.result(
-                Status.INVALID_ARGUMENTS,
-                reason_code="INVALID_ARGUMENTS",
-                error_code="rejected_by_tool",
-                field_path="",
-                message=message,
-            )
+            return invocation.invalid("rejected_by_tool", "", message)
         # Both doors hand governance the provider's own view of the arguments.
         invocation.arguments = intent.arguments
         if intent.warnings:

@@ -156,13 +156,7 @@ class Pipeline:
             try:
                 stop = check(invocation)
             except InvalidArgumentsError as exc:
-                return invocation.result(
-                    Status.INVALID_ARGUMENTS,
-                    reason_code="INVALID_ARGUMENTS",
-                    error_code=exc.error_code,
-                    field_path=exc.field_path,
-                    message=str(exc),
-                )
+                return invocation.invalid(exc.error_code, exc.field_path, str(exc))
             except Exception as exc:  # noqa: BLE001 - any evaluator failure fails closed
                 return invocation.denied(
                     "GOVERNANCE_EVALUATION_FAILED",
@@ -424,13 +418,7 @@ class Pipeline:
         if isinstance(exc, ToolDeniedError):
             return invocation.denied(exc.reason_code, exc.rule, str(exc))
         if isinstance(exc, InvalidArgumentsError):
-            return invocation.result(
-                Status.INVALID_ARGUMENTS,
-                reason_code="INVALID_ARGUMENTS",
-                error_code=exc.error_code,
-                field_path=exc.field_path,
-                message=str(exc),
-            )
+            return invocation.invalid(exc.error_code, exc.field_path, str(exc))
         transient = is_transient_error(exc)
         if transient is None:
             return invocation.result(Status.ERROR, error_code=type(exc).__name__, message=safe_message(exc))

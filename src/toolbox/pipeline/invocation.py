@@ -100,3 +100,13 @@ class Invocation:
     def denied(self, reason_code: str, rule: str, message: str) -> ToolResult:
         """A DENIED result."""
         return self.result(Status.DENIED, reason_code=reason_code, rule=rule, message=message)
+
+    def invalid(self, error_code: str, field_path: str, message: str) -> ToolResult:
+        """An INVALID_ARGUMENTS result naming the error code and the field."""
+        return self.result(
+            Status.INVALID_ARGUMENTS,
+            reason_code="INVALID_ARGUMENTS",
+            error_code=error_code,
+            field_path=field_path,
+            message=message,
+        )
