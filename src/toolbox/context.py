@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Annotated, final
 
@@ -154,6 +154,11 @@ class Trace:
     def append(self, record: OperationRecord | DenialRecord) -> None:
         """Add a record."""
         self._records.append(record)
+
+    @property
+    def appender(self) -> Callable[[OperationRecord | DenialRecord], None]:
+        """`append` without the method call, for the hot path."""
+        return self._records.append
 
     def records(self) -> list[OperationRecord | DenialRecord]:
         """A snapshot of all records, oldest first."""

@@ -30,6 +30,7 @@ from toolbox.errors import (
     ToolExecutionError,
     UncertainEffectError,
 )
+from toolbox.pipeline.chain import NOT_INLINE, Fallback
 from toolbox.pipeline.invocation import TYPED, Invocation
 from toolbox.pipeline.result import Status, ToolResult
 
@@ -74,14 +75,13 @@ def validate_intent_text(text: object) -> str:
 class _Intent(Generic[R]):
     __slots__ = ("_acall", "_arguments", "_call", "_operation", "_runtime", "_target", "_warnings")
 
-    def __init__(
+    def __init__(  # noqa: PLR0917 - built on every call: positional arguments are cheaper
         self,
         runtime: ToolRuntime,
         operation: str,
         target: str | None,
         call: Callable[[], R],
         acall: Callable[[], Awaitable[R]] | None,
-        *,
         arguments: Mapping[str, Any],
         warnings: tuple[str, ...] = (),
     ) -> None:
@@ -131,12 +131,12 @@ class _Intent(Generic[R]):
         return self._call, self._acall
 
     def _ready(self, kind: str, text: str) -> Ready[R]:
-        text = validate_intent_text(text)
-        record = OperationRecord(self._runtime.descriptor.name, self._operation, kind, text, self._target)
-        self._runtime.trace.append(record)
-        return Ready(
-            self._runtime, record, self._call, self._acall, arguments=self._arguments, warnings=self._warnings
-        )
+        if type(text) is not str or text not in _VALID_TEXTS:
+            text = validate_intent_text(text)
+        runtime = self._runtime
+        record = OperationRecord(runtime.tool_name, self._operation, kind, text, self._target)
+        runtime.record(record)
+        return Ready(runtime, record, self._call, self._acall, self._arguments, self._warnings)
 
     if not TYPE_CHECKING:
 
@@ -196,13 +196,12 @@ class Ready(Generic[R]):
 
     __slots__ = ("_acall", "_arguments", "_call", "_claimed", "_last", "_record", "_runtime", "_warnings")
 
-    def __init__(
+    def __init__(  # noqa: PLR0917 - built on every call: positional arguments are cheaper
         self,
         runtime: ToolRuntime,
         record: OperationRecord,
         call: Callable[[], R],
         acall: Callable[[], Awaitable[R]] | None,
-        *,
         arguments: Mapping[str, Any],
         warnings: tuple[str, ...] = (),
     ) -> None:
@@ -273,14 +272,15 @@ class Ready(Generic[R]):
         """
         if approval is None and not self._warnings:
             self._claim()
-            ran, outcome = self._runtime.pipeline.run_inline(
+            outcome = self._runtime.pipeline.run_inline(
                 self._runtime, self._record, self._call, self._build_invocation
             )
-            if ran:
-                if isinstance(outcome, ToolResult):
-                    return self._content(outcome, self._last)
-                return cast("R", outcome.content)
-            invocation = self._build_invocation()
+            if outcome is NOT_INLINE:
+                invocation = self._build_invocation()
+            elif type(outcome) is Fallback:
+                return self._content(outcome.result, self._last)
+            else:
+                return cast("R", outcome)
         else:
             invocation = self._invocation(approval)
         return self._content(self._runtime.pipeline.run(invocation), invocation)
@@ -297,11 +297,11 @@ class Ready(Generic[R]):
         Uses the tool's async implementation where it has one. A ``MEMORY_ONLY``
         tool runs inline; other sync-only tools run on a worker thread.
         """
+        if approval is None and not self._warnings and self._acall is None and self._runtime.runs_inline:
+            # A MEMORY_ONLY tool without an async implementation runs inline either way.
+            return self.execute()
         invocation = self._invocation(approval)
-        result = await self._runtime.pipeline.arun(invocation)
-        if result.status is Status.SUCCESS and not result.audit_failed:
-            return cast("R", result.content)
-        raise_for_result(result, invocation)
+        return self._content(await self._runtime.pipeline.arun(invocation), invocation)
 
     def __repr__(self) -> str:
         r = self._record

@@ -34,7 +34,10 @@ class ToolRuntime:
         "executions",
         "options",
         "pipeline",
+        "plans",
+        "record",
         "runs_inline",
+        "tool_name",
         "tools",
         "trace",
     )
@@ -52,6 +55,11 @@ class ToolRuntime:
         #: The `Tools` that built this tool; intents execute through its governed chain.
         self.tools = tools
         self.pipeline: Pipeline = tools.catalog.pipeline
+        #: Appends a record to the context's trace (bound once: it runs on every intent).
+        self.record = context.trace.appender
+        self.tool_name = descriptor.name
+        #: The pipeline's plans of this tool's typed operations, looked up once per operation.
+        self.plans: dict[str, Any] = {}
         #: The context's trace, where intents, outcomes and denials are recorded.
         self.trace = context.trace
         #: Tool-specific settings passed to ``Tools.load(options={name: ...})``.
@@ -100,7 +108,7 @@ class ToolRuntime:
                 f"provider bug: {self.descriptor.name}.{operation} is {effect.value}, "
                 "so it must return write_intent(), which accepts only audit_as()"
             )
-        return ReadIntent(self, operation, target, call, acall, arguments=arguments or {}, warnings=warnings)
+        return ReadIntent(self, operation, target, call, acall, arguments or {}, warnings)
 
     def write_intent(
         self,
@@ -122,4 +130,4 @@ class ToolRuntime:
                 f"provider bug: {self.descriptor.name}.{operation} is READ_ONLY, "
                 "so it must return read_intent()"
             )
-        return WriteIntent(self, operation, target, call, acall, arguments=arguments or {}, warnings=warnings)
+        return WriteIntent(self, operation, target, call, acall, arguments or {}, warnings)

@@ -69,14 +69,18 @@ class _Plan:
         self.inline = False
 
 
+#: `Pipeline.run_inline` did not apply: nothing ran.
+NOT_INLINE: Any = object()
+
+
 @final
-class _Success:
-    """A plain success from the fast path: the content, without a ToolResult."""
+class Fallback:
+    """`Pipeline.run_inline` continued in the full chain; ``result`` is the final result."""
 
-    __slots__ = ("content",)
+    __slots__ = ("result",)
 
-    def __init__(self, content: Any) -> None:
-        self.content = content
+    def __init__(self, result: ToolResult) -> None:
+        self.result = result
 
 
 class OperationTimeoutError(ToolTimeoutError):
@@ -279,23 +283,27 @@ class Pipeline:
         record: OperationRecord,
         call: Callable[[], Any],
         build: Callable[[], Invocation],
-    ) -> tuple[bool, Any]:
+    ) -> Any:
         """The typed door's fast path, for operations whose plan holds only context gates.
 
-        Returns ``(True, content)`` after a plain success, ``(True, result)`` with a
-        `ToolResult` once it had to fall back to the full chain after dispatch, and
-        ``(False, None)`` when the fast path does not apply (nothing ran).
+        Returns the content after a plain success, a `Fallback` holding the final
+        `ToolResult` when it had to continue in the full chain after dispatch, and
+        `NOT_INLINE` when the fast path does not apply (nothing ran).
         """
-        plan = self._plans.get((record.tool, record.operation, TYPED))
+        plan = runtime.plans.get(record.operation)
+        if plan is None:
+            plan = self._plans.get((record.tool, record.operation, TYPED))
+            if plan is None:
+                return NOT_INLINE
+            runtime.plans[record.operation] = plan
         context = runtime.context
         if (
-            plan is None
-            or not plan.inline
+            not plan.inline
             or context.deadline is not None
             or context.budget is not None
             or (self._kill_switch is not None and self._kill_switch.engaged(record.tool))
         ):
-            return False, None
+            return NOT_INLINE
         record.attempts = 1
         record.started_at = started = time.time()
         record.status = "STARTED"
@@ -304,17 +312,21 @@ class Pipeline:
             content = call()
         except Exception as exc:  # noqa: BLE001 - continue in the full chain, which classifies it
             invocation = build()
-            return True, self._finish(
-                invocation, self._dispatch(invocation, plan, self._after_failure(invocation, exc, plan))
+            return Fallback(
+                self._finish(
+                    invocation, self._dispatch(invocation, plan, self._after_failure(invocation, exc, plan))
+                )
             )
         if type(content) in _PLAIN or not is_transient_result(content):
             record.ended_at = ended = time.time()
             record.duration = ended - started
             record.status = "SUCCESS"
-            return True, _Success(content)
+            return content
         invocation = build()
-        return True, self._finish(
-            invocation, self._dispatch(invocation, plan, self._after_success(invocation, content, plan))
+        return Fallback(
+            self._finish(
+                invocation, self._dispatch(invocation, plan, self._after_success(invocation, content, plan))
+            )
         )
 
     # -- async ------------------------------------------------------------------
