@@ -226,7 +226,8 @@ class Gateway:
             tool=tool,
             operation=operation,
             context=trusted,
-            arguments=arguments if isinstance(arguments, Mapping) else {},
+            # Anything but an object is refused by argument validation, which names it.
+            arguments=arguments,  # type: ignore[arg-type]
             record=record,
         )
         invocation.effect = effect
@@ -234,17 +235,6 @@ class Gateway:
         invocation.version = version
         invocation.approval = approval
         invocation.tools = self.tools_for(trusted)
-        if not isinstance(arguments, Mapping):
-            invocation.arguments = arguments  # type: ignore[assignment]  # refused by validation
-        if version is not None and not _version_matches(entry.descriptor.version, version):
-            result = invocation.denied(
-                "TOOL_UNAVAILABLE",
-                "registry:version",
-                f"version {version!r} of {tool!r} is not registered (registered: {entry.descriptor.version})",
-            )
-            record.reason_code, record.rule = result.reason_code, result.rule
-            record.end(result.status.value)
-            return result
         return invocation
 
     def _refuse_name(self, name: str, context: ExecutionContext, exc: InvalidArgumentsError) -> ToolResult:
@@ -284,8 +274,3 @@ def _intent_text(arguments: object, field: str) -> str:
         return validate_intent_text(text)
     except ValueError:
         return ""
-
-
-def _version_matches(registered: str, requested: str) -> bool:
-    wanted = requested[1:] if requested[:1] in ("v", "V") else requested
-    return registered == wanted or registered.split(".", maxsplit=1)[0] == wanted

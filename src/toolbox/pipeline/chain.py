@@ -120,7 +120,6 @@ class Pipeline:
         "_hooks",
         "_kill_switch",
         "_mappers",
-        "_per_attempt",
         "_plans",
         "_reconcilers",
         "_retry",
@@ -138,7 +137,6 @@ class Pipeline:
         hooks: Sequence[AuditHook] = (),
     ) -> None:
         self._before = tuple(interceptors)
-        self._per_attempt = tuple(i for i in interceptors if i.per_attempt)
         self._retry = retry
         self._reconcilers = dict(reconcilers)
         self._mappers = mappers

@@ -83,6 +83,15 @@ class AccessCheck:
         tools = invocation.tools
         if tools is None:  # pragma: no cover - both doors always attach the tools
             raise RuntimeError("invocation has no tools attached")
+        version = invocation.version
+        descriptor = invocation.descriptor
+        if version is not None and descriptor and not _version_matches(descriptor.version, version):
+            return invocation.denied(
+                "TOOL_UNAVAILABLE",
+                "registry:version",
+                f"version {version!r} of {invocation.tool!r} is not registered "
+                f"(registered: {descriptor.version})",
+            )
         try:
             if invocation.door == BY_NAME:
                 tool = tools.acquire(invocation.tool)
@@ -99,6 +108,11 @@ class AccessCheck:
             invocation.error = exc
             return invocation.denied(exc.reason_code, exc.rule, str(exc))
         return None
+
+
+def _version_matches(registered: str, requested: str) -> bool:
+    wanted = requested[1:] if requested[:1] in ("v", "V") else requested
+    return registered == wanted or registered.split(".", maxsplit=1)[0] == wanted
 
 
 @final

@@ -15,7 +15,7 @@ import asyncio
 import socket
 import ssl
 from collections.abc import Iterable, Sequence
-from typing import final
+from typing import TypedDict, final
 
 import httpcore
 import httpx
@@ -172,17 +172,23 @@ class _AsyncGuardedBackend(httpcore.AsyncNetworkBackend):
         await self._inner.sleep(seconds)
 
 
+class _PoolLimits(TypedDict):
+    max_connections: int
+    max_keepalive_connections: int
+    keepalive_expiry: float
+
+
+# httpx's own defaults (httpx.Limits()), kept so the replaced pool behaves like the original.
+_POOL_LIMITS: _PoolLimits = {"max_connections": 100, "max_keepalive_connections": 20, "keepalive_expiry": 5.0}
+
+
 def guarded_transport(ssl_context: ssl.SSLContext, guard: AddressGuard) -> httpx.HTTPTransport:
     """An httpx transport whose connections go only to addresses ``guard`` checked."""
     transport = httpx.HTTPTransport(verify=ssl_context, trust_env=False)
     # httpx builds its pool without a network_backend parameter; the pool is replaced by an
     # identical one that has the guard (tests assert the guard is the one connecting).
     transport._pool = httpcore.ConnectionPool(
-        ssl_context=ssl_context,
-        max_connections=100,
-        max_keepalive_connections=20,
-        keepalive_expiry=5.0,
-        network_backend=_GuardedBackend(guard),
+        ssl_context=ssl_context, network_backend=_GuardedBackend(guard), **_POOL_LIMITS
     )
     return transport
 
@@ -191,10 +197,6 @@ def guarded_async_transport(ssl_context: ssl.SSLContext, guard: AddressGuard) ->
     """The async twin of `guarded_transport`."""
     transport = httpx.AsyncHTTPTransport(verify=ssl_context, trust_env=False)
     transport._pool = httpcore.AsyncConnectionPool(
-        ssl_context=ssl_context,
-        max_connections=100,
-        max_keepalive_connections=20,
-        keepalive_expiry=5.0,
-        network_backend=_AsyncGuardedBackend(guard),
+        ssl_context=ssl_context, network_backend=_AsyncGuardedBackend(guard), **_POOL_LIMITS
     )
     return transport
