@@ -24,6 +24,7 @@ def test_all_is_sorted_and_complete():
         "policy_file",
         "provider",
         "redact",
+        "route",
         "runtime",
         "selection",
         "testing",

@@ -82,8 +82,14 @@ class OperationRecord:
     field_path: str | None = None
     warnings: tuple[str, ...] = ()
 
-    def __init__(
-        self, tool: str, operation: str, intent_kind: str, intent_text: str, target: str | None
+    def __init__(  # noqa: PLR0917 - built on every call: positional arguments are cheaper
+        self,
+        tool: str,
+        operation: str,
+        intent_kind: str,
+        intent_text: str,
+        target: str | None,
+        name: str | None = None,
     ) -> None:
         self.tool = tool
         self.operation = operation
@@ -92,7 +98,7 @@ class OperationRecord:
         self.target = target
         self.declared_at = time.time()
         #: The name as requested by the caller (e.g. ``search:v2``); tool.operation by default.
-        self.name = f"{tool}.{operation}"
+        self.name = name or f"{tool}.{operation}"
 
     def start(self) -> None:
         """Mark the first dispatch."""

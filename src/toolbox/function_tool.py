@@ -92,6 +92,8 @@ class WriteFunctionTool(FunctionTool[R]):
 class _Bound:
     """What ``tools.get(fn)`` returns: ``call(...)`` builds the intent."""
 
+    #: Calls by name may go straight to ``function`` (see `toolbox.route`).
+    is_function_tool = True
     function: Callable[..., Any]
     effect: Effect
     is_async: bool

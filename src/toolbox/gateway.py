@@ -28,11 +28,13 @@ from toolbox.pipeline.governance import Governance
 from toolbox.pipeline.invocation import BY_NAME, Invocation
 from toolbox.pipeline.result import Status, ToolResult
 from toolbox.policy import ToolPolicy
+from toolbox.route import Route, compile_route
 from toolbox.tools import Tools
 
 __all__ = ["ContextResolver", "Gateway"]
 
 _CACHED_CONTEXTS = 256
+_ROUTED_NAMES = 4096
 
 
 class ContextResolver(Protocol):
@@ -51,7 +53,7 @@ class ContextResolver(Protocol):
 class Gateway:
     """Invoke tools by name with JSON arguments, governed like typed calls."""
 
-    __slots__ = ("_catalog", "_fallback", "_lock", "_resolver", "_tools", "unattributed")
+    __slots__ = ("_catalog", "_fallback", "_last", "_lock", "_resolver", "_routes", "_tools", "unattributed")
 
     def __init__(
         self,
@@ -81,7 +83,11 @@ class Gateway:
         self._fallback = fallback_context
         self._resolver = resolver
         self._tools: OrderedDict[int, tuple[ExecutionContext, Tools]] = OrderedDict()
+        # Compiled by-name calls (None: the name always takes the full chain); see toolbox.route.
+        self._routes: dict[str, Route | None] = {}
         self._lock = threading.Lock()
+        # The latest (context, tools) pair bound or moved under the lock; one tuple, read without it.
+        self._last: tuple[ExecutionContext, Tools] | None = None
         #: Records of calls refused before a trusted context existed.
         self.unattributed = Trace()
 
@@ -124,19 +130,25 @@ class Gateway:
 
     def tools_for(self, context: ExecutionContext) -> Tools:
         """The `Tools` of ``context`` (built once per context, kept for recent contexts)."""
+        last = self._last
+        if last is not None and last[0] is context:
+            return last[1]  # the context of the latest new context's call: the common case in a run
         key = id(context)
         cached = self._tools.get(key)
         if cached is not None and cached[0] is context:
-            return cached[1]  # the common case, without the lock (the LRU order is approximate)
+            return cached[1]  # without the lock (the LRU order is approximate)
         with self._lock:
             cached = self._tools.get(key)
             if cached is not None and cached[0] is context:
                 self._tools.move_to_end(key)
+                self._last = cached
                 return cached[1]
             tools = self._catalog.bind(context)
-            self._tools[key] = (context, tools)
+            self._tools[key] = self._last = (context, tools)
             if len(self._tools) > _CACHED_CONTEXTS:
                 _, (_, evicted) = self._tools.popitem(last=False)
+                if self._last is not None and self._last[1] is evicted:
+                    self._last = None
                 evicted.close()
             return tools
 
@@ -155,10 +167,18 @@ class Gateway:
         ``arguments`` carry the operation's parameters plus its intent field:
         ``purpose`` for READ_ONLY operations, ``audit_as`` for the others.
         """
+        route = self._routes.get(name) if type(name) is str else None
+        if route is not None and approval is None and type(context) is ExecutionContext:
+            routed = route.run(context, arguments, self.tools_for(context))
+            if routed is not None:
+                return routed
         prepared = self._prepare(name, arguments, context, approval)
         if isinstance(prepared, ToolResult):
             return prepared
-        return self._catalog.pipeline.run(prepared)
+        result = self._catalog.pipeline.run(prepared)
+        if route is None:
+            self._learn(prepared)
+        return result
 
     async def ainvoke(
         self,
@@ -169,10 +189,26 @@ class Gateway:
         approval: Approval | None = None,
     ) -> ToolResult:
         """Async twin of `invoke`."""
+        route = self._routes.get(name) if type(name) is str else None
+        if route is not None and approval is None and type(context) is ExecutionContext:
+            routed = await route.arun(context, arguments, self.tools_for(context))
+            if routed is not None:
+                return routed
         prepared = self._prepare(name, arguments, context, approval)
         if isinstance(prepared, ToolResult):
             return prepared
-        return await self._catalog.pipeline.arun(prepared)
+        result = await self._catalog.pipeline.arun(prepared)
+        if route is None:
+            self._learn(prepared)
+        return result
+
+    def _learn(self, invocation: Invocation) -> None:
+        """After a full-chain call that dispatched: compile its name's route, once."""
+        name = invocation.name
+        if not invocation.record.attempts or name in self._routes or len(self._routes) >= _ROUTED_NAMES:
+            return
+        schema = self._catalog.schema(invocation.tool, invocation.operation)
+        self._routes[name] = compile_route(invocation, self._catalog.pipeline, schema)
 
     def _trusted(self, context: object) -> ExecutionContext | None:
         if isinstance(context, ExecutionContext):
@@ -264,6 +300,7 @@ class Gateway:
         with self._lock:
             cached = list(self._tools.values())
             self._tools.clear()
+            self._last = None
         for _, tools in cached:
             tools.close()
 

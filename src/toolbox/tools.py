@@ -220,6 +220,10 @@ class Tools:
         runtime = self._runtimes.get(entry.descriptor.name) if entry else None
         return runtime.executions if runtime else 0
 
+    def built_runtime(self, name: str) -> ToolRuntime | None:
+        """The runtime of tool ``name`` if it is built and needs no per-call acknowledgement check."""
+        return self._runtimes.get(name) if name in self._ready else None
+
     def runtime_of(self, name: str) -> ToolRuntime:
         """The runtime of the built tool ``name`` (after a successful `get`)."""
         return self._runtimes[name]

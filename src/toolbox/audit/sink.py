@@ -10,7 +10,7 @@ from typing import Any, Protocol, final, runtime_checkable
 
 from toolbox.audit.events import GENESIS_HASH, AuditEvent, AuditRecord, chain_hash
 
-__all__ = ["AuditQuery", "AuditSink", "AuditSinkError", "ChainState", "chain_rows"]
+__all__ = ["AuditQuery", "AuditSink", "AuditSinkError", "ChainState", "chain_dicts", "chain_rows"]
 
 
 class AuditSinkError(Exception):
@@ -84,14 +84,19 @@ def chain_rows(
 
     ``head(trace_id)`` returns the trace's current (sequence, hash).
     """
+    return chain_dicts([event.as_dict() for event in events], head)
+
+
+def chain_dicts(
+    rows: list[dict[str, Any]], head: Any
+) -> tuple[list[dict[str, Any]], dict[str, tuple[int, str]]]:
+    """`chain_rows` for events already in storage form; fills in ``rows`` and returns them."""
     heads: dict[str, tuple[int, str]] = {}
-    rows = []
-    for event in events:
-        sequence, previous = heads.get(event.trace_id) or head(event.trace_id)
-        row = event.as_dict()
+    for row in rows:
+        trace_id = row["trace_id"]
+        sequence, previous = heads.get(trace_id) or head(trace_id)
         row["sequence"] = sequence + 1
         row["previous_hash"] = previous
         row["hash"] = chain_hash(row)
-        heads[event.trace_id] = (row["sequence"], row["hash"])
-        rows.append(row)
+        heads[trace_id] = (row["sequence"], row["hash"])
     return rows, heads

@@ -22,11 +22,13 @@ import logging
 import os
 import queue
 import threading
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, final
 
+from toolbox.audit.batch import CallSubject, Closing, LazyBatch, Opening, call_event
 from toolbox.audit.events import AuditEvent, AuditRecord, EventType
 from toolbox.audit.redaction import Redaction
 from toolbox.audit.sink import AuditQuery, AuditSink
@@ -38,7 +40,7 @@ from toolbox.pipeline.result import Status, ToolResult
 if TYPE_CHECKING:
     from toolbox.pipeline.invocation import Invocation
 
-__all__ = ["AuditMode", "AuditTrail"]
+__all__ = ["AuditMode", "AuditTrail", "audit_unavailable"]
 
 LOGGER = logging.getLogger("toolbox.audit")
 UNATTRIBUTED = "unattributed"
@@ -89,6 +91,13 @@ class AuditTrail:
         if isinstance(auditor_roles, str) or not all(isinstance(r, str) and r for r in auditor_roles):
             raise ConfigurationError('auditor_roles must be a list of role names, e.g. ["auditor"]')
         self.sink = sink
+        self._best_effort = self.mode is AuditMode.BEST_EFFORT
+        self._append = sink.append  # bound once: it runs twice per call
+        # A sink that holds lazy batches without failing takes them directly (no queue needed).
+        hold = getattr(sink, "hold", None)
+        # (Not in ASYNC mode: held and queued events would then be stored out of order.)
+        direct = callable(hold) and self.mode is not AuditMode.ASYNC
+        self._hold: Callable[[LazyBatch], None] | None = hold if direct else None
         self.redaction = redaction or Redaction()
         self.fallback_path = Path(fallback_path) if fallback_path is not None else None
         self.auditor_roles = frozenset(auditor_roles)
@@ -105,18 +114,18 @@ class AuditTrail:
 
     # -- writing ------------------------------------------------------------------
 
-    def _store(self, events: list[AuditEvent]) -> bool:
+    def _store(self, events: Sequence[AuditEvent]) -> bool:
         """Write or enqueue ``events``; False when they were not accepted."""
-        if self.mode is AuditMode.ASYNC:
+        if self._queue is not None:
             return self._enqueue(events)
         try:
-            self.sink.append(events)
+            self._append(events)
         except Exception as exc:  # noqa: BLE001 - any sink failure is an audit failure
             LOGGER.warning("audit write failed (%s); %d event(s) not stored", type(exc).__name__, len(events))
             return False
         return True
 
-    def _enqueue(self, events: list[AuditEvent]) -> bool:
+    def _enqueue(self, events: Sequence[AuditEvent]) -> bool:
         assert self._queue is not None and self._writer is not None
         if self._closed or self._writer_failed or not self._writer.is_alive():
             return False
@@ -134,7 +143,7 @@ class AuditTrail:
             try:
                 if batch is _STOP:
                     return
-                events: list[AuditEvent] = batch  # type: ignore[assignment]
+                events: Sequence[AuditEvent] = batch  # type: ignore[assignment]
                 try:
                     self.sink.append(events)
                 except Exception as exc:  # noqa: BLE001 - keep accepted events, then fail closed
@@ -163,76 +172,105 @@ class AuditTrail:
 
     # -- pipeline hook points ---------------------------------------------------------
 
-    def _event(self, kind: EventType, invocation: Invocation, **fields: Any) -> AuditEvent:
-        ctx = invocation.context
+    def subject(self, invocation: Invocation) -> CallSubject:
+        """What the events of ``invocation`` repeat, redacted by this trail's settings."""
         descriptor = invocation.descriptor
-        record = invocation.record
-        return AuditEvent(
-            kind,
-            trace_id=ctx.run_id,
-            correlation_id=ctx.correlation_id,
-            name=invocation.name,
-            tool=invocation.tool,
-            operation=invocation.operation,
-            risk=descriptor.risk.value if descriptor is not None else None,
-            effect=invocation.effect.value,
-            intent_kind=record.intent_kind or None,
-            intent_text=record.intent_text or None,
-            tenant=ctx.tenant,
-            principal=ctx.principal,
-            **fields,
+        return CallSubject(
+            invocation.name,
+            invocation.tool,
+            invocation.operation,
+            descriptor.risk.value if descriptor is not None else None,
+            invocation.effect.value,
+            invocation.record.intent_kind,
+            self.redaction,
         )
 
-    def _opening(self, invocation: Invocation, decision: str, result: ToolResult | None) -> list[AuditEvent]:
-        summary, digest = self.redaction.payload_fields(
-            invocation.arguments if isinstance(invocation.arguments, Mapping) else {}
-        )
-        rules = tuple(w.split(":", 1)[0] for w in invocation.warnings)
-        if result is not None and result.rule:
-            rules = (*rules, result.rule)
-        return [
-            self._event(EventType.INTENT_DECLARED, invocation, payload_summary=summary, payload_hash=digest),
-            self._event(
-                EventType.GOVERNANCE_DECISION,
-                invocation,
-                decision=decision,
-                reason_code=result.reason_code if result is not None else None,
-                rule_ids=rules,
-                status=result.status.value if result is not None else None,
-            ),
-        ]
+    @property
+    def direct_hold(self) -> Callable[[LazyBatch], None] | None:
+        """The sink's ``hold``, when `store_opening` and `store_closing` come down to it; else None.
+
+        A sink's ``hold`` keeps a lazy batch and cannot fail (the memory sink's).
+        """
+        return self._hold
+
+    def store_opening(self, opening: Opening) -> bool:
+        """Store the opening events of a call about to run; False means refuse the call."""
+        if self._hold is not None:
+            self._hold(opening)
+            return True
+        return self._store(opening) or self._best_effort
+
+    def store_closing(self, closing: Closing) -> bool:
+        """Store the response event of a call whose opening was stored; False means it is missing.
+
+        The events of a missing response go to the fallback file.
+        """
+        if self._hold is not None:
+            self._hold(closing)
+            return True
+        if self._store(closing) or self._best_effort:
+            return True
+        self._keep(closing)
+        return False
 
     def on_request(self, invocation: Invocation) -> ToolResult | None:
         """Before dispatch: intent, decision and request. A failed write refuses the call."""
-        events = self._opening(invocation, "ALLOW", None)
-        events.append(self._event(EventType.INVOCATION_REQUEST, invocation, attempt=1))
-        if self._store(events) or self.mode is AuditMode.BEST_EFFORT:
-            invocation.audited = True
+        arguments = _arguments(invocation)
+        text = invocation.record.intent_text
+        opening = Opening(self.subject(invocation), invocation.context, text, arguments, time.time())
+        # Provider arguments may be changed later: redact them now.
+        opening.payload = self.redaction.payload_fields(arguments)
+        opening.rules = tuple(w.split(":", 1)[0] for w in invocation.warnings)
+        if self.store_opening(opening):
+            invocation.opening = opening
             return None
-        return invocation.denied(
-            "AUDIT_UNAVAILABLE", "audit", "the audit trail cannot record this call, so it was refused"
-        )
+        return audit_unavailable(invocation)
 
     def on_response(self, invocation: Invocation, result: ToolResult) -> None:
         """After the outcome: the response event (after a refusal, the decision events too)."""
-        events = [] if invocation.audited else self._opening(invocation, _decision(result), result)
         record = invocation.record
-        events.append(
-            self._event(
+        status, reason = result.status.value, result.reason_code or result.error_code
+        opening = invocation.opening
+        if opening is not None:
+            closing = Closing(opening, status, reason, record.duration, record.attempts, time.time())
+            if not self.store_closing(closing):
+                result.audit_failed = True
+            return
+        events = self._refusal(invocation, result)
+        if result.reason_code == "AUDIT_UNAVAILABLE":
+            self._keep(events)
+            return
+        if not self._store(events) and not self._best_effort:
+            result.audit_failed = True
+            self._keep(events)
+
+    def _refusal(self, invocation: Invocation, result: ToolResult) -> list[AuditEvent]:
+        """The events of a call refused before its opening was stored."""
+        summary, digest = self.redaction.payload_fields(_arguments(invocation))
+        rules = tuple(w.split(":", 1)[0] for w in invocation.warnings)
+        if result.rule:
+            rules = (*rules, result.rule)
+        record = invocation.record
+        at = (self.subject(invocation), invocation.context, record.intent_text, time.time())
+        return [
+            call_event(EventType.INTENT_DECLARED, *at, payload_summary=summary, payload_hash=digest),
+            call_event(
+                EventType.GOVERNANCE_DECISION,
+                *at,
+                decision=_decision(result),
+                reason_code=result.reason_code,
+                rule_ids=rules,
+                status=result.status.value,
+            ),
+            call_event(
                 EventType.INVOCATION_RESPONSE,
-                invocation,
+                *at,
                 status=result.status.value,
                 reason_code=result.reason_code or result.error_code,
                 duration=record.duration,
                 attempt=record.attempts,
-            )
-        )
-        if result.reason_code == "AUDIT_UNAVAILABLE":
-            self._keep(events)
-            return
-        if not self._store(events) and self.mode is not AuditMode.BEST_EFFORT:
-            result.audit_failed = True
-            self._keep(events)
+            ),
+        ]
 
     def on_denial(self, context: ExecutionContext, tool: str, reason_code: str, rule: str) -> None:
         """A ``Tools.get`` denial (no operation yet)."""
@@ -351,6 +389,18 @@ class AuditTrail:
         if not self._is_auditor(context):
             raise PermissionError("verifying a trace needs an auditor role")
         return verify_chain(self.sink.read_trace(trace_id))
+
+
+def audit_unavailable(invocation: Invocation) -> ToolResult:
+    """DENIED/AUDIT_UNAVAILABLE: the opening events of ``invocation`` could not be stored."""
+    return invocation.denied(
+        "AUDIT_UNAVAILABLE", "audit", "the audit trail cannot record this call, so it was refused"
+    )
+
+
+def _arguments(invocation: Invocation) -> Mapping[str, Any]:
+    arguments = invocation.arguments
+    return arguments if isinstance(arguments, Mapping) else {}
 
 
 def _decision(result: ToolResult) -> str:

@@ -27,6 +27,7 @@ __all__ = [
     "ArgumentValidation",
     "OperationSchema",
     "check_limits",
+    "flat_and_small",
     "operation_schema",
     "validate_arguments",
 ]
@@ -64,7 +65,7 @@ def check_limits(arguments: object, limits: ArgumentLimits) -> None:
             error_code="not_an_object",
             field_path="",
         )
-    if _flat_and_small(arguments, limits):
+    if flat_and_small(arguments, limits):
         return
     size = 2
     stack: list[tuple[object, str, int]] = [(arguments, "", 1)]
@@ -102,8 +103,8 @@ def check_limits(arguments: object, limits: ArgumentLimits) -> None:
 _SCALARS = frozenset({int, float, bool, type(None)})
 
 
-def _flat_and_small(arguments: Mapping[str, Any], limits: ArgumentLimits) -> bool:
-    """The common case, checked cheaply: a small dict of scalars and strings."""
+def flat_and_small(arguments: Mapping[str, Any], limits: ArgumentLimits) -> bool:
+    """Whether ``arguments`` is a dict of scalars and strings within ``limits`` (the common case, cheaply)."""
     if type(arguments) is not dict or len(arguments) > limits.max_items:
         return False
     size = 2
@@ -271,6 +272,11 @@ class ArgumentValidation:
 
     def __init__(self, limits: ArgumentLimits) -> None:
         self._limits = limits
+
+    @property
+    def limits(self) -> ArgumentLimits:
+        """The guards applied before schema validation."""
+        return self._limits
 
     def __call__(self, invocation: Invocation) -> ToolResult | None:
         if invocation.door != BY_NAME:

@@ -37,11 +37,11 @@ from toolbox.pipeline.retry import (
 if TYPE_CHECKING:
     from toolbox.runtime import ToolRuntime
 
-__all__ = ["AuditHook", "OperationTimeoutError", "Pipeline"]
+__all__ = ["PLAIN_RESULTS", "AuditHook", "OperationTimeoutError", "Pipeline", "Plan"]
 
 _EXECUTOR: concurrent.futures.ThreadPoolExecutor | None = None
-# Results of these types cannot declare themselves transient: skip the probe.
-_PLAIN = frozenset({int, float, str, bool, bytes, dict, list, tuple, type(None)})
+#: Results of these types cannot declare themselves transient: the probe is skipped.
+PLAIN_RESULTS = frozenset({int, float, str, bool, bytes, dict, list, tuple, type(None)})
 _CONTEXT_GATES = (KillSwitch, DeadlineCheck, BudgetCheck)
 
 
@@ -50,7 +50,7 @@ def _always(invocation: Invocation) -> bool:
 
 
 @final
-class _Plan:
+class Plan:
     """What applies to one tool, operation and door: decided on the first call, then reused."""
 
     __slots__ = ("checks", "inline", "mapper", "per_attempt", "timeout")
@@ -142,7 +142,7 @@ class Pipeline:
         self._mappers = mappers
         self._timeouts = dict(timeouts)
         self._hooks = tuple(hooks)
-        self._plans: dict[tuple[str, str, str], _Plan] = {}
+        self._plans: dict[tuple[str, str, str], Plan] = {}
         self._kill_switch = next((c for c in self._before if isinstance(c, KillSwitch)), None)
 
     @property
@@ -202,7 +202,7 @@ class Pipeline:
             if on_untrusted is not None:
                 on_untrusted(name)
 
-    def _plan(self, invocation: Invocation) -> _Plan:
+    def _plan(self, invocation: Invocation) -> Plan:
         """The checks that can apply to this tool, operation and door, decided once."""
         key = (invocation.tool, invocation.operation, invocation.door)
         plan = self._plans.get(key)
@@ -212,7 +212,7 @@ class Pipeline:
             timeout = self._timeouts.get(f"{tool}.{operation}") or self._timeouts.get(tool)
             descriptor = invocation.descriptor
             inline = descriptor is not None and descriptor.risk is RiskClass.MEMORY_ONLY
-            plan = _Plan(
+            plan = Plan(
                 tuple(applies),
                 tuple(c for c in applies if c.per_attempt),
                 None if inline else timeout,
@@ -238,7 +238,7 @@ class Pipeline:
             result = self._dispatch(invocation, plan)
         return self._finish(invocation, result)
 
-    def _call(self, invocation: Invocation, plan: _Plan) -> Any:
+    def _call(self, invocation: Invocation, plan: Plan) -> Any:
         call = invocation.call
         if call is None:  # pragma: no cover - validation always sets it
             raise RuntimeError("invocation has no operation to call")
@@ -254,7 +254,7 @@ class Pipeline:
             ) from None
 
     def _dispatch(
-        self, invocation: Invocation, plan: _Plan, pending: ToolResult | float | None = None
+        self, invocation: Invocation, plan: Plan, pending: ToolResult | float | None = None
     ) -> ToolResult:
         while True:
             if pending is None:
@@ -309,23 +309,43 @@ class Pipeline:
         try:
             content = call()
         except Exception as exc:  # noqa: BLE001 - continue in the full chain, which classifies it
-            invocation = build()
-            return Fallback(
-                self._finish(
-                    invocation, self._dispatch(invocation, plan, self._after_failure(invocation, exc, plan))
-                )
-            )
-        if type(content) in _PLAIN or not is_transient_result(content):
+            return Fallback(self.continue_failed(build(), plan, exc))
+        if type(content) in PLAIN_RESULTS or not is_transient_result(content):
             record.ended_at = ended = time.time()
             record.duration = ended - started
             record.status = "SUCCESS"
             return content
-        invocation = build()
-        return Fallback(
-            self._finish(
-                invocation, self._dispatch(invocation, plan, self._after_success(invocation, content, plan))
-            )
-        )
+        return Fallback(self.continue_returned(build(), plan, content))
+
+    # -- continuing a first attempt made outside the chain ------------------------
+
+    def plan_of(self, tool: str, operation: str, door: str) -> Plan | None:
+        """The plan already made for ``tool.operation`` on ``door``, if a call made one."""
+        return self._plans.get((tool, operation, door))
+
+    def continue_failed(self, invocation: Invocation, plan: Plan, exc: Exception) -> ToolResult:
+        """Finish ``invocation``, whose first attempt ran outside the chain and raised ``exc``."""
+        step = self._after_failure(invocation, exc, plan)
+        return self._finish(invocation, self._dispatch(invocation, plan, step))
+
+    def continue_returned(self, invocation: Invocation, plan: Plan, content: Any) -> ToolResult:
+        """Finish ``invocation``, whose first attempt ran outside the chain and returned ``content``."""
+        step = self._after_success(invocation, content, plan)
+        return self._finish(invocation, self._dispatch(invocation, plan, step))
+
+    async def acontinue_failed(self, invocation: Invocation, plan: Plan, exc: Exception) -> ToolResult:
+        """Async twin of `continue_failed`."""
+        step = self._after_failure(invocation, exc, plan)
+        return self._finish(invocation, await self._adispatch(invocation, plan, step))
+
+    async def acontinue_returned(self, invocation: Invocation, plan: Plan, content: Any) -> ToolResult:
+        """Async twin of `continue_returned`."""
+        step = self._after_success(invocation, content, plan)
+        return self._finish(invocation, await self._adispatch(invocation, plan, step))
+
+    def finish(self, invocation: Invocation, result: ToolResult) -> ToolResult:
+        """Record ``result`` as the final outcome of ``invocation`` (trace record and audit hooks)."""
+        return self._finish(invocation, result)
 
     # -- async ------------------------------------------------------------------
 
@@ -337,7 +357,7 @@ class Pipeline:
             result = await self._adispatch(invocation, plan)
         return self._finish(invocation, result)
 
-    async def _acall(self, invocation: Invocation, plan: _Plan) -> Any:
+    async def _acall(self, invocation: Invocation, plan: Plan) -> Any:
         runtime = invocation.runtime
         if invocation.acall is not None:
             awaitable = invocation.acall()
@@ -355,19 +375,24 @@ class Pipeline:
                 f"{invocation.tool}.{invocation.operation} did not finish within {timeout} s"
             ) from None
 
-    async def _adispatch(self, invocation: Invocation, plan: _Plan) -> ToolResult:
+    async def _adispatch(
+        self, invocation: Invocation, plan: Plan, pending: ToolResult | float | None = None
+    ) -> ToolResult:
         while True:
-            if invocation.record.attempts:
-                stop = self._check(invocation, plan.per_attempt)
-                if stop is not None:
-                    return stop
-            self._start_attempt(invocation)
-            try:
-                content = await self._acall(invocation, plan)
-            except Exception as exc:  # noqa: BLE001 - classified below, never swallowed silently
-                step = self._after_failure(invocation, exc, plan)
+            if pending is None:
+                if invocation.record.attempts:
+                    stop = self._check(invocation, plan.per_attempt)
+                    if stop is not None:
+                        return stop
+                self._start_attempt(invocation)
+                try:
+                    content = await self._acall(invocation, plan)
+                except Exception as exc:  # noqa: BLE001 - classified below, never swallowed silently
+                    step = self._after_failure(invocation, exc, plan)
+                else:
+                    step = self._after_success(invocation, content, plan)
             else:
-                step = self._after_success(invocation, content, plan)
+                step, pending = pending, None
             if isinstance(step, ToolResult):
                 return step
             await asyncio.sleep(step)
@@ -385,9 +410,9 @@ class Pipeline:
     def _can_retry(self, invocation: Invocation) -> bool:
         return invocation.record.attempts < self._retry.max_attempts
 
-    def _after_success(self, invocation: Invocation, content: Any, plan: _Plan) -> ToolResult | float:
+    def _after_success(self, invocation: Invocation, content: Any, plan: Plan) -> ToolResult | float:
         if (
-            type(content) not in _PLAIN
+            type(content) not in PLAIN_RESULTS
             and retries_allowed(invocation.effect)
             and self._can_retry(invocation)
             and is_transient_result(content)
@@ -395,7 +420,7 @@ class Pipeline:
             return self._retry.delay(invocation.record.attempts)
         return self._map_outcome(invocation, content, plan)
 
-    def _map_outcome(self, invocation: Invocation, content: Any, plan: _Plan) -> ToolResult:
+    def _map_outcome(self, invocation: Invocation, content: Any, plan: Plan) -> ToolResult:
         mapper = plan.mapper
         if mapper is None:
             return invocation.result(Status.SUCCESS, content=content)
@@ -423,7 +448,7 @@ class Pipeline:
             content=content,
         )
 
-    def _after_failure(self, invocation: Invocation, exc: Exception, plan: _Plan) -> ToolResult | float:
+    def _after_failure(self, invocation: Invocation, exc: Exception, plan: Plan) -> ToolResult | float:
         invocation.error = exc
         if isinstance(exc, ToolDeniedError):
             return invocation.denied(exc.reason_code, exc.rule, str(exc))
@@ -447,7 +472,7 @@ class Pipeline:
         return self._uncertain(invocation, transient)
 
     def _reconcile(
-        self, invocation: Invocation, reconciler: Reconciler, exc: Exception, transient: str, plan: _Plan
+        self, invocation: Invocation, reconciler: Reconciler, exc: Exception, transient: str, plan: Plan
     ) -> ToolResult | float:
         try:
             found = reconciler(invocation, exc)

@@ -10,6 +10,7 @@ from toolbox.descriptor import Effect, ToolDescriptor
 from toolbox.pipeline.result import Status, ToolResult
 
 if TYPE_CHECKING:
+    from toolbox.audit.batch import Opening
     from toolbox.pipeline.approval import Approval
     from toolbox.runtime import ToolRuntime
     from toolbox.tools import Tools
@@ -45,8 +46,8 @@ class Invocation:
     #: Ids of guardrails that require an approval for this call.
     approval_rules: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
-    #: True once the audit trail stored this call's opening events.
-    audited: bool = False
+    #: The opening events the audit trail stored for this call, once stored.
+    opening: Opening | None = None
     #: The exception behind an ERROR or UNCERTAIN_EFFECT result, for the typed door.
     error: BaseException | None = None
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, final
 if TYPE_CHECKING:
     from toolbox.pipeline.approval import ApprovalRequest
 
-__all__ = ["Status", "ToolResult"]
+__all__ = ["Status", "ToolResult", "succeeded"]
 
 
 class Status(str, enum.Enum):
@@ -125,3 +125,22 @@ class ToolResult:
             if getattr(self, key) is not None
         )
         return f"ToolResult({self.status.value} {self.name}{extra} attempts={self.attempts})"
+
+
+_new_result = object.__new__
+
+
+def succeeded(  # noqa: PLR0917 - positional on purpose: the by-name hot path builds one per call
+    name: str, tool: str, operation: str, content: Any, trace_id: str, correlation_id: str
+) -> ToolResult:
+    """A SUCCESS result after one attempt, built without keyword checks (the hot path's form)."""
+    result: ToolResult = _new_result(ToolResult)
+    result.status = Status.SUCCESS
+    result.name = name
+    result.tool = tool
+    result.operation = operation
+    result.content = content
+    result.attempts = 1
+    result.trace_id = trace_id
+    result.correlation_id = correlation_id
+    return result

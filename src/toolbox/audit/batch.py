@@ -1,0 +1,205 @@
+"""Audit batches built lazily: a call is captured once, its events are made when a sink reads them.
+
+A governed call stores two batches: its `Opening` (intent declared,
+governance decision, invocation request) before the operation runs, and its
+`Closing` (the response) after. Making an `AuditEvent` costs microseconds (a
+random id, a redacted payload and its hash, 25 fields), so a batch keeps only
+references to immutable values and makes its events the first time it is
+read. A sink that writes at once (SQLite, PostgreSQL, JSONL) reads it in
+``append``; the memory sink reads it when it is queried.
+
+The events of a batch are made once, under a lock: every sink of a fan-out
+stores the same event ids.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, final, overload
+
+from toolbox.audit.events import AuditEvent, EventType
+
+if TYPE_CHECKING:
+    from toolbox.audit.redaction import Redaction
+    from toolbox.context import ExecutionContext
+
+__all__ = ["LAZY_BATCHES", "CallSubject", "Closing", "LazyBatch", "Opening", "call_event"]
+
+_BUILD_LOCK = threading.Lock()
+
+
+@final
+class CallSubject:
+    """What every event of one operation repeats, and how its arguments are redacted.
+
+    Immutable; one per route, or one per call of the full chain.
+    """
+
+    __slots__ = ("effect", "intent_kind", "name", "operation", "redaction", "risk", "tool")
+
+    def __init__(  # noqa: PLR0917 - positional on purpose: built on the hot path
+        self,
+        name: str,
+        tool: str,
+        operation: str,
+        risk: str | None,
+        effect: str | None,
+        intent_kind: str,
+        redaction: Redaction,
+    ) -> None:
+        self.name = name
+        self.tool = tool
+        self.operation = operation
+        self.risk = risk
+        self.effect = effect
+        self.intent_kind = intent_kind
+        self.redaction = redaction
+
+
+def call_event(
+    kind: EventType,
+    subject: CallSubject,
+    context: ExecutionContext,
+    intent_text: str,
+    timestamp: float,
+    **fields: Any,
+) -> AuditEvent:
+    """One event of the call ``subject`` describes, in ``context``, at ``timestamp``."""
+    event = AuditEvent(
+        kind,
+        trace_id=context.run_id,
+        correlation_id=context.correlation_id,
+        name=subject.name,
+        tool=subject.tool,
+        operation=subject.operation,
+        risk=subject.risk,
+        effect=subject.effect,
+        intent_kind=subject.intent_kind or None,
+        intent_text=intent_text or None,
+        tenant=context.tenant,
+        principal=context.principal,
+        **fields,
+    )
+    event.timestamp = timestamp
+    return event
+
+
+class LazyBatch(Sequence[AuditEvent]):
+    """A batch whose events are made on first read, once."""
+
+    __slots__ = ("_events",)
+
+    def __init__(self) -> None:
+        self._events: list[AuditEvent] | None = None
+
+    def _make(self) -> list[AuditEvent]:  # pragma: no cover - every batch defines it
+        raise NotImplementedError
+
+    @property
+    def events(self) -> list[AuditEvent]:
+        """The events, made now if this is the first read."""
+        events = self._events
+        if events is None:
+            with _BUILD_LOCK:
+                events = self._events
+                if events is None:
+                    events = self._events = self._make()
+        return events
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+    @overload
+    def __getitem__(self, index: int) -> AuditEvent: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[AuditEvent]: ...
+
+    def __getitem__(self, index: int | slice) -> AuditEvent | Sequence[AuditEvent]:
+        return self.events[index]
+
+    def __iter__(self) -> Iterator[AuditEvent]:
+        return iter(self.events)
+
+
+@final
+class Opening(LazyBatch):
+    """INTENT_DECLARED, GOVERNANCE_DECISION (ALLOW) and INVOCATION_REQUEST of a call about to run.
+
+    ``arguments`` are redacted when the events are made, so the caller must
+    hand over a mapping nobody changes afterwards (the by-name fast path's
+    validated scalars). Otherwise set ``payload`` (summary and hash) at once.
+    """
+
+    __slots__ = ("arguments", "context", "intent_text", "payload", "rules", "subject", "timestamp")
+
+    def __init__(
+        self,
+        subject: CallSubject,
+        context: ExecutionContext,
+        intent_text: str,
+        arguments: Mapping[str, Any],
+        timestamp: float,
+    ) -> None:
+        self._events = None
+        self.subject = subject
+        self.context = context
+        self.intent_text = intent_text
+        self.arguments = arguments
+        self.timestamp = timestamp
+        self.payload: tuple[str | None, str | None] | None = None
+        #: Ids of the rules that let the call run with a warning.
+        self.rules: tuple[str, ...] = ()
+
+    def _make(self) -> list[AuditEvent]:
+        summary, digest = self.payload or self.subject.redaction.payload_fields(self.arguments)
+        at = (self.subject, self.context, self.intent_text, self.timestamp)
+        return [
+            call_event(EventType.INTENT_DECLARED, *at, payload_summary=summary, payload_hash=digest),
+            call_event(EventType.GOVERNANCE_DECISION, *at, decision="ALLOW", rule_ids=self.rules),
+            call_event(EventType.INVOCATION_REQUEST, *at, attempt=1),
+        ]
+
+
+@final
+class Closing(LazyBatch):
+    """INVOCATION_RESPONSE of a call whose `Opening` was stored."""
+
+    __slots__ = ("attempt", "duration", "opening", "reason_code", "status", "timestamp")
+
+    def __init__(  # noqa: PLR0917 - positional on purpose: built on the hot path
+        self,
+        opening: Opening,
+        status: str,
+        reason_code: str | None,
+        duration: float | None,
+        attempt: int,
+        timestamp: float,
+    ) -> None:
+        self._events = None
+        self.opening = opening
+        self.status = status
+        self.reason_code = reason_code
+        self.duration = duration
+        self.attempt = attempt
+        self.timestamp = timestamp
+
+    def _make(self) -> list[AuditEvent]:
+        o = self.opening
+        return [
+            call_event(
+                EventType.INVOCATION_RESPONSE,
+                o.subject,
+                o.context,
+                o.intent_text,
+                self.timestamp,
+                status=self.status,
+                reason_code=self.reason_code,
+                duration=self.duration,
+                attempt=self.attempt,
+            )
+        ]
+
+
+#: The batch types, for a type test cheaper than ``isinstance(x, LazyBatch)`` (an ABC check).
+LAZY_BATCHES = frozenset({Opening, Closing})
