@@ -23,9 +23,15 @@ the full chain; the test suite runs every scenario through both.
 
 from __future__ import annotations
 
+import enum
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, final
+from datetime import date, datetime, timedelta
+from datetime import time as dt_time
+from decimal import Decimal
+from types import UnionType
+from typing import TYPE_CHECKING, Any, Literal, Union, final, get_args, get_origin
+from uuid import UUID
 
 from pydantic import ValidationError
 
@@ -48,6 +54,21 @@ if TYPE_CHECKING:
 __all__ = ["Route", "compile_route"]
 
 _ROUTABLE_CHECKS = (KillSwitch, AccessCheck, DeadlineCheck, ArgumentValidation, BudgetCheck)
+# Validated values of these types cannot change after the call: the audit redacts them lazily.
+_IMMUTABLE = frozenset(
+    {int, float, str, bool, type(None), Any, Decimal, datetime, date, dt_time, timedelta, UUID}
+)
+
+
+def _immutable(annotation: Any) -> bool:
+    if annotation in _IMMUTABLE or (isinstance(annotation, type) and issubclass(annotation, enum.Enum)):
+        return True
+    origin = get_origin(annotation)
+    if origin is Literal:
+        return True
+    if origin is Union or origin is UnionType:
+        return all(_immutable(member) for member in get_args(annotation))
+    return False
 _now = time.time
 
 
@@ -67,6 +88,7 @@ def compile_route(invocation: Invocation, pipeline: Pipeline, schema: OperationS
         or not callable(function)
         or getattr(invocation.instance, "is_async", True)
         or schema.renames
+        or not all(_immutable(f.annotation) for f in schema.model.model_fields.values())
         or plan.mapper is not None
         or plan.timeout is not None
         or not all(type(check) in _ROUTABLE_CHECKS for check in plan.checks)

@@ -1,0 +1,516 @@
+"""Compiled by-name routes: the same results, trace records and audit events as the full chain.
+
+Every scenario runs twice, on two identical gateways: one that compiles routes
+(the default) and one whose names always take the full chain. Both first make
+one valid call, so the routed gateway has compiled the name when the scenario
+call comes. The observations (result, new trace records, new audit events,
+tool executions) must be equal once times and random ids are set aside.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any, Literal
+
+import pytest
+from pydantic import Json
+
+from toolbox import (
+    Approval,
+    Budget,
+    Effect,
+    ExecutionContext,
+    Gateway,
+    Governance,
+    Guardrail,
+    GuardrailAction,
+    RetryPolicy,
+    RiskClass,
+    Status,
+    tool,
+)
+from toolbox.audit import AuditMode, AuditTrail, MemorySink
+from toolbox.audit.events import AuditEvent, EventType
+from toolbox.pipeline.chain import Pipeline
+from toolbox.route import Route
+
+FAST = RetryPolicy(max_attempts=3, base_delay=0.0, max_delay=0.0)
+AUDITOR = ExecutionContext(tenant="ops", principal="auditor", roles=frozenset({"auditor"}))
+VALID = {"a": 1, "b": 2, "purpose": "Sum the order"}
+
+
+@dataclass
+class Behaviour:
+    """What the tool does on its next calls: raise these first, then return ``result``."""
+
+    raises: list[Exception] = field(default_factory=list)
+    result: Any = None
+    calls: int = 0
+
+
+class Transient:
+    """A result that says it is a transient failure."""
+
+    def __toolbox_transient__(self) -> bool:
+        return True
+
+
+class SwitchableSink:
+    """A memory sink without ``hold`` that fails while ``failing`` is set."""
+
+    def __init__(self) -> None:
+        self.inner = MemorySink()
+        self.failing = False
+
+    def append(self, events: Any) -> None:
+        if self.failing:
+            raise OSError("disk full")
+        self.inner.append(events)
+
+    def read_trace(self, trace_id: str) -> Any:
+        return self.inner.read_trace(trace_id)
+
+    def query(self, query: Any) -> Any:
+        return self.inner.query(query)
+
+    def close(self) -> None:
+        self.inner.close()
+
+    @property
+    def records(self) -> Any:
+        return self.inner.records
+
+
+def build(
+    behaviour: Behaviour, *, env: dict[str, str], sink: Any, mode: AuditMode, **governance: Any
+) -> Gateway:
+    @tool(risk=RiskClass.MEMORY_ONLY, effect=Effect.READ_ONLY)
+    def add(a: int, b: int = 0) -> Any:
+        """Add two integers."""
+        behaviour.calls += 1
+        if behaviour.raises:
+            raise behaviour.raises.pop(0)
+        return a + b if behaviour.result is None else behaviour.result
+
+    trail = AuditTrail(sink, mode=mode, fallback_path=None) if sink is not None else None
+    governance.setdefault("retry", FAST)
+    return Gateway.load(
+        providers=[add], discover=False, env=env, governance=Governance(audit=trail, **governance)
+    )
+
+
+@dataclass
+class Side:
+    """One gateway of a comparison, with its tool behaviour, environment, sink and context."""
+
+    gateway: Gateway
+    behaviour: Behaviour
+    env: dict[str, str]
+    sink: Any
+    context: ExecutionContext
+    full_chain_runs: int = 0
+
+
+@contextmanager
+def counting_full_chain(side: Side, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    original_run, original_arun = Pipeline.run, Pipeline.arun
+
+    def run(pipeline: Pipeline, invocation: Any) -> Any:
+        side.full_chain_runs += 1
+        return original_run(pipeline, invocation)
+
+    async def arun(pipeline: Pipeline, invocation: Any) -> Any:
+        side.full_chain_runs += 1
+        return await original_arun(pipeline, invocation)
+
+    with monkeypatch.context() as m:
+        m.setattr(Pipeline, "run", run)
+        m.setattr(Pipeline, "arun", arun)
+        yield
+
+
+def make_side(
+    routed: bool, monkeypatch: pytest.MonkeyPatch, *, sink: str, mode: AuditMode, **governance: Any
+) -> Side:
+    behaviour = Behaviour()
+    env: dict[str, str] = {}
+    made = {"memory": MemorySink, "switchable": SwitchableSink, "none": lambda: None}[sink]()
+    gateway = build(behaviour, env=env, sink=made, mode=mode, **governance)
+    if not routed:
+        # This gateway never compiles a route: every call takes the full chain.
+        original_learn = Gateway._learn
+        monkeypatch.setattr(
+            Gateway,
+            "_learn",
+            lambda self, invocation: None if self is gateway else original_learn(self, invocation),
+        )
+    context = ExecutionContext(tenant="tenant-a", principal="alice")
+    return Side(gateway, behaviour, env, made, context)
+
+
+def normal_event(event: Any) -> dict[str, Any]:
+    data = event.model_dump()
+    for key in ("event_id", "timestamp", "hash", "previous_hash", "trace_id", "correlation_id", "duration"):
+        data.pop(key)
+    return data
+
+
+def normal_record(record: Any) -> dict[str, Any]:
+    data = record.as_dict()
+    for key in ("declared_at", "started_at", "ended_at", "duration"):
+        data[key] = data[key] is not None  # set or not, never when
+    return data
+
+
+def normal_result(result: Any) -> dict[str, Any]:
+    data = result.as_dict()
+    data.pop("trace_id")
+    data.pop("correlation_id")
+    data["audit_failed"] = result.audit_failed
+    if isinstance(data.get("content"), Transient):
+        data["content"] = "a Transient"  # two sides, two instances
+    data["approval"] = (result.approval.fingerprint is not None) if result.approval else None
+    return data
+
+
+def observe(side: Side, call: Callable[[Side], Any], monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """Run ``call`` on ``side`` and return what it left behind, times and ids set aside."""
+    context = call_context = side.context
+    records_before = len(context.trace)
+    events_before = len(side.sink.records) if side.sink is not None else 0
+    calls_before = side.behaviour.calls
+    with counting_full_chain(side, monkeypatch):
+        result = call(side)
+    if isinstance(result, tuple):
+        result, call_context = result
+    events = side.sink.records[events_before:] if side.sink is not None else []
+    return {
+        "result": normal_result(result),
+        "records": [normal_record(r) for r in call_context.trace.records()[records_before:]]
+        if call_context is context
+        else [normal_record(r) for r in call_context.trace.records()],
+        "events": [normal_event(e) for e in events],
+        "executions": side.behaviour.calls - calls_before,
+    }
+
+
+def invoke(arguments: Any, **kwargs: Any) -> Callable[[Side], Any]:
+    def call(side: Side) -> Any:
+        return side.gateway.invoke("add", arguments, context=side.context, **kwargs)
+
+    return call
+
+
+def ainvoke(arguments: Any, **kwargs: Any) -> Callable[[Side], Any]:
+    def call(side: Side) -> Any:
+        return asyncio.run(side.gateway.ainvoke("add", arguments, context=side.context, **kwargs))
+
+    return call
+
+
+def compare(
+    monkeypatch: pytest.MonkeyPatch,
+    call: Callable[[Side], Any],
+    *,
+    prepare: Callable[[Side], None] = lambda side: None,
+    sink: str = "memory",
+    mode: AuditMode = AuditMode.STRICT,
+    routable: bool = True,
+    **governance: Any,
+) -> tuple[dict[str, Any], Side]:
+    """Observe ``call`` on a routed and an unrouted gateway; assert both saw the same; return one."""
+    observed = []
+    sides = []
+    for routed in (True, False):
+        side = make_side(routed, monkeypatch, sink=sink, mode=mode, **governance)
+        warm = side.gateway.invoke("add", VALID, context=side.context)
+        assert warm.status is Status.SUCCESS
+        if routed:
+            assert isinstance(side.gateway._routes.get("add"), Route) is routable
+        prepare(side)
+        observed.append(observe(side, call, monkeypatch))
+        sides.append(side)
+    routed_view, full_view = observed
+    assert routed_view == full_view
+    return routed_view, sides[0]
+
+
+# -- the route is taken ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("door", [invoke, ainvoke])
+@pytest.mark.parametrize("sink", ["memory", "switchable", "none"])
+def test_a_valid_call_takes_the_route_and_leaves_what_the_full_chain_leaves(door, sink, monkeypatch):
+    seen, side = compare(monkeypatch, door({"a": 2, "b": 3, "purpose": "Sum the order"}), sink=sink)
+    assert seen["result"]["status"] == "SUCCESS"
+    assert seen["result"]["content"] == 5
+    assert seen["executions"] == 1
+    assert side.full_chain_runs == 0  # the routed side never entered the full chain
+    if sink != "none":
+        kinds = [e["type"].value for e in seen["events"]]
+        assert kinds == [
+            "INTENT_DECLARED",
+            "GOVERNANCE_DECISION",
+            "INVOCATION_REQUEST",
+            "INVOCATION_RESPONSE",
+        ]
+        assert side.gateway.audit.verify(side.context.run_id, context=AUDITOR) == []
+
+
+def test_defaults_are_filled_in_as_the_full_chain_does(monkeypatch):
+    seen, _ = compare(monkeypatch, invoke({"a": 4, "purpose": "Add nothing"}))
+    assert seen["result"]["content"] == 4
+
+
+def test_a_route_is_per_name_and_a_new_context_first_takes_the_full_chain(monkeypatch):
+    def other_context(side: Side) -> Any:
+        fresh = ExecutionContext(tenant="tenant-b", principal="bob")
+        return side.gateway.invoke("add", VALID, context=fresh), fresh
+
+    seen, side = compare(monkeypatch, other_context)
+    assert seen["result"]["status"] == "SUCCESS"
+    assert side.full_chain_runs == 1  # the tool was not built for this context yet
+
+
+# -- anything unusual takes the full chain, with the same outcome ---------------------------------
+
+
+@pytest.mark.parametrize("door", [invoke, ainvoke])
+@pytest.mark.parametrize(
+    ("arguments", "error_code", "field_path"),
+    [
+        ({"a": "x", "b": 2, "purpose": "Sum"}, "int_parsing", "a"),
+        ({"a": 1, "b": 2, "purpose": "Sum", "c": 3}, "extra_forbidden", "c"),
+        ({"a": 1, "b": 2}, "missing", "purpose"),
+        ({"a": 1, "b": 2, "purpose": "two\nlines"}, "invalid_intent", "purpose"),
+        ({"a": [1], "b": 2, "purpose": "Sum"}, "int_type", "a"),
+        ([1, 2], "not_an_object", ""),
+        ({"a": 1, "b": 2, "purpose": "x" * 70_000}, "too_large", "purpose"),
+    ],
+)
+def test_invalid_arguments_are_refused_alike_with_zero_executions(
+    door, arguments, error_code, field_path, monkeypatch
+):
+    seen, _ = compare(monkeypatch, door(arguments))
+    assert seen["result"]["status"] == "INVALID_ARGUMENTS"
+    assert seen["result"]["error_code"] == error_code
+    assert seen["result"]["field_path"] == field_path
+    assert seen["executions"] == 0
+
+
+@pytest.mark.parametrize("door", [invoke, ainvoke])
+def test_the_kill_switch_engaged_after_compiling_stops_the_route(door, monkeypatch):
+    def engage(side: Side) -> None:
+        side.env["TOOLBOX_KILL_SWITCH"] = "1"
+
+    seen, _ = compare(monkeypatch, door(VALID), prepare=engage)
+    assert (seen["result"]["status"], seen["result"]["reason_code"]) == ("DENIED", "KILL_SWITCH")
+    assert seen["executions"] == 0
+
+
+def test_a_disabled_tool_is_stopped_on_the_route_too(monkeypatch):
+    gateway = build(Behaviour(), env={}, sink=None, mode=AuditMode.STRICT, disabled_tools=())
+    context = ExecutionContext(tenant="t", principal="p")
+    assert gateway.invoke("add", VALID, context=context).status is Status.SUCCESS
+    stopped = build(Behaviour(), env={}, sink=None, mode=AuditMode.STRICT, disabled_tools=("add",))
+    result = stopped.invoke("add", VALID, context=context)
+    assert (result.status, result.reason_code) == (Status.DENIED, "KILL_SWITCH")
+
+
+@pytest.mark.parametrize("door", [invoke, ainvoke])
+def test_a_budget_in_the_context_is_spent_by_the_full_chain(door, monkeypatch):
+    def third_call(side: Side) -> Any:
+        budgeted = ExecutionContext(tenant="t", principal="p", budget=Budget(max_calls=2))
+        for _ in range(2):
+            assert side.gateway.invoke("add", VALID, context=budgeted).status is Status.SUCCESS
+        result = door(VALID)(Side(side.gateway, side.behaviour, side.env, side.sink, budgeted))
+        return result, budgeted
+
+    seen, _ = compare(monkeypatch, third_call)
+    assert (seen["result"]["status"], seen["result"]["reason_code"]) == ("DENIED", "BUDGET_EXHAUSTED")
+
+
+@pytest.mark.parametrize("door", [invoke, ainvoke])
+def test_a_passed_deadline_is_refused_alike(door, monkeypatch):
+    def late(side: Side) -> Any:
+        past = ExecutionContext(
+            tenant="t", principal="p", deadline=datetime.now(timezone.utc) - timedelta(seconds=1)
+        )
+        return door(VALID)(Side(side.gateway, side.behaviour, side.env, side.sink, past)), past
+
+    seen, _ = compare(monkeypatch, late)
+    assert (seen["result"]["status"], seen["result"]["reason_code"]) == ("DENIED", "DEADLINE_EXCEEDED")
+    assert seen["executions"] == 0
+
+
+def test_an_approval_grant_takes_the_full_chain(monkeypatch):
+    grant = Approval(request_id="r", fingerprint="0" * 64, approved_by="bob", expires_at=0.0)
+    seen, side = compare(monkeypatch, invoke(VALID, approval=grant))
+    # No approval is required here: the grant is ignored, as the full chain ignores it.
+    assert seen["result"]["status"] == "SUCCESS"
+    assert side.full_chain_runs == 1
+
+
+# -- after dispatch: failures continue in the full chain's retry loop ------------------------------
+
+
+@pytest.mark.parametrize("door", [invoke, ainvoke])
+def test_a_timeout_then_success_is_retried_like_the_full_chain(door, monkeypatch):
+    def flaky(side: Side) -> None:
+        side.behaviour.raises = [TimeoutError("slow")]
+
+    seen, _ = compare(monkeypatch, door(VALID), prepare=flaky)
+    assert seen["result"]["status"] == "SUCCESS"
+    assert seen["result"]["attempts"] == 2
+    assert seen["executions"] == 2
+    assert [e["attempt"] for e in seen["events"] if e["type"].value == "INVOCATION_RESPONSE"] == [2]
+
+
+@pytest.mark.parametrize("door", [invoke, ainvoke])
+def test_a_tool_exception_is_an_error_alike(door, monkeypatch):
+    def broken(side: Side) -> None:
+        side.behaviour.raises = [ValueError("secret-token-123 went wrong")]
+
+    seen, _ = compare(monkeypatch, door(VALID), prepare=broken)
+    assert seen["result"]["status"] == "ERROR"
+    assert seen["result"]["error_code"] == "ValueError"
+    assert "secret-token-123" not in str(seen)
+    assert seen["executions"] == 1
+
+
+@pytest.mark.parametrize("door", [invoke, ainvoke])
+def test_a_transient_result_is_retried_alike(door, monkeypatch):
+    def transient(side: Side) -> None:
+        side.behaviour.result = Transient()
+
+    seen, _ = compare(monkeypatch, door(VALID), prepare=transient)
+    assert seen["executions"] == 3  # retried to the policy's limit: the result stays transient
+
+
+def test_a_guardrail_makes_a_name_take_the_full_chain(monkeypatch):
+    rule = Guardrail(
+        "BIG", action=GuardrailAction.DENY, tool="add", when=lambda arguments: arguments["a"] > 100
+    )
+    seen, side = compare(
+        monkeypatch, invoke({"a": 101, "purpose": "Add a lot"}), guardrails=[rule], routable=False
+    )
+    assert (seen["result"]["status"], seen["result"]["reason_code"]) == ("DENIED", "GUARDRAIL_BIG")
+    assert side.gateway._routes.get("add") is None  # a guardrail applies: the name is not compiled
+
+
+# -- the audit trail on the route -----------------------------------------------------------------
+
+
+def test_an_unwritable_audit_trail_refuses_the_routed_call(monkeypatch):
+    def break_sink(side: Side) -> None:
+        side.sink.failing = True
+
+    seen, _ = compare(monkeypatch, invoke(VALID), prepare=break_sink, sink="switchable")
+    assert (seen["result"]["status"], seen["result"]["reason_code"]) == ("DENIED", "AUDIT_UNAVAILABLE")
+    assert seen["executions"] == 0
+
+
+def test_a_best_effort_trail_lets_the_routed_call_run(monkeypatch):
+    def break_sink(side: Side) -> None:
+        side.sink.failing = True
+
+    seen, _ = compare(
+        monkeypatch, invoke(VALID), prepare=break_sink, sink="switchable", mode=AuditMode.BEST_EFFORT
+    )
+    assert seen["result"]["status"] == "SUCCESS"
+    assert seen["result"]["audit_failed"] is False
+    assert seen["executions"] == 1
+
+
+def test_a_response_that_cannot_be_written_flags_the_routed_result(monkeypatch):
+    sink = SwitchableSink()
+    behaviour = Behaviour()
+    gateway = build(behaviour, env={}, sink=sink, mode=AuditMode.STRICT)
+    context = ExecutionContext(tenant="t", principal="p")
+    gateway.invoke("add", VALID, context=context)
+    assert isinstance(gateway._routes.get("add"), Route)
+
+    original = sink.append
+
+    def fail_after_opening(events: Any) -> None:
+        if [e.type.value for e in events] == ["INVOCATION_RESPONSE"]:
+            raise OSError("disk full")
+        original(events)
+
+    monkeypatch.setattr(sink, "append", fail_after_opening)
+    gateway.audit._append = fail_after_opening  # the trail binds the sink's append once
+    result = gateway.invoke("add", VALID, context=context)
+    assert result.status is Status.SUCCESS
+    assert result.audit_failed is True
+    assert behaviour.calls == 2
+
+
+def test_memory_sink_batches_are_made_once_and_chained_in_append_order():
+    sink = MemorySink()
+    gateway = build(Behaviour(), env={}, sink=sink, mode=AuditMode.STRICT)
+    contexts = [ExecutionContext(tenant="t", principal=f"p{i}") for i in range(3)]
+    for _ in range(3):
+        for context in contexts:
+            assert gateway.invoke("add", VALID, context=context).status is Status.SUCCESS
+    first = sink.records
+    assert [r.event_id for r in sink.records] == [r.event_id for r in first]  # made once
+    for context in contexts:
+        trace = sink.read_trace(context.run_id)
+        assert [r.sequence for r in trace] == list(range(1, 13))
+        assert gateway.audit.verify(context.run_id, context=AUDITOR) == []
+
+
+def test_a_plain_event_list_is_snapshotted_when_appended():
+    sink = MemorySink()
+    event = AuditEvent(EventType.SYSTEM_ERROR, trace_id="t1", name="before")
+    sink.append([event])
+    event.name = "after"  # changing the object afterwards does not change what was stored
+    assert [r.name for r in sink.records] == ["before"]
+
+
+def test_names_that_never_dispatched_are_not_compiled():
+    gateway = build(Behaviour(), env={}, sink=None, mode=AuditMode.STRICT)
+    context = ExecutionContext(tenant="t", principal="p")
+    gateway.invoke("add", {"a": "x", "purpose": "Sum"}, context=context)
+    assert "add" not in gateway._routes
+    gateway.invoke("add", VALID, context=context)
+    assert isinstance(gateway._routes["add"], Route)
+
+
+class Colour(enum.Enum):
+    RED = "red"
+
+
+@tool(risk=RiskClass.MEMORY_ONLY, effect=Effect.READ_ONLY)
+def total(items: Json[list[int]], label: str | None = None) -> int:
+    """Sum the items (the tool could change the list it is given)."""
+    items.append(0)
+    return sum(items)
+
+
+@tool(risk=RiskClass.MEMORY_ONLY, effect=Effect.READ_ONLY)
+def paint(colour: Colour, shade: Literal["light", "dark"] = "light", note: str | None = None) -> str:
+    """Describe a colour."""
+    return f"{shade} {colour.value}"
+
+
+def test_a_value_that_validation_can_make_mutable_keeps_the_name_on_the_full_chain():
+    gateway = Gateway.load(providers=[total], discover=False, env={}, governance=Governance())
+    context = ExecutionContext(tenant="t", principal="p")
+    result = gateway.invoke("total", {"items": "[1, 2]", "purpose": "Sum"}, context=context)
+    assert (result.status, result.content) == (Status.SUCCESS, 3)
+    assert gateway._routes["total"] is None  # Json[list[int]] validates a string into a list
+
+
+def test_optional_literal_and_enum_parameters_are_routable():
+    gateway = Gateway.load(providers=[paint], discover=False, env={}, governance=Governance())
+    context = ExecutionContext(tenant="t", principal="p")
+    for _ in range(2):
+        result = gateway.invoke("paint", {"colour": "red", "purpose": "Describe"}, context=context)
+        assert (result.status, result.content) == (Status.SUCCESS, "light red")
+    assert isinstance(gateway._routes["paint"], Route)
