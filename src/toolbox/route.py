@@ -1,11 +1,12 @@
 """`Route`: a by-name call compiled for its name, where only the default checks apply.
 
 The full chain builds an `Invocation` and asks every interceptor whether it
-applies, on every call. For a ``MEMORY_ONLY`` function tool whose plan holds
-nothing but the built-in checks (kill switch, access, deadline, argument
-validation, budget), no outcome mapper, no timeout and no hook but the audit
-trail, the gateway compiles a route after the first governed call of the
-name. The decisions that cannot change between calls (registry, policy,
+applies, on every call. For a synchronous ``MEMORY_ONLY`` function tool
+whose parameters validate to immutable values and whose plan holds nothing
+but the built-in checks (kill switch, access, deadline, argument validation,
+budget), no outcome mapper, no timeout and no hook but the audit trail, the
+gateway compiles a route after the first call of the name that reached the
+tool. The decisions that cannot change between calls (registry, policy,
 version, which checks apply) are then taken once; what can change is checked
 on every call, and anything out of the ordinary goes to the full chain before
 anything is recorded:
@@ -32,8 +33,6 @@ from decimal import Decimal
 from types import UnionType
 from typing import TYPE_CHECKING, Any, Literal, Union, final, get_args, get_origin
 from uuid import UUID
-
-from pydantic import ValidationError
 
 from toolbox.audit.batch import Closing, Opening
 from toolbox.audit.trail import AuditTrail, audit_unavailable
@@ -188,14 +187,14 @@ class Route:
             # The model instance is thrown away: its field dict can be taken as it is.
             values: dict[str, Any] = self._validate(arguments).__dict__
             text = validate_intent_text(values.pop(self._intent_field))
-        except (ValidationError, ValueError):
+        except ValueError:  # pydantic's ValidationError included
             return None
         record = OperationRecord(self.tool, self.operation, self._intent_field, text, None, self.name)
         runtime.record(record)
         trail = self._trail
         opening = None
         if trail is not None:
-            # The values are fresh scalars (flat_and_small): safe to redact when read.
+            # Immutable values (compile_route checked the field types): safe to redact when read.
             opening = Opening(self._subject, context, text, values, record.declared_at)  # type: ignore[arg-type]
             hold = self._hold
             if hold is not None:
