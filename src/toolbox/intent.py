@@ -273,7 +273,7 @@ class Ready(Generic[R]):
         if approval is None and not self._warnings:
             self._claim()
             outcome = self._runtime.pipeline.run_inline(
-                self._runtime, self._record, self._call, self._build_invocation
+                self._runtime, self._record, self._call, self._build_invocation, self._arguments
             )
             if outcome is NOT_INLINE:
                 invocation = self._build_invocation()

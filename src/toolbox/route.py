@@ -27,14 +27,10 @@ from __future__ import annotations
 import enum
 import time
 from collections.abc import Callable, Mapping
-from datetime import date, datetime, timedelta
-from datetime import time as dt_time
-from decimal import Decimal
 from types import UnionType
 from typing import TYPE_CHECKING, Any, Literal, Union, final, get_args, get_origin
-from uuid import UUID
 
-from toolbox.audit.batch import Closing, Opening
+from toolbox.audit.batch import IMMUTABLE_TYPES, Closing, Opening
 from toolbox.audit.trail import AuditTrail, audit_unavailable
 from toolbox.context import ExecutionContext, OperationRecord
 from toolbox.descriptor import RiskClass, ToolDescriptor
@@ -54,9 +50,7 @@ __all__ = ["Route", "compile_route"]
 
 _ROUTABLE_CHECKS = (KillSwitch, AccessCheck, DeadlineCheck, ArgumentValidation, BudgetCheck)
 # Validated values of these types cannot change after the call: the audit redacts them lazily.
-_IMMUTABLE = frozenset(
-    {int, float, str, bool, type(None), Any, Decimal, datetime, date, dt_time, timedelta, UUID}
-)
+_IMMUTABLE = IMMUTABLE_TYPES | {Any}
 
 
 def _immutable(annotation: Any) -> bool:

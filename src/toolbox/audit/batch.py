@@ -16,7 +16,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Mapping, Sequence
+from datetime import date, datetime, timedelta
+from datetime import time as dt_time
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any, final, overload
+from uuid import UUID
 
 from toolbox.audit.events import AuditEvent, EventType
 
@@ -24,9 +28,31 @@ if TYPE_CHECKING:
     from toolbox.audit.redaction import Redaction
     from toolbox.context import ExecutionContext
 
-__all__ = ["LAZY_BATCHES", "CallSubject", "Closing", "LazyBatch", "Opening", "call_event"]
+__all__ = [
+    "IMMUTABLE_TYPES",
+    "LAZY_BATCHES",
+    "CallSubject",
+    "Closing",
+    "LazyBatch",
+    "Opening",
+    "call_event",
+    "immutable_copy",
+]
 
 _BUILD_LOCK = threading.Lock()
+
+#: Values of these types cannot change once a call has them: they may be redacted later.
+IMMUTABLE_TYPES = frozenset(
+    {str, int, float, bool, bytes, type(None), Decimal, datetime, date, dt_time, timedelta, UUID}
+)
+
+
+def immutable_copy(arguments: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A shallow copy of ``arguments`` when every value is of an `IMMUTABLE_TYPES` type, else None."""
+    for value in arguments.values():
+        if type(value) not in IMMUTABLE_TYPES:
+            return None
+    return dict(arguments)
 
 
 @final

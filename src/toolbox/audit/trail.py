@@ -28,7 +28,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, final
 
-from toolbox.audit.batch import CallSubject, Closing, LazyBatch, Opening, call_event
+from toolbox.audit.batch import CallSubject, Closing, LazyBatch, Opening, call_event, immutable_copy
 from toolbox.audit.events import AuditEvent, AuditRecord, EventType
 from toolbox.audit.redaction import Redaction
 from toolbox.audit.sink import AuditQuery, AuditSink
@@ -44,6 +44,7 @@ __all__ = ["AuditMode", "AuditTrail", "audit_unavailable"]
 
 LOGGER = logging.getLogger("toolbox.audit")
 UNATTRIBUTED = "unattributed"
+_CACHED_SUBJECTS = 4096
 _STOP = object()
 
 
@@ -93,6 +94,7 @@ class AuditTrail:
         self.sink = sink
         self._best_effort = self.mode is AuditMode.BEST_EFFORT
         self._append = sink.append  # bound once: it runs twice per call
+        self._subjects: dict[tuple[str, str, str, str | None, str, str], CallSubject] = {}
         # A sink that holds lazy batches without failing takes them directly (no queue needed).
         hold = getattr(sink, "hold", None)
         # (Not in ASYNC mode: held and queued events would then be stored out of order.)
@@ -175,15 +177,47 @@ class AuditTrail:
     def subject(self, invocation: Invocation) -> CallSubject:
         """What the events of ``invocation`` repeat, redacted by this trail's settings."""
         descriptor = invocation.descriptor
-        return CallSubject(
+        return self.subject_of(
             invocation.name,
             invocation.tool,
             invocation.operation,
             descriptor.risk.value if descriptor is not None else None,
             invocation.effect.value,
             invocation.record.intent_kind,
-            self.redaction,
         )
+
+    def subject_of(  # noqa: PLR0917 - the fields of a CallSubject, in order
+        self, name: str, tool: str, operation: str, risk: str | None, effect: str, intent_kind: str
+    ) -> CallSubject:
+        """The (cached) `CallSubject` of these fields."""
+        key = (name, tool, operation, risk, effect, intent_kind)
+        subject = self._subjects.get(key)
+        if subject is None:
+            subject = CallSubject(*key, self.redaction)
+            if len(self._subjects) < _CACHED_SUBJECTS:
+                self._subjects[key] = subject
+        return subject
+
+    def open_call(
+        self,
+        subject: CallSubject,
+        context: ExecutionContext,
+        intent_text: str,
+        arguments: Mapping[str, Any],
+        rules: tuple[str, ...] = (),
+    ) -> Opening | None:
+        """Store the opening events of a call about to run; None means refuse the call.
+
+        Arguments of immutable values are copied and redacted when the events are
+        read; any others are redacted now, as they may change afterwards.
+        """
+        snapshot = immutable_copy(arguments)
+        kept = {} if snapshot is None else snapshot
+        opening = Opening(subject, context, intent_text, kept, time.time())
+        if snapshot is None:
+            opening.payload = self.redaction.payload_fields(arguments)
+        opening.rules = rules
+        return opening if self.store_opening(opening) else None
 
     @property
     def direct_hold(self) -> Callable[[LazyBatch], None] | None:
@@ -215,16 +249,13 @@ class AuditTrail:
 
     def on_request(self, invocation: Invocation) -> ToolResult | None:
         """Before dispatch: intent, decision and request. A failed write refuses the call."""
-        arguments = _arguments(invocation)
-        text = invocation.record.intent_text
-        opening = Opening(self.subject(invocation), invocation.context, text, arguments, time.time())
-        # Provider arguments may be changed later: redact them now.
-        opening.payload = self.redaction.payload_fields(arguments)
-        opening.rules = tuple(w.split(":", 1)[0] for w in invocation.warnings)
-        if self.store_opening(opening):
-            invocation.opening = opening
-            return None
-        return audit_unavailable(invocation)
+        rules = tuple(w.split(":", 1)[0] for w in invocation.warnings)
+        subject, text = self.subject(invocation), invocation.record.intent_text
+        opening = self.open_call(subject, invocation.context, text, _arguments(invocation), rules)
+        if opening is None:
+            return audit_unavailable(invocation)
+        invocation.opening = opening
+        return None
 
     def on_response(self, invocation: Invocation, result: ToolResult) -> None:
         """After the outcome: the response event (after a refusal, the decision events too)."""

@@ -16,6 +16,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, final
 
+from toolbox.audit.batch import Closing, Opening
+from toolbox.audit.trail import AuditTrail, audit_unavailable
 from toolbox.context import ExecutionContext, OperationRecord
 from toolbox.descriptor import Effect, RiskClass
 from toolbox.errors import InvalidArgumentsError, ToolboxError, ToolDeniedError, ToolTimeoutError
@@ -124,6 +126,7 @@ class Pipeline:
         "_reconcilers",
         "_retry",
         "_timeouts",
+        "_trail",
     )
 
     def __init__(
@@ -144,6 +147,9 @@ class Pipeline:
         self._hooks = tuple(hooks)
         self._plans: dict[tuple[str, str, str], Plan] = {}
         self._kill_switch = next((c for c in self._before if isinstance(c, KillSwitch)), None)
+        # The audit trail, when it is the only hook: the typed fast path records through it.
+        only = self._hooks[0] if len(self._hooks) == 1 else None
+        self._trail = only if type(only) is AuditTrail else None
 
     @property
     def interceptors(self) -> tuple[Interceptor, ...]:
@@ -220,7 +226,7 @@ class Pipeline:
             )
             # Only the kill switch and the context's own gates: the typed door may take the fast path.
             plan.inline = (
-                not self._hooks
+                (not self._hooks or self._trail is not None)
                 and plan.mapper is None
                 and plan.timeout is None
                 and all(type(c) in _CONTEXT_GATES for c in applies)
@@ -281,12 +287,14 @@ class Pipeline:
         record: OperationRecord,
         call: Callable[[], Any],
         build: Callable[[], Invocation],
+        arguments: Mapping[str, Any],
     ) -> Any:
         """The typed door's fast path, for operations whose plan holds only context gates.
 
         Returns the content after a plain success, a `Fallback` holding the final
-        `ToolResult` when it had to continue in the full chain after dispatch, and
-        `NOT_INLINE` when the fast path does not apply (nothing ran).
+        `ToolResult` when it had to continue in the full chain (after dispatch, or
+        refused by the audit trail), and `NOT_INLINE` when the fast path does not
+        apply (nothing ran). ``arguments`` are what the audit trail records.
         """
         plan = runtime.plans.get(record.operation)
         if plan is None:
@@ -302,6 +310,18 @@ class Pipeline:
             or (self._kill_switch is not None and self._kill_switch.engaged(record.tool))
         ):
             return NOT_INLINE
+        trail = self._trail
+        opening = None
+        if trail is not None:
+            effect = runtime.effect_of(record.operation).value
+            risk = runtime.descriptor.risk.value
+            subject = trail.subject_of(
+                record.name, record.tool, record.operation, risk, effect, record.intent_kind
+            )
+            opening = trail.open_call(subject, context, record.intent_text, arguments)
+            if opening is None:
+                invocation = build()
+                return Fallback(self._finish(invocation, audit_unavailable(invocation)))
         record.attempts = 1
         record.started_at = started = time.time()
         record.status = "STARTED"
@@ -309,13 +329,20 @@ class Pipeline:
         try:
             content = call()
         except Exception as exc:  # noqa: BLE001 - continue in the full chain, which classifies it
-            return Fallback(self.continue_failed(build(), plan, exc))
-        if type(content) in PLAIN_RESULTS or not is_transient_result(content):
-            record.ended_at = ended = time.time()
-            record.duration = ended - started
-            record.status = "SUCCESS"
-            return content
-        return Fallback(self.continue_returned(build(), plan, content))
+            return Fallback(self.continue_failed(_opened(build(), opening), plan, exc))
+        if type(content) not in PLAIN_RESULTS and is_transient_result(content):
+            return Fallback(self.continue_returned(_opened(build(), opening), plan, content))
+        record.ended_at = ended = time.time()
+        record.duration = duration = ended - started
+        record.status = "SUCCESS"
+        if opening is not None and not trail.store_closing(  # type: ignore[union-attr]
+            Closing(opening, "SUCCESS", None, duration, 1, ended)
+        ):
+            # It ran, but its response is not recorded: the typed door raises AuditIncompleteError.
+            result = _opened(build(), opening).result(Status.SUCCESS, content=content)
+            result.audit_failed = True
+            return Fallback(result)
+        return content
 
     # -- continuing a first attempt made outside the chain ------------------------
 
@@ -517,3 +544,9 @@ class Pipeline:
             except Exception:  # noqa: BLE001 - the call happened: flag the gap, never hide the result
                 result.audit_failed = True
         return result
+
+
+def _opened(invocation: Invocation, opening: Opening | None) -> Invocation:
+    """``invocation`` with the audit opening its fast path already stored."""
+    invocation.opening = opening
+    return invocation
