@@ -207,6 +207,26 @@ def test_function_tools_both_doors():
     assert "audit_as" in definitions["notes.save"]["parameters"]["required"]
 
 
+def test_function_tool_arguments_bind_like_a_python_call():
+    """Every way of passing arguments binds as Python would, and the intent holds all of them."""
+    context = ctx()
+    gateway = Gateway.load(providers=[add], discover=False, env={})
+    bound = gateway.tools_for(context).get(add)
+    for args, kwargs in [((2, 3), {}), ((2,), {"b": 3}), ((), {"a": 2, "b": 3}), ((), {"b": 3, "a": 2})]:
+        intent = bound.call(*args, **kwargs)
+        assert dict(intent.arguments) == {"a": 2, "b": 3}
+        assert intent.purpose("Sum").execute() == 5
+    assert dict(bound.call(2).arguments) == {"a": 2, "b": 0}, "defaults are filled in"
+    for args, kwargs, message in [
+        ((1, 2, 3), {}, "too many positional"),
+        ((), {"b": 3}, "missing a required argument: 'a'"),
+        ((1,), {"a": 2}, "multiple values for argument 'a'"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            bound.call(*args, **kwargs)
+    assert context.trace.operations("add")[-1].status == "SUCCESS"
+
+
 def test_function_tool_signature_checked_at_decoration():
     """A signature that cannot be a schema fails when decorated, not on the first call."""
     from toolbox import ConfigurationError

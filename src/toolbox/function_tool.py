@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import types
 from collections.abc import Callable
 from typing import Any, Generic, Literal, Protocol, TypeVar, final, overload
 
@@ -109,6 +110,8 @@ class _Bound:
     def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         # Fast paths for plain parameters; anything unusual goes through Signature.bind.
         names = self.names
+        if not kwargs and names and len(args) == len(names):
+            return dict(zip(names, args))  # noqa: B905 - lengths are equal: every parameter by position
         if not args and names and kwargs.keys() == self.nameset:
             return dict(kwargs)  # every parameter by keyword: what the by-name door passes
         if (
@@ -251,9 +254,12 @@ def tool(
 
 
 def _with_signature_of(method: Callable[..., Any], function: Callable[..., Any]) -> Callable[..., Any]:
-    def call(self: _Bound, *args: Any, **kwargs: Any) -> Any:
-        return method(self, *args, **kwargs)
-
-    call.__wrapped__ = function  # type: ignore[attr-defined]
-    call.__doc__ = method.__doc__
-    return call
+    """A copy of ``method`` that reports ``function``'s signature (no extra call level)."""
+    assert isinstance(method, types.FunctionType)
+    copy = types.FunctionType(
+        method.__code__, method.__globals__, method.__name__, method.__defaults__, method.__closure__
+    )
+    copy.__wrapped__ = function  # type: ignore[attr-defined]
+    copy.__doc__ = method.__doc__
+    copy.__qualname__ = method.__qualname__
+    return copy
