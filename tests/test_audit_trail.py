@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from audit_faults import FlakySink
 from governed_tools import PROVIDER, Billing
 from toolbox import (
     AuditIncompleteError,
@@ -22,7 +23,6 @@ from toolbox import (
 )
 from toolbox.audit import (
     AuditMode,
-    AuditSinkError,
     AuditTrail,
     EventType,
     JsonlSink,
@@ -33,32 +33,6 @@ from toolbox.audit import (
 
 LOOKUP = {"invoice_id": 7, "purpose": "Answer the customer"}
 CHARGE = {"amount": 40, "audit_as": "Charge the approved order"}
-
-
-class FlakySink:
-    """A MemorySink whose appends fail while `failing` is set (or after `fail_after` batches)."""
-
-    def __init__(self):
-        self.inner = MemorySink()
-        self.failing = False
-        self.fail_after = None
-        self.batches = 0
-        self.closed = False
-
-    def append(self, events):
-        self.batches += 1
-        if self.failing or (self.fail_after is not None and self.batches > self.fail_after):
-            raise AuditSinkError("disk full")
-        self.inner.append(events)
-
-    def read_trace(self, trace_id):
-        return self.inner.read_trace(trace_id)
-
-    def query(self, query):
-        return self.inner.query(query)
-
-    def close(self):
-        self.closed = True
 
 
 def gateway_with(trail, **governance):

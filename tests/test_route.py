@@ -20,6 +20,7 @@ from typing import Any, Literal
 import pytest
 from pydantic import Json
 
+from audit_faults import FlakySink
 from toolbox import (
     Approval,
     Budget,
@@ -58,32 +59,6 @@ class Transient:
 
     def __toolbox_transient__(self) -> bool:
         return True
-
-
-class SwitchableSink:
-    """A memory sink without ``hold`` that fails while ``failing`` is set."""
-
-    def __init__(self) -> None:
-        self.inner = MemorySink()
-        self.failing = False
-
-    def append(self, events: Any) -> None:
-        if self.failing:
-            raise OSError("disk full")
-        self.inner.append(events)
-
-    def read_trace(self, trace_id: str) -> Any:
-        return self.inner.read_trace(trace_id)
-
-    def query(self, query: Any) -> Any:
-        return self.inner.query(query)
-
-    def close(self) -> None:
-        self.inner.close()
-
-    @property
-    def records(self) -> Any:
-        return self.inner.records
 
 
 def build(
@@ -139,7 +114,7 @@ def make_side(
 ) -> Side:
     behaviour = Behaviour()
     env: dict[str, str] = {}
-    made = {"memory": MemorySink, "switchable": SwitchableSink, "none": lambda: None}[sink]()
+    made = {"memory": MemorySink, "switchable": FlakySink, "none": lambda: None}[sink]()
     gateway = build(behaviour, env=env, sink=made, mode=mode, **governance)
     if not routed:
         # This gateway never compiles a route: every call takes the full chain.
@@ -428,7 +403,7 @@ def test_a_best_effort_trail_lets_the_routed_call_run(monkeypatch):
 
 
 def test_a_response_that_cannot_be_written_flags_the_routed_result(monkeypatch):
-    sink = SwitchableSink()
+    sink = FlakySink()
     behaviour = Behaviour()
     gateway = build(behaviour, env={}, sink=sink, mode=AuditMode.STRICT)
     context = ExecutionContext(tenant="t", principal="p")

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from audit_faults import FlakySink
 from toolbox import (
     AuditIncompleteError,
     Effect,
@@ -27,7 +28,7 @@ from toolbox import (
     ToolResult,
     tool,
 )
-from toolbox.audit import AuditSinkError, AuditTrail, MemorySink
+from toolbox.audit import AuditTrail, MemorySink
 
 AUDITOR = ExecutionContext(tenant="ops", principal="auditor", roles=frozenset({"auditor"}))
 
@@ -48,30 +49,6 @@ class Tool:
 
     raises: list[Exception] = field(default_factory=list)
     seen: list[Any] = field(default_factory=list)
-
-
-class BreakableSink:
-    """A memory sink that fails every batch from number ``fail_from`` on (1-based)."""
-
-    def __init__(self) -> None:
-        self.inner = MemorySink()
-        self.fail_from: int | None = None
-        self.batches = 0
-
-    def append(self, events: Any) -> None:
-        self.batches += 1
-        if self.fail_from is not None and self.batches >= self.fail_from:
-            raise AuditSinkError("disk full")
-        self.inner.append(events)
-
-    def read_trace(self, trace_id: str) -> Any:
-        return self.inner.read_trace(trace_id)
-
-    def query(self, query: Any) -> Any:
-        return self.inner.query(query)
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 def build(state: Tool, sink: Any, *, full_chain: bool, tmp_path: Any) -> tuple[Any, ExecutionContext, Any]:
@@ -155,13 +132,13 @@ def test_arguments_that_can_change_are_redacted_before_the_call(tmp_path):
 
 
 def test_an_unwritable_trail_refuses_the_typed_call(tmp_path):
-    def scenario(bound: Any, state: Tool, sink: BreakableSink) -> Any:
-        sink.fail_from = 1
+    def scenario(bound: Any, state: Tool, sink: FlakySink) -> Any:
+        sink.failing = True
         with pytest.raises(ToolDeniedError) as info:
             bound.call(5).purpose("Tally the order").execute()
         return info.value.reason_code
 
-    inline, _ = both(tmp_path, scenario, sink=BreakableSink)
+    inline, _ = both(tmp_path, scenario, sink=FlakySink)
     assert inline["outcome"] == "AUDIT_UNAVAILABLE"
     assert inline["executions"] == 0
     assert inline["events"] == []
@@ -169,13 +146,13 @@ def test_an_unwritable_trail_refuses_the_typed_call(tmp_path):
 
 
 def test_a_lost_response_raises_audit_incomplete_after_the_call(tmp_path):
-    def scenario(bound: Any, state: Tool, sink: BreakableSink) -> Any:
-        sink.fail_from = 2
+    def scenario(bound: Any, state: Tool, sink: FlakySink) -> Any:
+        sink.fail_after = 1
         with pytest.raises(AuditIncompleteError) as info:
             bound.call(5).purpose("Tally the order").execute()
         return (info.value.status, info.value.content)
 
-    inline, _ = both(tmp_path, scenario, sink=BreakableSink)
+    inline, _ = both(tmp_path, scenario, sink=FlakySink)
     assert inline["outcome"] == ("SUCCESS", 5)
     assert inline["executions"] == 1
     assert [(e["type"].value) for e in inline["events"]] == [

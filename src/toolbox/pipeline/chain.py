@@ -264,11 +264,9 @@ class Pipeline:
     ) -> ToolResult:
         while True:
             if pending is None:
-                if invocation.record.attempts:
-                    stop = self._check(invocation, plan.per_attempt)
-                    if stop is not None:
-                        return stop
-                self._start_attempt(invocation)
+                stop = self._start_attempt(invocation, plan)
+                if stop is not None:
+                    return stop
                 try:
                     content = self._call(invocation, plan)
                 except Exception as exc:  # noqa: BLE001 - classified below, never swallowed silently
@@ -407,11 +405,9 @@ class Pipeline:
     ) -> ToolResult:
         while True:
             if pending is None:
-                if invocation.record.attempts:
-                    stop = self._check(invocation, plan.per_attempt)
-                    if stop is not None:
-                        return stop
-                self._start_attempt(invocation)
+                stop = self._start_attempt(invocation, plan)
+                if stop is not None:
+                    return stop
                 try:
                     content = await self._acall(invocation, plan)
                 except Exception as exc:  # noqa: BLE001 - classified below, never swallowed silently
@@ -426,13 +422,18 @@ class Pipeline:
 
     # -- shared decisions -------------------------------------------------------
 
-    @staticmethod
-    def _start_attempt(invocation: Invocation) -> None:
+    def _start_attempt(self, invocation: Invocation, plan: Plan) -> ToolResult | None:
+        """Before a retry, the per-attempt checks (a result stops); then count the attempt."""
         record = invocation.record
+        if record.attempts:
+            stop = self._check(invocation, plan.per_attempt)
+            if stop is not None:
+                return stop
         record.attempts += 1
         record.start()
         if invocation.runtime is not None:
             invocation.runtime.executions += 1
+        return None
 
     def _can_retry(self, invocation: Invocation) -> bool:
         return invocation.record.attempts < self._retry.max_attempts
