@@ -24,6 +24,7 @@ from audit_faults import FlakySink
 from toolbox import (
     Approval,
     Budget,
+    Decision,
     Effect,
     ExecutionContext,
     Gateway,
@@ -489,3 +490,28 @@ def test_optional_literal_and_enum_parameters_are_routable():
         result = gateway.invoke("paint", {"colour": "red", "purpose": "Describe"}, context=context)
         assert (result.status, result.content) == (Status.SUCCESS, "light red")
     assert isinstance(gateway._routes["paint"], Route)
+
+
+@pytest.mark.parametrize(
+    "governance",
+    [
+        {"roles": {"support": ["add"]}},
+        {"authorizers": [lambda tool, operation, context, arguments: Decision.allow()]},
+        {"mappers": {"add": lambda content: None}},
+        {"interceptors": []},
+    ],
+    ids=["roles", "authorizer", "mapper", "no-extra"],
+)
+def test_authorization_and_mappers_keep_every_call_on_the_full_chain(governance, monkeypatch):
+    """A name is compiled only when nothing but the built-in checks applies to it."""
+    gateway = build(Behaviour(), env={}, sink=MemorySink(), mode=AuditMode.STRICT, **governance)
+    allowed = ExecutionContext(tenant="t", principal="p", roles=frozenset({"support"}))
+    for _ in range(2):
+        assert gateway.invoke("add", VALID, context=allowed).status is Status.SUCCESS
+    routed = isinstance(gateway._routes.get("add"), Route)
+    assert routed is (governance == {"interceptors": []})
+    if "roles" in governance:
+        stranger = ExecutionContext(tenant="t", principal="q")
+        for _ in range(2):
+            result = gateway.invoke("add", VALID, context=stranger)
+            assert (result.status, result.reason_code, result.attempts) == (Status.DENIED, "AUTH_DENIED", 0)
