@@ -68,19 +68,7 @@ class OperationRecord:
         "tool",
         "warnings",
     )
-    # Fields most operations never set keep these class-level defaults: a record costs
-    # only what it uses on the hot path.
-    started_at: float | None = None
-    ended_at: float | None = None
-    duration: float | None = None
-    status = "DECLARED"
-    error_type: str | None = None
-    attempts = 0
-    reason_code: str | None = None
-    rule: str | None = None
-    error_code: str | None = None
-    field_path: str | None = None
-    warnings: tuple[str, ...] = ()
+    __slots__ = FIELDS
 
     def __init__(  # noqa: PLR0917 - built on every call: positional arguments are cheaper
         self,
@@ -97,6 +85,17 @@ class OperationRecord:
         self.intent_text = intent_text
         self.target = target
         self.declared_at = time.time()
+        self.started_at: float | None = None
+        self.ended_at: float | None = None
+        self.duration: float | None = None
+        self.status = "DECLARED"
+        self.error_type: str | None = None
+        self.attempts = 0
+        self.reason_code: str | None = None
+        self.rule: str | None = None
+        self.error_code: str | None = None
+        self.field_path: str | None = None
+        self.warnings: tuple[str, ...] = ()
         #: The name as requested by the caller (e.g. ``search:v2``); tool.operation by default.
         self.name = name or f"{tool}.{operation}"
 
