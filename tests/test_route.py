@@ -53,6 +53,14 @@ class Behaviour:
     raises: list[Exception] = field(default_factory=list)
     result: Any = None
     calls: int = 0
+    effect: Effect = Effect.READ_ONLY
+
+    @property
+    def valid(self) -> dict[str, Any]:
+        """Valid arguments, with the intent field the effect asks for."""
+        if self.effect is Effect.READ_ONLY:
+            return VALID
+        return {"a": 1, "b": 2, "audit_as": "Record the sum"}
 
 
 class Transient:
@@ -65,7 +73,7 @@ class Transient:
 def build(
     behaviour: Behaviour, *, env: dict[str, str], sink: Any, mode: AuditMode, **governance: Any
 ) -> Gateway:
-    @tool(risk=RiskClass.MEMORY_ONLY, effect=Effect.READ_ONLY)
+    @tool(risk=RiskClass.MEMORY_ONLY, effect=behaviour.effect)
     def add(a: int, b: int = 0) -> Any:
         """Add two integers."""
         behaviour.calls += 1
@@ -111,9 +119,15 @@ def counting_full_chain(side: Side, monkeypatch: pytest.MonkeyPatch) -> Iterator
 
 
 def make_side(
-    routed: bool, monkeypatch: pytest.MonkeyPatch, *, sink: str, mode: AuditMode, **governance: Any
+    routed: bool,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    sink: str,
+    mode: AuditMode,
+    effect: Effect,
+    **governance: Any,
 ) -> Side:
-    behaviour = Behaviour()
+    behaviour = Behaviour(effect=effect)
     env: dict[str, str] = {}
     made = {"memory": MemorySink, "switchable": FlakySink, "none": lambda: None}[sink]()
     gateway = build(behaviour, env=env, sink=made, mode=mode, **governance)
@@ -197,14 +211,15 @@ def compare(
     sink: str = "memory",
     mode: AuditMode = AuditMode.STRICT,
     routable: bool = True,
+    effect: Effect = Effect.READ_ONLY,
     **governance: Any,
 ) -> tuple[dict[str, Any], Side]:
     """Observe ``call`` on a routed and an unrouted gateway; assert both saw the same; return one."""
     observed = []
     sides = []
     for routed in (True, False):
-        side = make_side(routed, monkeypatch, sink=sink, mode=mode, **governance)
-        warm = side.gateway.invoke("add", VALID, context=side.context)
+        side = make_side(routed, monkeypatch, sink=sink, mode=mode, effect=effect, **governance)
+        warm = side.gateway.invoke("add", side.behaviour.valid, context=side.context)
         assert warm.status is Status.SUCCESS
         if routed:
             assert isinstance(side.gateway._routes.get("add"), Route) is routable
@@ -515,3 +530,24 @@ def test_authorization_and_mappers_keep_every_call_on_the_full_chain(governance,
         for _ in range(2):
             result = gateway.invoke("add", VALID, context=stranger)
             assert (result.status, result.reason_code, result.attempts) == (Status.DENIED, "AUTH_DENIED", 0)
+
+
+@pytest.mark.parametrize("door", [invoke, ainvoke])
+@pytest.mark.parametrize(
+    ("effect", "status", "executions"),
+    [
+        (Effect.UNSAFE, "UNCERTAIN_EFFECT", 1),
+        (Effect.IDEMPOTENT, "SUCCESS", 2),
+        (Effect.RECONCILABLE, "UNCERTAIN_EFFECT", 1),
+    ],
+)
+def test_a_timeout_follows_the_effect_on_the_route_as_on_the_full_chain(
+    door, effect, status, executions, monkeypatch
+):
+    def flaky(side: Side) -> None:
+        side.behaviour.raises = [TimeoutError("slow")]
+
+    arguments = {"a": 1, "b": 2, "audit_as": "Record the sum"}
+    seen, _ = compare(monkeypatch, door(arguments), prepare=flaky, effect=effect)
+    assert seen["result"]["status"] == status
+    assert seen["executions"] == executions
