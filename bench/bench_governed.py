@@ -54,8 +54,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import pydantic
-from bench_core import Measurement, Spec, Table, ameasure_group, fmt_time, measure_group
-from pydantic import BaseModel
+from bench_core import AddArgs, Measurement, Spec, Table, add_async, ameasure_group, fmt_time, measure_group
 
 from toolbox import Effect, ExecutionContext, Gateway, Governance, RiskClass, Status, tool
 from toolbox.audit import AuditTrail, MemorySink
@@ -76,15 +75,6 @@ EXPECTED_EVENTS = ("INTENT_DECLARED", "GOVERNANCE_DECISION", "INVOCATION_REQUEST
 def add(a: int, b: int) -> int:
     """Add two integers."""
     return a + b
-
-
-async def add_async(a: int, b: int) -> int:
-    return a + b
-
-
-class AddArgs(BaseModel):
-    a: int
-    b: int
 
 
 async def add_validated(arguments: Mapping[str, Any]) -> int:
