@@ -24,7 +24,8 @@ class KillSwitch:
     Engaged when ``enabled`` is False, or when the environment variable
     ``TOOLBOX_KILL_SWITCH`` holds anything but an empty string, ``0``, ``off``,
     ``false`` or ``no`` (so a typo engages it rather than silently not). The
-    environment is read on every call: an operator can stop a running fleet.
+    ``env`` mapping (default ``os.environ``) is read on every call: pass one
+    your application keeps current to stop a running fleet without a restart.
     """
 
     name = "kill_switch"
