@@ -59,7 +59,7 @@ def immutable_copy(arguments: Mapping[str, Any]) -> dict[str, Any] | None:
 class CallSubject:
     """What every event of one operation repeats, and how its arguments are redacted.
 
-    Immutable; one per route, or one per call of the full chain.
+    Immutable; the trail keeps one per name, operation and intent kind (`AuditTrail.subject_of`).
     """
 
     __slots__ = ("effect", "intent_kind", "name", "operation", "redaction", "risk", "tool")
