@@ -616,9 +616,10 @@ def profile_discovery(count: int = 100, loads: int = 10) -> str:
     return _stats(profiler, 30)
 
 
-def main(argv: list[str] | None = None) -> int:
+def timing_parser(description: str | None) -> argparse.ArgumentParser:
+    """An argument parser with the timing options every benchmark shares (--repeat, --min-time)."""
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--repeat", type=int, default=7, help="timeit repeats, minimum kept (default 7)")
     parser.add_argument(
@@ -627,6 +628,11 @@ def main(argv: list[str] | None = None) -> int:
         default=0.2,
         help="seconds one repeat should last; N is chosen from it (default 0.2, as timeit)",
     )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = timing_parser(__doc__)
     parser.add_argument(
         "--profile", action="store_true", help="then cProfile the governed path and discovery"
     )

@@ -42,7 +42,6 @@ Sections:
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import cProfile
 import io
@@ -54,7 +53,17 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import pydantic
-from bench_core import AddArgs, Measurement, Spec, Table, add_async, ameasure_group, fmt_time, measure_group
+from bench_core import (
+    AddArgs,
+    Measurement,
+    Spec,
+    Table,
+    add_async,
+    ameasure_group,
+    fmt_time,
+    measure_group,
+    timing_parser,
+)
 
 from toolbox import Effect, ExecutionContext, Gateway, Governance, RiskClass, Status, tool
 from toolbox.audit import AuditTrail, MemorySink
@@ -313,16 +322,7 @@ def profile(stmt: str, calls: int, *, restrict: str | None = None, limit: int = 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--repeat", type=int, default=7, help="timeit repeats, minimum kept (default 7)")
-    parser.add_argument(
-        "--min-time",
-        type=float,
-        default=0.2,
-        help="seconds one repeat should last; N is chosen from it (default 0.2, as timeit)",
-    )
+    parser = timing_parser(__doc__)
     parser.add_argument("--profile", action="store_true", help="then cProfile the audited governed paths")
     parser.add_argument(
         "--profile-calls", type=int, default=50_000, help="calls per profiled statement (default 50000)"
