@@ -62,6 +62,8 @@ def _immutable(annotation: Any) -> bool:
     if origin is Union or origin is UnionType:
         return all(_immutable(member) for member in get_args(annotation))
     return False
+
+
 _now = time.time
 
 

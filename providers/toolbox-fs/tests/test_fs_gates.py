@@ -44,9 +44,7 @@ def test_unavailable_without_the_provider(make_tools, root):
 
 def test_standard_policy_denies_privileged_fs(make_tools, root):
     """ToolPolicy.standard() denies the PRIVILEGED fs tool even when acknowledged."""
-    tools = make_tools(
-        plugin, policy=ToolPolicy.standard(), env=ACK, options={"fs": {"roots": [str(root)]}}
-    )
+    tools = make_tools(plugin, policy=ToolPolicy.standard(), env=ACK, options={"fs": {"roots": [str(root)]}})
     error = assert_denied(
         lambda: tools.get(FsTool), tools, FsTool, error=ToolPolicyDeniedError, reason_code="POLICY_DENIED"
     )

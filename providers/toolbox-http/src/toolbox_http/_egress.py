@@ -68,9 +68,7 @@ def _check_pattern(value: str) -> str:
     pattern = normalise_host(value)
     if literal_address(pattern) is not None or _HOST_PATTERN.match(pattern):
         return pattern
-    raise ValueError(
-        f"host pattern {value!r} is not a host name, an IP address or '*.' followed by a domain"
-    )
+    raise ValueError(f"host pattern {value!r} is not a host name, an IP address or '*.' followed by a domain")
 
 
 #: A host name (``api.example.com``), an IP address, or ``*.example.com`` (any name under it).
