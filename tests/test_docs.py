@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = [
     ROOT / "README.md",
     ROOT / "SECURITY.md",
+    ROOT / "CONTRIBUTING.md",
     *sorted((ROOT / "docs").glob("*.md")),
     ROOT / "providers" / "toolbox-http" / "README.md",
 ]
