@@ -20,3 +20,4 @@ HTTP_DESCRIPTOR = ToolDescriptor(
         OperationDescriptor(name="patch", effect=Effect.UNSAFE, summary="PATCH a URL with a body."),
     ),
 )
+"""The ``http`` tool (``EXTERNAL_RESOURCE``) and the effect of each operation."""

@@ -21,7 +21,9 @@ __all__ = ["HttpTool"]
 Body = bytes | str
 
 INSECURE_TLS_ENV = "TOOLBOX_HTTP_INSECURE_TLS"
+"""The variable that acknowledges ``insecure_skip_verify`` (TLS checks off)."""
 INSECURE_TLS_VALUE = "i-accept-mitm-risk"
+"""The exact value `INSECURE_TLS_ENV` must hold."""
 
 
 @final
