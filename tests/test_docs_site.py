@@ -15,7 +15,14 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-PUBLIC_MODULES = ("toolbox", "toolbox.audit", "toolbox.testing", "toolbox_http", "toolbox_fs")
+PUBLIC_MODULES = (
+    "toolbox",
+    "toolbox.audit",
+    "toolbox.selection",
+    "toolbox.testing",
+    "toolbox_http",
+    "toolbox_fs",
+)
 
 
 def mkdocs(*args: str) -> subprocess.CompletedProcess[str]:
