@@ -24,6 +24,7 @@ DOCS = [
     ROOT / "CONTRIBUTING.md",
     *sorted((ROOT / "docs").glob("*.md")),
     ROOT / "providers" / "toolbox-http" / "README.md",
+    ROOT / "providers" / "toolbox-fs" / "README.md",
 ]
 BLOCK = re.compile(r"(<!-- not-run: [^>]+-->\s*)?```(\w+)[^\n]*\n(.*?)```", re.S)
 PLACEHOLDER = "http://127.0.0.1:8000"
@@ -105,6 +106,19 @@ def test_policy_examples_are_valid(path, tmp_path):
             file = tmp_path / f"{index}.toml"
             file.write_text(code, encoding="utf-8")
             ToolPolicy.from_file(file)
+
+
+def test_every_page_with_examples_is_covered():
+    """A Markdown file users read that holds a Python example is in DOCS, so the example runs."""
+    readers = [
+        ROOT / "README.md",
+        ROOT / "SECURITY.md",
+        ROOT / "CONTRIBUTING.md",
+        *(ROOT / "docs").rglob("*.md"),
+        *(ROOT / "providers").glob("*/README.md"),
+    ]
+    uncovered = [p for p in readers if "```python" in p.read_text(encoding="utf-8") and p not in DOCS]
+    assert not uncovered, f"add to DOCS: {[str(p.relative_to(ROOT)) for p in uncovered]}"
 
 
 def test_skips_give_reasons():
