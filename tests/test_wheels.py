@@ -66,13 +66,24 @@ def test_each_wheel_ships_its_package_types_licence_and_entry_point(wheels):
         assert not any(n.startswith(("tests/", "docs/")) for n in names), wheel.name
 
 
+PROBE = """
+import json
+from toolbox import ExecutionContext, Tools
+tools = Tools.load(ExecutionContext(tenant="t", principal="p"), env={})
+found = {d.name: tools.distribution_of(d.name) for d in tools.descriptors()}
+print(json.dumps({"tools": found, "broken": [str(b.error) for b in tools.broken_providers]}))
+"""
+
+
 def test_installed_wheels_import_from_the_venv_and_run_the_cli(venv):
     python, toolbox = venv / "bin" / "python", venv / "bin" / "toolbox"
     for package in PROJECTS.values():
         where = run(python, "-c", f"import {package}; print({package}.__file__)").stdout.strip()
         assert where.startswith(str(venv)), f"{package} imported from {where}, not from its wheel"
+    discovered = json.loads(run(python, "-c", PROBE).stdout)
+    assert discovered == {
+        "tools": {"calculator": "toolbox-registry", "fs": "toolbox-fs", "http": "toolbox-http"},
+        "broken": [],
+    }
     assert "usage: toolbox" in run(toolbox, "--help").stdout
-    listed = json.loads(run(toolbox, "--json", "list").stdout)
-    tools = {t["name"]: t["distribution"] for t in listed["tools"]}
-    assert tools == {"calculator": "toolbox-registry", "http": "toolbox-http", "fs": "toolbox-fs"}
-    assert listed["broken"] == []
+    assert "toolbox-http" in run(toolbox, "list").stdout
