@@ -90,6 +90,11 @@ class _Body:
         )
 
 
+def _host_of(request: httpx.Request) -> str:
+    """The host in its ASCII (IDNA) form: ``bücher.example`` and ``xn--bcher-kva.example`` are one host."""
+    return request.url.raw_host.decode("ascii")
+
+
 def _media_matches(media: str, expected: str) -> bool:
     if expected.endswith("/*"):
         return media.startswith(expected[:-1])
@@ -206,7 +211,7 @@ class Exchange:
         while True:
             outgoing = self._outgoing(request)
             location = None
-            with self._hold(request.url.host), httpx_errors(request.method, target):
+            with self._hold(_host_of(request)), httpx_errors(request.method, target):
                 response = client.send(outgoing, stream=True)
                 try:
                     location = self._location(response)
@@ -229,7 +234,7 @@ class Exchange:
         while True:
             outgoing = self._outgoing(request)
             location = None
-            async with self._ahold(request.url.host):
+            async with self._ahold(_host_of(request)):
                 with httpx_errors(request.method, target):
                     response = await client.send(outgoing, stream=True)
                     try:
