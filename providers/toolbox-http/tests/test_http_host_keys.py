@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 
 import httpx
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from toolbox_http._address import canonical_host
@@ -75,7 +75,11 @@ def test_every_ipv6_spelling_is_one_key(data: st.DataObject, address: ipaddress.
 def test_the_key_is_the_same_through_a_url(data: st.DataObject, address: ipaddress.IPv4Address) -> None:
     """What the exchange keys on (the URL's ASCII host) is canonical however the URL spells it."""
     spelling = data.draw(st.one_of(ipv4_spellings(address), mapped_spellings(address)))
-    url = httpx.URL(f"http://{spelling}:8080/path")
+    try:
+        url = httpx.URL(f"http://{spelling}:8080/path")
+    except httpx.InvalidURL:
+        # httpx refuses some four-part forms (0.0.0.00) outright: such a URL is never sent.
+        assume(False)
     assert canonical_host(url.raw_host.decode("ascii")) == str(address)
 
 
