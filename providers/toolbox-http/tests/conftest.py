@@ -71,6 +71,7 @@ class _Handler(BaseHTTPRequestHandler):
         ok = super().parse_request()
         if ok:
             self.server.requests.append((self.command, self.path, self.headers.get("Host")))
+            self.server.authorizations.append(self.headers.get("Authorization"))
             self.server.peers.append(self.client_address[1])
         return ok
 
@@ -221,6 +222,8 @@ class LoopbackServer(ThreadingHTTPServer):
         self.observed: dict[str, Observed] = {}
         #: Every request line received: (method, path, Host header).
         self.requests: list[tuple[str, str, str | None]] = []
+        #: The Authorization header of each request (None when absent).
+        self.authorizations: list[str | None] = []
         #: The client port of each request: equal ports mean one kept-alive connection.
         self.peers: list[int] = []
         self._scripts: dict[str, list[Script]] = {}
