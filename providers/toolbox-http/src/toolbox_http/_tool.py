@@ -47,7 +47,8 @@ class HttpTool:
     `EgressDeniedError` when the host resolves to a refused address or a
     redirect leaves the policy, `RateLimitedError` (``RATE_LIMITED``),
     `toolbox.ToolTimeoutError`, `toolbox.ToolConnectionError`,
-    `toolbox.ResponseTooLargeError`, `ResponseCheckError` or `toolbox.ToolExecutionError`.
+    `toolbox.ResponseTooLargeError`, `ResponseEncodingError`, `ResponseCheckError` or
+    `toolbox.ToolExecutionError`.
     """
 
     __slots__ = ("_clients", "_exchange", "_options", "_runtime")
