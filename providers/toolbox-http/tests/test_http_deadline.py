@@ -8,6 +8,7 @@ see the connection closed before it finished its drip.
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 
@@ -140,3 +141,24 @@ def test_by_name_door_reports_and_audits_the_timeout(loopback):
     responses = [r for r in sink.records if r.type.value == "INVOCATION_RESPONSE"]
     assert [(r.status, r.reason_code) for r in responses][-1] == ("ERROR", "TIMEOUT")
     assert len(loopback.played("/drip-head")) == 1  # the retries found no time left and sent nothing
+
+
+def test_one_calls_deadline_does_not_touch_another_on_the_shared_pool(loopback, http_tools):
+    """Deadlines are per call: while one thread's call drips to its deadline, another's calls succeed."""
+    loopback.script("/drip-head", head_drip(), delay=DRIP)
+    tool = http_tools(**TIMEOUTS).get(HttpTool)
+    outcome: list[BaseException] = []
+
+    def slow() -> None:
+        try:
+            tool.get(f"{loopback.url}/drip-head").purpose("Read").execute()
+        except BaseException as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=slow)
+    thread.start()
+    statuses = [tool.get(f"{loopback.url}/json").purpose("Read").execute().status_code for _ in range(5)]
+    thread.join(timeout=30)
+    assert statuses == [200] * 5
+    assert [type(e) for e in outcome] == [ToolTimeoutError]
+    assert_cut_short(loopback, "/drip-head", head_drip())

@@ -21,6 +21,8 @@ from functools import cache
 import brotli
 import pytest
 import zstandard
+from hypothesis import given
+from hypothesis import strategies as st
 
 import toolbox_http.plugin
 from toolbox import ExecutionContext, Gateway, Governance, ResponseTooLargeError, Status, ToolPolicy
@@ -290,3 +292,23 @@ def test_memory_stays_bounded_under_an_address_space_limit(loopback):
         [sys.executable, "-c", child], capture_output=True, text=True, timeout=120, check=False
     )
     assert done.stdout.strip() == "ResponseTooLargeError", done.stderr[-2000:]
+
+
+@given(
+    data=st.binary(max_size=20_000),
+    coding=st.sampled_from(["gzip", "deflate", "br", "zstd", "gzip, br", "zstd, deflate"]),
+    cuts=st.lists(st.integers(min_value=1, max_value=5_000), max_size=20),
+)
+def test_any_body_split_anywhere_round_trips(data, coding, cuts):
+    """Property: whatever the body and wherever the wire splits it, decoding gives it back."""
+    wire = encoded(coding, data)
+    decoder = BodyDecoder(coding)
+    out, start = bytearray(), 0
+    for cut in [*cuts, len(wire)]:
+        for piece in decoder.decode(wire[start : start + cut]):
+            out += piece
+        start += cut
+    for piece in decoder.decode(wire[start:]):
+        out += piece
+    decoder.finish()
+    assert bytes(out) == data
