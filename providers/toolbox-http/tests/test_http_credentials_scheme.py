@@ -12,6 +12,8 @@ from urllib.parse import quote
 import httpx
 import pytest
 
+import toolbox_http.plugin
+from toolbox import ToolPolicy
 from toolbox_http import HttpOptions, HttpTool
 
 TOKEN = "tok-scheme-5a4b3c"
@@ -83,3 +85,29 @@ def test_http_hosts_must_be_bound_hosts(http_hosts):
     credential = {**LOCAL, "hosts": ["api.example.com"], "http_hosts": http_hosts}
     with pytest.raises(ValueError, match=r"http_hosts .* not in hosts"):
         HttpOptions.from_runtime({"credentials": [credential]})
+
+
+def test_opt_in_from_the_policy_file(tmp_path, respx_mock, make_tools, token_env):
+    """[[tools.http.credentials]] takes http_hosts like any other credential field."""
+    path = tmp_path / "policy.toml"
+    path.write_text(
+        """
+version = 1
+[allow]
+tools = ["http"]
+
+[[tools.http.credentials]]
+hosts = ["nas.lan.example", "api.example.com"]
+http_hosts = ["nas.lan.example"]
+prefix = "Bearer "
+env = "LOCAL_TOKEN"
+""",
+        encoding="utf-8",
+    )
+    respx_mock.route().mock(return_value=httpx.Response(200))
+    with make_tools(toolbox_http.plugin, policy=ToolPolicy.from_file(path)) as tools:
+        tool = tools.get(HttpTool)
+        tool.get("http://nas.lan.example/").purpose("Read").execute()
+        tool.get("http://api.example.com/").purpose("Read").execute()
+    sent = [call.request.headers.get("authorization") for call in respx_mock.calls]
+    assert sent == [f"Bearer {TOKEN}", None]
