@@ -71,6 +71,7 @@ class _Handler(BaseHTTPRequestHandler):
         ok = super().parse_request()
         if ok:
             self.server.requests.append((self.command, self.path, self.headers.get("Host")))
+            self.server.authorizations.append(self.headers.get("Authorization"))
             self.server.peers.append(self.client_address[1])
         return ok
 
@@ -137,9 +138,31 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             observed.done.set()
 
+    def _play(self, script: Script) -> None:
+        """Write the scripted raw bytes, pausing between pieces, recording how far it got."""
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        observed = Observed()
+        self.server.plays.setdefault(self.path, []).append(observed)
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, CHUNK)
+        self.close_connection = True
+        try:
+            for piece in script.pieces:
+                self.wfile.write(piece)
+                self.wfile.flush()
+                observed.written += len(piece)
+                if script.delay:
+                    time.sleep(script.delay)
+        except OSError as exc:
+            observed.error = type(exc).__name__
+        finally:
+            observed.done.set()
+
     def do_GET(self) -> None:
         path = self.path.partition("?")[0]
-        if path == "/redirect":
+        script = self.server.next_script(path)
+        if script is not None:
+            self._play(script)
+        elif path == "/redirect":
             self._redirect()
         elif path == "/json":
             self._send_json(200, {"rates": {"EUR": 1.1}})
@@ -158,12 +181,30 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
 
     def do_POST(self) -> None:
-        if self.path.startswith("/redirect"):
+        script = self.server.next_script(self.path)
+        if script is not None:
+            self._play(script)
+        elif self.path.startswith("/redirect"):
             self._redirect()
         else:
             self._echo()
 
     do_PUT = do_PATCH = do_DELETE = _echo
+
+
+@dataclass
+class Script:
+    """A response written as raw bytes: ``pieces`` in order, ``delay`` seconds after each."""
+
+    pieces: list[bytes]
+    delay: float = 0.0
+
+
+def raw_response(body: bytes, headers: dict[str, str], status: str = "200 OK") -> bytes:
+    """A complete HTTP/1.1 response with ``body`` sent as given (already encoded)."""
+    lines = [f"HTTP/1.1 {status}", f"Content-Length: {len(body)}", "Connection: close"]
+    lines += [f"{name}: {value}" for name, value in headers.items()]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
 
 
 class LoopbackServer(ThreadingHTTPServer):
@@ -181,8 +222,39 @@ class LoopbackServer(ThreadingHTTPServer):
         self.observed: dict[str, Observed] = {}
         #: Every request line received: (method, path, Host header).
         self.requests: list[tuple[str, str, str | None]] = []
+        #: The Authorization header of each request (None when absent).
+        self.authorizations: list[str | None] = []
         #: The client port of each request: equal ports mean one kept-alive connection.
         self.peers: list[int] = []
+        self._scripts: dict[str, list[Script]] = {}
+        #: What each scripted response to a path saw, in request order.
+        self.plays: dict[str, list[Observed]] = {}
+
+    def script(self, path: str, pieces: list[bytes], delay: float = 0.0) -> str:
+        """Answer the next unanswered GET of ``path`` with raw ``pieces``, ``delay`` s after each.
+
+        Calls queue up: each request takes the next script. Returns the URL.
+        """
+        self._scripts.setdefault(path, []).append(Script(pieces, delay))
+        return self.url + path
+
+    def respond(self, path: str, body: bytes, headers: dict[str, str], status: str = "200 OK") -> str:
+        """Answer the next GET of ``path`` with ``body`` sent as given (e.g. already gzipped)."""
+        return self.script(path, [raw_response(body, headers, status)])
+
+    def next_script(self, path: str) -> Script | None:
+        queue = self._scripts.get(path)
+        return queue.pop(0) if queue else None
+
+    def played(self, path: str, count: int = 1, timeout: float = 10) -> list[Observed]:
+        """What the scripted responses to ``path`` saw, once ``count`` of them have finished."""
+        deadline = time.monotonic() + timeout
+        while len(self.plays.get(path, [])) < count and time.monotonic() < deadline:
+            time.sleep(0.01)
+        plays = self.plays.get(path, [])
+        for observed in plays:
+            assert observed.done.wait(max(deadline - time.monotonic(), 0)), f"script for {path} still running"
+        return plays
 
     @property
     def url(self) -> str:

@@ -115,3 +115,46 @@ def test_tool_async_rate_limited(respx_mock, http_tools):
     with pytest.raises(RateLimitedError):
         asyncio.run(main())
     assert route.call_count == 1
+
+
+SPELLINGS = [
+    "127.1",
+    "2130706433",
+    "0x7f.0.0.1",
+    "017700000001",
+    "127.0.0.1.",
+    "[::ffff:7f00:1]",
+    "[::FFFF:127.0.0.1]",
+    "[0:0:0:0:0:ffff:7f00:0001]",
+]
+
+
+def test_respelling_an_address_shares_its_bucket(respx_mock, http_tools):
+    """Regression (finding 8): 127.1, 2130706433, [::ffff:7f00:1], ... draw on 127.0.0.1's bucket.
+
+    Each respelt request is DENIED/RATE_LIMITED and never sent.
+    """
+    route = respx_mock.route().mock(return_value=httpx.Response(200))
+    tools = http_tools(rate_limit={"requests_per_second": 0.001, "burst": 1})
+    tool = tools.get(HttpTool)
+    tool.get("http://127.0.0.1:8080/").purpose("Read").execute()
+    for host in SPELLINGS:
+        ready = tool.get(f"http://{host}:8080/").purpose("Read")
+        with pytest.raises(RateLimitedError) as info:
+            ready.execute()
+        assert info.value.reason_code == "RATE_LIMITED"
+        assert (ready.record.status, ready.record.reason_code) == ("DENIED", "RATE_LIMITED")
+    assert route.call_count == 1
+    assert tools.executions(HttpTool) == 1 + len(SPELLINGS)  # each was executed, and refused before sending
+
+
+def test_limiter_keys_every_spelling_together():
+    """The limiter itself: one bucket for all spellings of ::1 and of 127.0.0.1, another per name."""
+    limiter = HostLimiter(RateLimit(requests_per_second=1, burst=1), Clock())
+    with limiter.hold("::1"):
+        pass
+    for spelling in ("[::1]", "0:0:0:0:0:0:0:1", "[0000::0001]"):
+        with pytest.raises(RateLimitedError, match="'::1'"), limiter.hold(spelling):
+            pass
+    with limiter.hold("localhost"):
+        pass  # a name is its own host: it is keyed by name, not by what it resolves to

@@ -12,6 +12,7 @@ from toolbox_http._egress import EgressDeniedError, EgressMode, EgressPolicy, Ra
 from toolbox_http._errors import (
     HttpStatusError,
     ResponseCheckError,
+    ResponseEncodingError,
     ResponseSchemaError,
     TooManyRedirectsError,
     UnexpectedContentTypeError,
@@ -37,6 +38,7 @@ __all__ = [
     "RateLimit",
     "RateLimitedError",
     "ResponseCheckError",
+    "ResponseEncodingError",
     "ResponseSchemaError",
     "TooManyRedirectsError",
     "UnexpectedContentTypeError",

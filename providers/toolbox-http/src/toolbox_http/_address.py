@@ -17,6 +17,7 @@ __all__ = [
     "IPAddress",
     "IPNetwork",
     "address_problem",
+    "canonical_host",
     "is_localhost_name",
     "literal_address",
     "normalise_host",
@@ -87,6 +88,22 @@ def literal_address(host: str) -> IPAddress | None:
     except ValueError:
         pass
     return parse_legacy_ipv4(host)
+
+
+def canonical_host(host: str) -> str:
+    """One key per destination: every spelling of an IP literal maps to the address's standard form.
+
+    ``127.1``, ``2130706433``, ``[::ffff:7f00:1]`` and ``127.0.0.1.`` all give ``127.0.0.1``
+    (an IPv4-mapped IPv6 address reaches its IPv4 address); ``[0:0::0:1]`` gives ``::1``. A name
+    is lower case without a trailing dot; pass it in its ASCII (IDNA) form, ``httpx.URL.raw_host``.
+    """
+    name = normalise_host(host)
+    address = literal_address(name)
+    if address is None:
+        return name
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return str(address.ipv4_mapped)
+    return str(address)
 
 
 def is_localhost_name(host: str) -> bool:

@@ -3,7 +3,9 @@
 The caller and the model never see a secret: it is read from the environment
 (or a callable) when a request to a matching host is sent, set on that one
 outgoing request, and never put in the intent, the trace, an audit row or an
-error message.
+error message. It goes only over ``https``, unless the operator lists the host
+in ``http_hosts``: plain ``http`` would hand it to anyone on the path (and an
+``https`` to ``http`` redirect would downgrade it).
 """
 
 from __future__ import annotations
@@ -43,7 +45,9 @@ class Credential(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
 
     hosts: Annotated[tuple[HostPattern, ...], Field(min_length=1)]
-    """Host patterns (exact or ``*.example.com``) the secret is sent to, and no others."""
+    """Host patterns (exact or ``*.example.com``) the secret is sent to over https, and no others."""
+    http_hosts: tuple[HostPattern, ...] = ()
+    """Of those hosts, the ones the secret may also reach over plain ``http`` (an explicit opt-in)."""
     header: str = "Authorization"
     """The header that carries the secret."""
     prefix: str = ""
@@ -53,10 +57,17 @@ class Credential(BaseModel):
     value_from: Callable[[], str] | None = Field(default=None, repr=False)
     """A callable returning the secret (code only), instead of ``env``."""
 
-    @field_validator("hosts")
+    @field_validator("hosts", "http_hosts")
     @classmethod
     def _hosts(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         return tuple(_check_pattern(v) for v in value)
+
+    def sent_to(self, url: httpx.URL) -> bool:
+        """Whether this secret goes on a request to ``url``: a bound host, over https or opted-in http."""
+        host = url.raw_host.decode("ascii")
+        if not host_matches(host, self.hosts):
+            return False
+        return url.scheme == "https" or host_matches(host, self.http_hosts)
 
     @field_validator("header")
     @classmethod
@@ -78,6 +89,9 @@ class Credential(BaseModel):
             raise ValueError("a credential needs exactly one of env or value_from")
         if _BAD_VALUE.search(self.prefix):
             raise ValueError("prefix must not contain CR, LF or NUL")
+        stray = [p for p in self.http_hosts if p not in self.hosts and not host_matches(p, self.hosts)]
+        if stray:
+            raise ValueError(f"http_hosts {', '.join(stray)} not in hosts: a secret only goes to its hosts")
         return self
 
     def value(self, env: Mapping[str, str]) -> str:
@@ -109,9 +123,8 @@ class Credential(BaseModel):
 def inject_credentials(
     request: httpx.Request, credentials: Sequence[Credential], env: Mapping[str, str]
 ) -> httpx.Request:
-    """``request`` with the secret headers of every credential bound to its host."""
-    host = request.url.raw_host.decode("ascii")
-    matching = [c for c in credentials if host_matches(host, c.hosts)]
+    """``request`` with the secret headers of every credential `Credential.sent_to` its URL."""
+    matching = [c for c in credentials if c.sent_to(request.url)]
     if not matching:
         return request
     headers = request.headers.copy()

@@ -22,6 +22,7 @@ __all__ = [
     "HTTPX_ERRORS",
     "HttpStatusError",
     "ResponseCheckError",
+    "ResponseEncodingError",
     "ResponseSchemaError",
     "TooManyRedirectsError",
     "UnexpectedContentTypeError",
@@ -56,6 +57,16 @@ class HttpStatusError(ToolExecutionError):
 
 class TooManyRedirectsError(ToolExecutionError):
     """More redirect hops than ``max_redirects``."""
+
+
+class ResponseEncodingError(ToolExecutionError):
+    """The response's ``Content-Encoding`` is unsupported, stacked too deep, corrupt or truncated.
+
+    The body is dropped; nothing undecoded is returned.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, request_sent=True)
 
 
 class ResponseCheckError(ToolExecutionError):

@@ -1,7 +1,9 @@
 """Sending a prepared request: credentials, rate limits, redirects, bounded body, response checks.
 
-The body is streamed: reading stops, and the connection is closed, as soon as
-``max_response_bytes`` or ``total_timeout`` is passed. Redirects are followed
+The body is streamed and decoded in bounded pieces (`toolbox_http._decoding`):
+reading stops, and the connection is closed, as soon as ``max_response_bytes``
+(on the wire or decoded) or the call's ``total_timeout`` (`toolbox_http._deadline`)
+is passed. Redirects are followed
 here, hop by hop, never by httpx: each hop passes the egress policy and the
 address guard again, and secrets never cross to another origin.
 """
@@ -11,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import time
 from collections.abc import Mapping
 from typing import final
 
@@ -23,6 +24,8 @@ from toolbox.errors import ResponseTooLargeError, ToolExecutionError, ToolTimeou
 from toolbox.redact import redact_url
 from toolbox_http._clients import Clients
 from toolbox_http._credentials import SENSITIVE_HEADERS, inject_credentials
+from toolbox_http._deadline import Deadline
+from toolbox_http._decoding import BodyDecoder
 from toolbox_http._egress import EgressDeniedError
 from toolbox_http._errors import (
     ResponseSchemaError,
@@ -43,27 +46,25 @@ _BODY_HEADERS = ("content-type", "content-length", "transfer-encoding", "content
 
 @final
 class _Body:
-    """Collects the body, enforcing the byte limit and the deadline."""
+    """Collects one response body: decoded in bounded pieces, never past ``max_response_bytes``.
 
-    __slots__ = ("_buffer", "_deadline", "_options", "label")
+    The limit applies to the bytes on the wire and, separately, to the decoded bytes,
+    so neither a compression bomb nor endless undecodable padding gets through.
+    """
 
-    def __init__(self, prepared: Prepared, options: HttpOptions) -> None:
-        self._options = options
-        self._deadline = time.monotonic() + options.total_timeout
-        self.label = f"{prepared.request.method} {prepared.target}"
+    __slots__ = ("_buffer", "_decoder", "_encoding", "_limit", "_wire", "label")
+
+    def __init__(self, label: str, limit: int) -> None:
+        self.label = label
+        self._limit = limit
         self._buffer = bytearray()
-
-    def check_deadline(self) -> None:
-        if time.monotonic() > self._deadline:
-            raise ToolTimeoutError(self.timeout_message())
-
-    def timeout_message(self) -> str:
-        return f"{self.label} exceeded total_timeout ({self._options.total_timeout} s)"
+        self._wire = 0
+        self._encoding: str | None = None
+        self._decoder: BodyDecoder | None = None
 
     def start(self, response: httpx.Response) -> None:
         """Reject a declared length over the limit before reading any of it."""
-        self.check_deadline()
-        limit = self._options.max_response_bytes
+        self._encoding = response.headers.get("content-encoding")
         declared = response.headers.get("content-length")
         # A HEAD response declares the length of the body it does not send.
         if declared is None or response.request.method == "HEAD":
@@ -72,22 +73,48 @@ class _Body:
             length = int(declared)
         except ValueError:
             return
-        if length > limit:
+        if length > self._limit:
             raise ResponseTooLargeError(
-                f"{self.label}: Content-Length {length} exceeds max_response_bytes ({limit})"
+                f"{self.label}: Content-Length {length} exceeds max_response_bytes ({self._limit})"
             )
 
-    def add(self, chunk: bytes) -> None:
-        limit = self._options.max_response_bytes
-        if len(self._buffer) + len(chunk) > limit:
-            raise ResponseTooLargeError(f"{self.label}: response body exceeds max_response_bytes ({limit})")
-        self._buffer += chunk
-        self.check_deadline()
+    def _too_large(self) -> ResponseTooLargeError:
+        return ResponseTooLargeError(
+            f"{self.label}: response body exceeds max_response_bytes ({self._limit})"
+        )
+
+    def add(self, raw: bytes) -> None:
+        """Decode ``raw`` (bytes as received) and keep the result."""
+        self._wire += len(raw)
+        if self._wire > self._limit:
+            raise self._too_large()
+        if not raw:
+            return
+        if self._decoder is None:
+            # Built on the first byte: an empty body (HEAD, 204, 304) never needs decoding.
+            self._decoder = BodyDecoder(self._encoding)
+        for piece in self._decoder.decode(raw):
+            if len(self._buffer) + len(piece) > self._limit:
+                raise self._too_large()
+            self._buffer += piece
+
+    def add_read(self, response: httpx.Response) -> None:
+        """Keep the body of a response a caller's transport built already read (and decoded)."""
+        if len(response.content) > self._limit:
+            raise self._too_large()
+        self._buffer += response.content
 
     def response(self, response: httpx.Response, target: str, redirects: int) -> HttpResponse:
+        if self._decoder is not None:
+            self._decoder.finish()
         return HttpResponse(
             response.status_code, response.headers, bytes(self._buffer), target, redirects=redirects
         )
+
+
+def _host_of(request: httpx.Request) -> str:
+    """The host in its ASCII (IDNA) form: ``bücher.example`` and ``xn--bcher-kva.example`` are one host."""
+    return request.url.raw_host.decode("ascii")
 
 
 def _media_matches(media: str, expected: str) -> bool:
@@ -198,60 +225,127 @@ class Exchange:
                 headers.pop(name, None)
         return httpx.Request(method, url, headers=headers, content=content), next_target
 
-    def send(self, prepared: Prepared) -> HttpResponse:
-        """Send ``prepared`` on the shared sync client and read the bounded body."""
-        body = _Body(prepared, self._options)
+    def _timeouts(self, deadline: Deadline) -> dict[str, float]:
+        """httpx's per-request timeouts, none longer than the time the call has left."""
+        left = max(deadline.remaining(), 0.0)
+        connect, read = self._options.connect_timeout, self._options.read_timeout
+        return {
+            "connect": min(connect, left),
+            "read": min(read, left),
+            "write": min(read, left),
+            "pool": min(connect, left),
+        }
+
+    def _begin(self, prepared: Prepared, deadline: Deadline | None) -> Deadline:
+        """The call's deadline, refusing a retry that has no time left (nothing is sent)."""
+        deadline = deadline if deadline is not None else Deadline(self._options.total_timeout)
+        if deadline.expired():
+            raise ToolTimeoutError(
+                f"{prepared.request.method} {prepared.target} exceeded total_timeout ({deadline.seconds} s) "
+                "in earlier attempts; this one was not sent",
+                request_sent=False,
+            )
+        deadline.start()
+        return deadline
+
+    @staticmethod
+    def _timed_out(label: str, deadline: Deadline, error: ToolTimeoutError) -> ToolTimeoutError:
+        """A timeout at the deadline, named as such; another timeout (a silent read) unchanged."""
+        if not deadline.expired():
+            return error
+        return _deadline_error(label, deadline, error.request_sent)
+
+    def send(self, prepared: Prepared, deadline: Deadline | None = None) -> HttpResponse:
+        """Send ``prepared`` on the shared sync client and read the bounded body.
+
+        ``deadline`` is the call's, shared by the chain's retries of one intent.
+        """
+        deadline = self._begin(prepared, deadline)
+        body = _Body(f"{prepared.request.method} {prepared.target}", self._options.max_response_bytes)
+        try:
+            with deadline.current():
+                return self._send(prepared, body, deadline)
+        except ToolTimeoutError as exc:
+            raise self._timed_out(body.label, deadline, exc) from None
+
+    def _send(self, prepared: Prepared, body: _Body, deadline: Deadline) -> HttpResponse:
         request, target, hops = prepared.request, prepared.target, 0
         client = self._clients.sync_client()
         while True:
             outgoing = self._outgoing(request)
+            outgoing.extensions = {**outgoing.extensions, "timeout": self._timeouts(deadline)}
             location = None
-            with self._hold(request.url.host), httpx_errors(request.method, target):
+            with self._hold(_host_of(request)), httpx_errors(request.method, target):
                 response = client.send(outgoing, stream=True)
                 try:
                     location = self._location(response)
                     if location is None:
                         body.start(response)
-                        for chunk in response.iter_bytes():
-                            body.add(chunk)
+                        if response.is_stream_consumed:
+                            body.add_read(response)
+                        else:
+                            for chunk in response.iter_raw():
+                                body.add(chunk)
+                                _check(deadline)
                 finally:
                     # Closing an unfinished response drops its connection instead of draining it.
                     response.close()
             if location is None:
                 return check_response(body.response(response, target, hops), self._options)
+            _check(deadline)
             hops += 1
             request, target = self._next_hop(request, response.status_code, location, hops, target)
             body.label = f"{request.method} {target}"
 
-    async def _send_async(self, prepared: Prepared, body: _Body) -> HttpResponse:
+    async def _send_async(self, prepared: Prepared, body: _Body, deadline: Deadline) -> HttpResponse:
         request, target, hops = prepared.request, prepared.target, 0
-        client = await self._clients.async_client()
-        while True:
-            outgoing = self._outgoing(request)
-            location = None
-            async with self._ahold(request.url.host):
-                with httpx_errors(request.method, target):
-                    response = await client.send(outgoing, stream=True)
-                    try:
-                        location = self._location(response)
-                        if location is None:
-                            body.start(response)
-                            async for chunk in response.aiter_bytes():
-                                body.add(chunk)
-                    finally:
-                        await response.aclose()
-            if location is None:
-                return check_response(body.response(response, target, hops), self._options)
-            hops += 1
-            request, target = self._next_hop(request, response.status_code, location, hops, target)
-            body.label = f"{request.method} {target}"
+        with deadline.current():
+            client = await self._clients.async_client()
+            while True:
+                outgoing = self._outgoing(request)
+                outgoing.extensions = {**outgoing.extensions, "timeout": self._timeouts(deadline)}
+                location = None
+                async with self._ahold(_host_of(request)):
+                    with httpx_errors(request.method, target):
+                        response = await client.send(outgoing, stream=True)
+                        try:
+                            location = self._location(response)
+                            if location is None:
+                                body.start(response)
+                                if response.is_stream_consumed:
+                                    body.add_read(response)
+                                else:
+                                    async for chunk in response.aiter_raw():
+                                        body.add(chunk)
+                                        _check(deadline)
+                        finally:
+                            await response.aclose()
+                if location is None:
+                    return check_response(body.response(response, target, hops), self._options)
+                _check(deadline)
+                hops += 1
+                request, target = self._next_hop(request, response.status_code, location, hops, target)
+                body.label = f"{request.method} {target}"
 
-    async def send_async(self, prepared: Prepared) -> HttpResponse:
+    async def send_async(self, prepared: Prepared, deadline: Deadline | None = None) -> HttpResponse:
         """Send ``prepared`` on the event loop's pooled client; the exchange is cancelled at the deadline."""
-        body = _Body(prepared, self._options)
+        deadline = self._begin(prepared, deadline)
+        body = _Body(f"{prepared.request.method} {prepared.target}", self._options.max_response_bytes)
         try:
-            return await asyncio.wait_for(self._send_async(prepared, body), self._options.total_timeout)
-        except ToolTimeoutError:
-            raise
+            return await asyncio.wait_for(self._send_async(prepared, body, deadline), deadline.remaining())
+        except ToolTimeoutError as exc:
+            raise self._timed_out(body.label, deadline, exc) from None
         except asyncio.TimeoutError:
-            raise ToolTimeoutError(body.timeout_message()) from None
+            raise _deadline_error(body.label, deadline, None) from None
+
+
+def _deadline_error(label: str, deadline: Deadline, request_sent: bool | None) -> ToolTimeoutError:
+    return ToolTimeoutError(
+        f"{label} exceeded total_timeout ({deadline.seconds} s)", request_sent=request_sent
+    )
+
+
+def _check(deadline: Deadline) -> None:
+    """Stop between reads once the deadline has passed (the streams stop within a read)."""
+    if deadline.expired():
+        raise ToolTimeoutError("total_timeout reached")

@@ -6,7 +6,8 @@ asks it for a TCP connection to ``(host, port)``; it resolves ``host`` once
 allowed, and connects to the checked address itself. The request URL is left
 alone, so the ``Host`` header and the TLS server name (SNI and certificate check)
 stay the original host name, and no later resolution can swap the address
-(DNS rebinding).
+(DNS rebinding). Every stream it opens ends its operations by the call's
+deadline (`toolbox_http._deadline`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import httpcore
 import httpx
 
 from toolbox_http._address import IPAddress, address_problem, is_localhost_name, literal_address
+from toolbox_http._deadline import AsyncDeadlineStream, DeadlineStream, time_left
 from toolbox_http._egress import EgressDeniedError, EgressPolicy, Resolver
 
 __all__ = ["AddressGuard", "guarded_async_transport", "guarded_transport", "system_resolver"]
@@ -115,7 +117,9 @@ class _GuardedBackend(httpcore.NetworkBackend):
         error: Exception | None = None
         for address in self._guard.addresses(host, port):
             try:
-                return self._inner.connect_tcp(address, port, timeout, local_address, socket_options)
+                bounded = time_left(timeout, httpcore.ConnectTimeout)
+                stream = self._inner.connect_tcp(address, port, bounded, local_address, socket_options)
+                return DeadlineStream(stream)
             except httpcore.ConnectError as exc:
                 error = exc
         raise error if error is not None else httpcore.ConnectError("no address")
@@ -155,7 +159,9 @@ class _AsyncGuardedBackend(httpcore.AsyncNetworkBackend):
         error: Exception | None = None
         for address in addresses:
             try:
-                return await self._inner.connect_tcp(address, port, timeout, local_address, socket_options)
+                bounded = time_left(timeout, httpcore.ConnectTimeout)
+                stream = await self._inner.connect_tcp(address, port, bounded, local_address, socket_options)
+                return AsyncDeadlineStream(stream)
             except httpcore.ConnectError as exc:
                 error = exc
         raise error if error is not None else httpcore.ConnectError("no address")

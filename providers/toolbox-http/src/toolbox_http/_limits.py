@@ -11,7 +11,7 @@ from typing import Annotated, Literal, final
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from toolbox_http._address import normalise_host
+from toolbox_http._address import canonical_host
 from toolbox_http._egress import RateLimitedError
 
 __all__ = ["HostLimiter", "RateLimit"]
@@ -49,7 +49,11 @@ class _Host:
 
 @final
 class HostLimiter:
-    """Hands out permission to send one request to a host, per `RateLimit`."""
+    """Hands out permission to send one request to a host, per `RateLimit`.
+
+    Hosts are keyed by `canonical_host`, so respelling an address (``127.1``,
+    ``2130706433``, ``[::ffff:7f00:1]``) does not earn a fresh bucket.
+    """
 
     __slots__ = ("_clock", "_hosts", "_limit", "_lock")
 
@@ -107,7 +111,7 @@ class HostLimiter:
         Raises:
             RateLimitedError: no slot within the limits.
         """
-        host = normalise_host(host)
+        host = canonical_host(host)
         waited = 0.0
         while (wait := self._try(host)) > 0:
             if self._refuse(host, waited, wait):
@@ -122,7 +126,7 @@ class HostLimiter:
     @asynccontextmanager
     async def ahold(self, host: str) -> AsyncIterator[None]:
         """The async twin of `hold`: waiting does not block the event loop."""
-        host = normalise_host(host)
+        host = canonical_host(host)
         waited = 0.0
         while (wait := self._try(host)) > 0:
             if self._refuse(host, waited, wait):

@@ -37,14 +37,14 @@ class HttpOptions(BaseModel):
     read_timeout: Seconds = 10.0
     """Seconds to wait for each chunk of the response (and to send the request)."""
     total_timeout: Seconds = 30.0
-    """Seconds for the whole exchange, including reading the body.
+    """Seconds for the whole call: connecting, the response head, body and trailers,
+    redirects, and the governed chain's retries (which share one deadline).
 
-    Async calls are cancelled at the deadline. Sync calls check it after each
-    chunk, so one silent read can add up to ``read_timeout`` (itself capped at
-    ``total_timeout``).
+    Every connect, read and write is cut to the time left, on both doors; a retry
+    with no time left is not sent. System name resolution is not interruptible.
     """
     max_response_bytes: ByteCount = 10 * MIB
-    """Largest response body accepted; reading stops as soon as it is passed."""
+    """Largest response body accepted, on the wire and decoded; reading stops as soon as it is passed."""
     max_request_bytes: ByteCount = 10 * MIB
     """Largest request body accepted."""
     ca_bundle: FilePath | None = None

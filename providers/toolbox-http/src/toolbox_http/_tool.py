@@ -10,6 +10,7 @@ from toolbox.errors import AcknowledgementRequiredError
 from toolbox.intent import ReadIntent, WriteIntent
 from toolbox.runtime import ToolRuntime
 from toolbox_http._clients import Clients
+from toolbox_http._deadline import Deadline
 from toolbox_http._egress import EgressDeniedError, EgressMode
 from toolbox_http._exchange import Exchange
 from toolbox_http._options import HttpOptions
@@ -48,7 +49,8 @@ class HttpTool:
     `EgressDeniedError` when the host resolves to a refused address or a
     redirect leaves the policy, `RateLimitedError` (``RATE_LIMITED``),
     `toolbox.ToolTimeoutError`, `toolbox.ToolConnectionError`,
-    `toolbox.ResponseTooLargeError`, `ResponseCheckError` or `toolbox.ToolExecutionError`.
+    `toolbox.ResponseTooLargeError`, `ResponseEncodingError`, `ResponseCheckError` or
+    `toolbox.ToolExecutionError`.
     """
 
     __slots__ = ("_clients", "_exchange", "_options", "_runtime")
@@ -183,22 +185,25 @@ class HttpTool:
 
     def _read(self, operation: str, prepared: Prepared) -> ReadIntent[HttpResponse]:
         exchange = self._exchange
+        # One deadline per call: the chain's retries spend what the first attempt left.
+        deadline = Deadline(self._options.total_timeout)
         return self._runtime.read_intent(
             operation,
-            lambda: exchange.send(prepared),
+            lambda: exchange.send(prepared, deadline),
             target=prepared.target,
-            acall=lambda: exchange.send_async(prepared),
+            acall=lambda: exchange.send_async(prepared, deadline),
             arguments=_governed_arguments(prepared),
             warnings=prepared.warnings,
         )
 
     def _write(self, operation: str, prepared: Prepared) -> WriteIntent[HttpResponse]:
         exchange = self._exchange
+        deadline = Deadline(self._options.total_timeout)
         return self._runtime.write_intent(
             operation,
-            lambda: exchange.send(prepared),
+            lambda: exchange.send(prepared, deadline),
             target=prepared.target,
-            acall=lambda: exchange.send_async(prepared),
+            acall=lambda: exchange.send_async(prepared, deadline),
             arguments=_governed_arguments(prepared),
             warnings=prepared.warnings,
         )
