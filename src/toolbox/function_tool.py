@@ -150,7 +150,8 @@ class _Bound:
 
 
 def _tool_name(function: Callable[..., Any]) -> str:
-    return re.sub(r"[^a-z0-9_.-]", "_", function.__name__.lower()).lstrip("_.-") or "tool"
+    # A valid tool name: runs of anything else become one "_", none at either end.
+    return re.sub(r"[^a-z0-9-]+", "_", function.__name__.lower()).strip("_").lstrip("0123456789-_") or "tool"
 
 
 @overload
