@@ -9,6 +9,8 @@ shipped tools, with exact names, namespace prefixes and lookalikes.
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
 import respx
@@ -21,6 +23,7 @@ from toolbox import (
     Gateway,
     InvalidDescriptorError,
     OperationDescriptor,
+    PolicyFileError,
     ProviderConflictError,
     RiskClass,
     Status,
@@ -349,3 +352,14 @@ def test_a_loaded_namespace_resolves_every_name_to_its_own_tool(names):
             dotted = f"{name}.{operation}"
             assert catalog.resolve_name(dotted) == (dotted, name, operation, None)
             assert catalog.resolve_name(to_wire_name(dotted)) == (dotted, name, operation, None)
+
+
+@pytest.mark.parametrize("name", ["http\n", "HTTP", "http__get", "a" * 65, "http.get.", "\uff48ttp"])
+def test_policies_refuse_names_no_tool_can_have(tmp_path, name):
+    """A policy in code or in a file cannot name a lookalike either: the same rules apply."""
+    with pytest.raises(PolicyFileError):
+        ToolPolicy.standard().allow(name)
+    policy = tmp_path / "policy.toml"
+    policy.write_text(f"version = 1\n[allow]\ntools = [{json.dumps(name)}]\n", encoding="utf-8")
+    with pytest.raises(PolicyFileError, match=r"allow\.tools\.0"):
+        ToolPolicy.from_file(policy)

@@ -27,6 +27,7 @@ __all__ = [
 _PART = r"[a-z0-9-]*(?:_[a-z0-9-]+)*"
 TOOL_NAME_PATTERN = rf"^[a-z]{_PART}(?:\.[a-z0-9]{_PART})*$"
 OPERATION_NAME_PATTERN = r"^[a-z][a-z0-9]*(?:_[a-z0-9]+)*$"
+MAX_NAME_LENGTH = 64
 _CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -90,7 +91,7 @@ class OperationDescriptor(BaseModel):
 
     model_config = _Frozen
 
-    name: Annotated[str, Field(pattern=OPERATION_NAME_PATTERN, max_length=64)]
+    name: Annotated[str, Field(pattern=OPERATION_NAME_PATTERN, max_length=MAX_NAME_LENGTH)]
     """Operation name, unique within its tool: lowercase ``snake_case``, no ``__``."""
     effect: Effect = Effect.UNSAFE
     """What the operation does; undeclared means `Effect.UNSAFE`."""
@@ -105,7 +106,7 @@ class ToolDescriptor(BaseModel):
 
     model_config = _Frozen
 
-    name: Annotated[str, Field(pattern=TOOL_NAME_PATTERN, max_length=64)]
+    name: Annotated[str, Field(pattern=TOOL_NAME_PATTERN, max_length=MAX_NAME_LENGTH)]
     """Unique tool name, e.g. ``http`` or ``acme.payments``: lowercase parts joined by single
     dots, with ``-`` and single ``_`` inside a part (never ``__``, never ``_`` at a part's end)."""
     version: Annotated[str, Field(min_length=1, max_length=64)]
