@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -270,3 +271,33 @@ def test_malformed_wire_spellings_reach_nothing(spelling):
     assert CALLS == []
     [event] = events_of(sink, context)
     assert event.reason_code == result.reason_code
+
+
+@pytest.mark.parametrize(
+    "name", [None, 5, b"math.add", ["math.add"], "", "math__add" * 1000, "math.add" * 1000]
+)
+def test_names_that_are_no_names_are_refused(name):
+    """Non-strings, empty and huge names: INVALID_ARGUMENTS/bad_name, nothing runs."""
+    gateway, _ = audited()
+    context = ExecutionContext(tenant="tenant-a", principal="alice")
+    result = gateway.invoke(name, {"a": 1, "purpose": "Sum"}, context=context)  # type: ignore[arg-type]
+    assert (result.status, result.error_code, result.attempts) == (Status.INVALID_ARGUMENTS, "bad_name", 0)
+    assert len(result.name) <= 200
+    assert CALLS == []
+
+
+def test_both_spellings_from_many_threads_reach_the_one_tool():
+    """Concurrent first calls of both spellings compile routes safely and all reach math.add."""
+    gateway, _ = audited()
+    context = ExecutionContext(tenant="tenant-a", principal="alice")
+
+    def call(index: int) -> tuple[Status, Any, str]:
+        spelling = "math.add" if index % 2 else "math__add"
+        result = gateway.invoke(spelling, {"a": index, "b": 1, "purpose": "Sum"}, context=context)
+        return result.status, result.content, result.name
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(call, range(200)))
+    assert results == [(Status.SUCCESS, index + 1, "math.add") for index in range(200)]
+    assert CALLS == ["math.add"] * 200
+    assert {record.name for record in context.trace.records()} == {"math.add"}
