@@ -25,6 +25,7 @@ from toolbox import (
 from toolbox.audit import AuditTrail, MemorySink
 from toolbox.descriptor import OPERATION_NAME_PATTERN, TOOL_NAME_PATTERN
 from toolbox.route import Route
+from toolbox.selection import ToolChoice
 from toolbox.testing import fake_provider
 from toolbox.wire_names import WIRE_NAME_PATTERN, dotted_name, from_wire_name, is_wire_name, to_wire_name
 from toolbox_fs import FS_ACKNOWLEDGEMENT, FsTool
@@ -301,3 +302,12 @@ def test_both_spellings_from_many_threads_reach_the_one_tool():
     assert results == [(Status.SUCCESS, index + 1, "math.add") for index in range(200)]
     assert CALLS == ["math.add"] * 200
     assert {record.name for record in context.trace.records()} == {"math.add"}
+
+
+def test_selection_choices_use_the_names_definitions_offer(tmp_path):
+    """``ToolChoice.for_descriptor`` names each operation as ``definitions()`` does."""
+    gateway = shipped(tmp_path)
+    offered = {d["name"] for d in gateway.definitions()}
+    for name in ("http", "fs", "calculator", "acme.notes"):
+        descriptor = gateway.catalog.entry(name).descriptor
+        assert {choice.name for choice in ToolChoice.for_descriptor(descriptor)} <= offered
