@@ -20,9 +20,9 @@ def make(tmp_path):
 def test_definitions_for_every_shipped_operation(tmp_path):
     """Each operation exports a schema; parameters shadowing pydantic names keep their public name."""
     definitions = {d["name"]: d["parameters"] for d in make(tmp_path).definitions()}
-    assert {"calculator.evaluate", "fs.write", "fs.delete", "http.get", "http.post"} <= set(definitions)
-    assert "json" in definitions["http.post"]["properties"]
-    assert definitions["http.post"]["required"] == ["url", "audit_as"]
+    assert {"calculator__evaluate", "fs__write", "fs__delete", "http__get", "http__post"} <= set(definitions)
+    assert "json" in definitions["http__post"]["properties"]
+    assert definitions["http__post"]["required"] == ["url", "audit_as"]
 
 
 def test_by_name_calls(tmp_path):

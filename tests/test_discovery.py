@@ -1,6 +1,8 @@
 """Discovery: entry points through pluggy, isolation of broken providers, conflicts, blocking."""
 
 import sys
+import textwrap
+import types
 
 import pytest
 
@@ -188,3 +190,110 @@ def test_explicit_providers_are_validated(item):
     """A name or an object without the hook is refused with a message saying what to pass."""
     with pytest.raises(TypeError, match="ToolProvider objects or imported plugin modules"):
         Tools.load(test_context(), providers=[item], discover=False, env={})
+
+
+# -- several tools in one package --------------------------------------------------------------
+
+TWO_TOOLS = """
+    from toolbox import hookimpl
+    from toolbox.testing import fake_provider
+    @hookimpl
+    def toolbox_providers():
+        return [fake_provider("acme.notes"), fake_provider("acme.search")]
+"""
+
+
+def test_two_entry_points_naming_one_module_load_its_tools_once(tmp_path):
+    """One entry point per tool, both naming the plugin module: each tool once, nothing broken."""
+    write_distribution(
+        tmp_path, "acme-tools", {"acme_plugin": TWO_TOOLS}, {"notes": "acme_plugin", "search": "acme_plugin"}
+    )
+    tools = load(tmp_path)
+    assert tools.broken_providers == ()
+    assert tools.has("acme.notes") and tools.has("acme.search")
+    assert tools.distribution_of("acme.notes") == tools.distribution_of("acme.search") == "acme-tools"
+
+
+def test_one_entry_point_whose_hook_returns_several_tools(tmp_path):
+    """The plain way: one entry point, a hook returning every tool of the package."""
+    write_distribution(tmp_path, "acme-tools", {"acme_plugin": TWO_TOOLS}, {"acme": "acme_plugin"})
+    tools = load(tmp_path)
+    assert tools.broken_providers == ()
+    assert tools.has("acme.notes") and tools.has("acme.search")
+
+
+def test_one_module_per_tool_in_one_package(tmp_path):
+    """Or one module per tool, each with its own entry point."""
+    write_distribution(
+        tmp_path,
+        "acme-tools",
+        {"acme_notes": good("acme.notes"), "acme_search": good("acme.search")},
+        {"notes": "acme_notes", "search": "acme_search"},
+    )
+    tools = load(tmp_path)
+    assert tools.broken_providers == ()
+    assert tools.has("acme.notes") and tools.has("acme.search")
+
+
+def test_two_modules_returning_the_same_tool_conflict(tmp_path):
+    """Two hooks returning one tool is a conflict, not a silent duplicate."""
+    write_distribution(
+        tmp_path,
+        "acme-tools",
+        {"acme_a": good("acme.notes"), "acme_b": good("acme.notes")},
+        {"a": "acme_a", "b": "acme_b"},
+    )
+    with pytest.raises(ProviderConflictError, match=r"'acme\.notes'"):
+        load(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("target", "source"),
+    [
+        # The function, not its module: pluggy finds no hook on a function object.
+        ("acme_plugin:toolbox_providers", TWO_TOOLS),
+        # The hook function without @hookimpl.
+        (
+            "acme_plugin",
+            "from toolbox.testing import fake_provider\n"
+            "def toolbox_providers():\n    return [fake_provider('acme.notes')]\n",
+        ),
+    ],
+)
+def test_an_entry_point_without_a_hook_is_reported_not_ignored(tmp_path, target, source):
+    """An entry point that yields no hook implementation is a broken provider that says why."""
+    write_distribution(tmp_path, "acme-tools", {"acme_plugin": source}, {"acme": target})
+    tools = load(tmp_path)
+    [broken] = tools.broken_providers
+    assert broken.distribution == "acme-tools"
+    assert "has no @hookimpl toolbox_providers() function" in broken.error
+    assert not tools.has("acme.notes")
+    assert tools.has(CalculatorTool)
+
+
+def test_an_entry_point_naming_another_distributions_module_is_reported(tmp_path):
+    """A package cannot claim another package's plugin module (and its tools) as its own."""
+    write_distribution(tmp_path, "acme-tools", {"acme_plugin": TWO_TOOLS}, {"acme": "acme_plugin"})
+    write_distribution(tmp_path, "zz-borrower", {}, {"borrowed": "acme_plugin"})
+    tools = load(tmp_path)
+    [broken] = tools.broken_providers  # whichever entry point came second (scan order is the file system's)
+    first = ({"acme-tools", "zz-borrower"} - {broken.distribution}).pop()
+    assert f"names a plugin module already registered by {first}" in broken.error
+    assert tools.distribution_of("acme.notes") == tools.distribution_of("acme.search") == first
+
+
+def test_an_explicit_module_passed_twice_loads_once():
+    """providers=[module, module] registers the module once."""
+    module = types.ModuleType("acme_plugin")
+    exec(textwrap.dedent(TWO_TOOLS), module.__dict__)
+    tools = Tools.load(test_context(), providers=[module, module], discover=False, env={})
+    assert tools.broken_providers == ()
+    assert tools.has("acme.notes") and tools.has("acme.search")
+
+
+def test_an_explicit_module_with_an_unmarked_hook_is_a_type_error():
+    """A hook function without @hookimpl would be ignored by pluggy: refused with the fix."""
+    module = types.ModuleType("acme_plugin")
+    module.toolbox_providers = lambda: [fake_provider("acme.notes")]  # type: ignore[attr-defined]
+    with pytest.raises(TypeError, match=r"decorate it with @toolbox.hookimpl"):
+        Tools.load(test_context(), providers=[module], discover=False, env={})

@@ -609,13 +609,13 @@ def test_ainvoke_matches_invoke():
 def test_definitions_are_function_schemas():
     """Each allowed operation exports a JSON Schema usable as an LLM function definition."""
     definitions = {d["name"]: d for d in make().definitions()}
-    lookup = definitions["billing.lookup_invoice"]
+    lookup = definitions["billing__lookup_invoice"]
     schema = lookup["parameters"]
     assert schema["required"] == ["invoice_id", "purpose"]
     assert schema["properties"]["invoice_id"]["exclusiveMinimum"] == 0
     assert schema["additionalProperties"] is False
-    assert "audit_as" in definitions["billing.charge"]["parameters"]["properties"]
-    assert "calculator.evaluate" not in definitions  # not registered here
+    assert "audit_as" in definitions["billing__charge"]["parameters"]["properties"]
+    assert "calculator__evaluate" not in definitions  # not registered here
 
 
 def test_every_outcome_is_recorded():

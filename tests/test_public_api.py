@@ -19,6 +19,7 @@ def test_all_is_sorted_and_complete():
         "function_tool",
         "gateway",
         "intent",
+        "namespace",
         "pipeline",
         "policy",
         "policy_file",
@@ -29,6 +30,7 @@ def test_all_is_sorted_and_complete():
         "selection",
         "testing",
         "tools",
+        "wire_names",
     }
     assert set(toolbox.__all__) == public - modules - {"annotations"}
     assert len(set(toolbox.__all__)) == len(toolbox.__all__)  # ruff's RUF022 keeps the order sorted

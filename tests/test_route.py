@@ -137,7 +137,9 @@ def make_side(
         monkeypatch.setattr(
             Gateway,
             "_learn",
-            lambda self, invocation: None if self is gateway else original_learn(self, invocation),
+            lambda self, name, invocation: (
+                None if self is gateway else original_learn(self, name, invocation)
+            ),
         )
     context = ExecutionContext(tenant="tenant-a", principal="alice")
     return Side(gateway, behaviour, env, made, context)

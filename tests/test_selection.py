@@ -409,7 +409,7 @@ def test_tool_choice_is_frozen_and_validated():
 
 
 def test_tool_choice_for_descriptor():
-    """Each operation becomes a tool.operation choice, falling back to the tool summary."""
+    """Each operation becomes a choice under its wire name, falling back to the tool summary."""
     descriptor = ToolDescriptor(
         name="http",
         version="1",
@@ -418,8 +418,8 @@ def test_tool_choice_for_descriptor():
         operations=[{"name": "get", "summary": "Fetch a URL"}, {"name": "post"}],
     )
     assert ToolChoice.for_descriptor(descriptor) == (
-        ToolChoice("http.get", "Fetch a URL"),
-        ToolChoice("http.post", "HTTP client"),
+        ToolChoice("http__get", "Fetch a URL"),
+        ToolChoice("http__post", "HTTP client"),
     )
     assert all(c.always_include for c in ToolChoice.for_descriptor(descriptor, always_include=True))
 

@@ -201,10 +201,10 @@ def test_function_tools_both_doors():
     with pytest.raises(ValueError, match="unexpected keyword"):
         tools.get(add).call(1, c=2)
     definitions = {d["name"]: d for d in gateway.definitions()}
-    assert set(definitions) == {"add", "notes.save"}
+    assert set(definitions) == {"add", "notes__save"}
     assert definitions["add"]["description"] == "Add two integers."
     assert definitions["add"]["parameters"]["required"] == ["a", "purpose"]
-    assert "audit_as" in definitions["notes.save"]["parameters"]["required"]
+    assert "audit_as" in definitions["notes__save"]["parameters"]["required"]
 
 
 def test_function_tool_arguments_bind_like_a_python_call():

@@ -17,10 +17,12 @@ from toolbox.descriptor import ToolDescriptor
 from toolbox.discovery import BrokenProvider, RegisteredTool
 from toolbox.discovery import discover as discover_tools
 from toolbox.errors import InvalidArgumentsError
+from toolbox.namespace import check_namespace
 from toolbox.pipeline.arguments import OperationSchema, operation_schema
 from toolbox.pipeline.chain import Pipeline
 from toolbox.pipeline.governance import Governance
 from toolbox.policy import PolicyDecision, ToolPolicy
+from toolbox.wire_names import dotted_name, to_wire_name
 
 if TYPE_CHECKING:
     from toolbox.audit.trail import AuditTrail
@@ -97,6 +99,8 @@ class Catalog:
         self._blocked = tuple(sorted(set(blocked)))
         self._entries: dict[object, CatalogEntry] = {}
         self._by_name: dict[str, CatalogEntry] = {}
+        tools = tuple(tools)
+        check_namespace(tools)  # name resolution below relies on it; discovery checked it already
         for tool in tools:
             entry = CatalogEntry(tool, policy.decide(tool.descriptor, tool.provider.tool_type))
             self._entries[tool.descriptor.name] = entry
@@ -116,7 +120,7 @@ class Catalog:
         self._governance = chosen.with_policy(policy)
         self._pipeline = self._governance.build(env=self._env)
         self._schemas: dict[tuple[str, str], OperationSchema] = {}
-        self._names: dict[str, tuple[str, str, str | None]] = {}
+        self._names: dict[str, tuple[str, str, str, str | None]] = {}
         self._lock = threading.Lock()
 
     @classmethod
@@ -206,11 +210,15 @@ class Catalog:
         """The options given for tool ``name``."""
         return self._options.get(name)
 
-    def resolve_name(self, name: str) -> tuple[str, str, str | None]:
-        """Split a by-name call ``tool.operation[:version]`` into its parts.
+    def resolve_name(self, name: str) -> tuple[str, str, str, str | None]:
+        """Resolve a by-name call: ``(dotted name, tool, operation, version)``.
 
-        Tool names may contain dots, so the longest registered tool name wins.
-        A tool with one operation may be called by its tool name alone.
+        ``name`` is ``tool.operation[:version]``, or its wire name
+        (`toolbox.wire_names`: ``tool__operation``); a tool with one operation
+        may be called by its tool name alone. The dotted name returned is the
+        one traces and audit events keep (with the version suffix, if given).
+        Load-time namespace checks (`toolbox.namespace`) make this a lookup,
+        never a choice: the operation is the last dotted part.
 
         Raises:
             InvalidArgumentsError: malformed or unknown name (``error_code`` says which).
@@ -223,18 +231,21 @@ class Catalog:
             self._names[name] = resolved
         return resolved
 
-    def _resolve_name(self, name: str) -> tuple[str, str, str | None]:
+    def _resolve_name(self, name: str) -> tuple[str, str, str, str | None]:
         if not isinstance(name, str) or not name or len(name) > 200:
             raise InvalidArgumentsError(
                 "the tool name must be a non-empty string", error_code="bad_name", field_path=""
             )
-        base, _, version = name.partition(":")
-        candidates = [t for t in self._by_name if base == t or base.startswith(t + ".")]
-        if not candidates:
-            raise InvalidArgumentsError(
-                f"no tool is registered as {base!r}", error_code="unknown_tool", field_path=""
-            )
-        tool = max(candidates, key=len)
+        dotted = dotted_name(name)
+        base, _, version = dotted.partition(":")
+        if base in self._by_name:
+            tool = base
+        else:
+            tool = base.rpartition(".")[0]
+            if tool not in self._by_name:
+                raise InvalidArgumentsError(
+                    f"no tool is registered as {base!r}", error_code="unknown_tool", field_path=""
+                )
         operations = self._by_name[tool].descriptor.operations
         if base == tool:
             if len(operations) != 1:
@@ -251,7 +262,7 @@ class Catalog:
                 raise InvalidArgumentsError(
                     f"{tool!r} has no operation {operation!r}", error_code="unknown_operation", field_path=""
                 )
-        return tool, operation, version or None
+        return dotted, tool, operation, version or None
 
     def schema(self, tool: str, operation: str) -> OperationSchema:
         """The argument schema of ``tool.operation``, derived once from its method."""
@@ -272,6 +283,9 @@ class Catalog:
     def definitions(self) -> list[dict[str, Any]]:
         """LLM function definitions (name, description, JSON Schema) of every allowed operation.
 
+        Names are wire names (``calculator__evaluate``, `toolbox.wire_names`),
+        which every model API accepts; `toolbox.Gateway` takes both spellings.
+
         Tools whose acknowledgement is missing are included: whether a call may
         run is decided per call.
         """
@@ -279,5 +293,8 @@ class Catalog:
         for name in sorted(self._by_name):
             entry = self._by_name[name]
             if entry.decision.allowed:
-                found.extend(self.schema(name, op.name).definition() for op in entry.descriptor.operations)
+                for op in entry.descriptor.operations:
+                    definition = self.schema(name, op.name).definition()
+                    definition["name"] = to_wire_name(definition["name"])
+                    found.append(definition)
         return found

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from toolbox.errors import InvalidDescriptorError
+from toolbox.wire_names import MAX_WIRE_NAME, to_wire_name
 
 __all__ = [
     "Acknowledgement",
@@ -21,7 +22,12 @@ __all__ = [
     "validate_descriptor",
 ]
 
-TOOL_NAME_PATTERN = r"^[a-z][a-z0-9_.-]{0,63}$"
+# Parts between dots: lowercase ASCII letters, digits, "-" and single "_" inside a part. No
+# "__" and no "_" at either end of a part: that keeps wire names reversible (toolbox.wire_names).
+_PART = r"[a-z0-9-]*(?:_[a-z0-9-]+)*"
+TOOL_NAME_PATTERN = rf"^[a-z]{_PART}(?:\.[a-z0-9]{_PART})*$"
+OPERATION_NAME_PATTERN = r"^[a-z][a-z0-9]*(?:_[a-z0-9]+)*$"
+MAX_NAME_LENGTH = 64
 _CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -53,7 +59,9 @@ class Effect(str, enum.Enum):
         return cls.UNSAFE
 
 
-_Frozen = ConfigDict(frozen=True, extra="forbid")
+# Instances are validated again wherever they are validated as input: a descriptor made
+# with model_construct() cannot carry a name the rules refuse.
+_Frozen = ConfigDict(frozen=True, extra="forbid", revalidate_instances="always")
 
 
 class Acknowledgement(BaseModel):
@@ -83,8 +91,8 @@ class OperationDescriptor(BaseModel):
 
     model_config = _Frozen
 
-    name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
-    """Operation name, unique within its tool."""
+    name: Annotated[str, Field(pattern=OPERATION_NAME_PATTERN, max_length=MAX_NAME_LENGTH)]
+    """Operation name, unique within its tool: lowercase ``snake_case``, no ``__``."""
     effect: Effect = Effect.UNSAFE
     """What the operation does; undeclared means `Effect.UNSAFE`."""
     summary: Annotated[str, Field(max_length=500)] = ""
@@ -98,8 +106,9 @@ class ToolDescriptor(BaseModel):
 
     model_config = _Frozen
 
-    name: Annotated[str, Field(pattern=TOOL_NAME_PATTERN)]
-    """Unique tool name, e.g. ``http``."""
+    name: Annotated[str, Field(pattern=TOOL_NAME_PATTERN, max_length=MAX_NAME_LENGTH)]
+    """Unique tool name, e.g. ``http`` or ``acme.payments``: lowercase parts joined by single
+    dots, with ``-`` and single ``_`` inside a part (never ``__``, never ``_`` at a part's end)."""
     version: Annotated[str, Field(min_length=1, max_length=64)]
     """The tool's version."""
     summary: Annotated[str, Field(max_length=500)] = ""
@@ -112,12 +121,18 @@ class ToolDescriptor(BaseModel):
     """The tool's operations, each with its effect."""
 
     @model_validator(mode="after")
-    def _unique_operations(self) -> ToolDescriptor:
+    def _check_operations(self) -> ToolDescriptor:
         seen: set[str] = set()
         for op in self.operations:
             if op.name in seen:
                 raise ValueError(f"operation {op.name!r} is declared twice")
             seen.add(op.name)
+            wire = to_wire_name(f"{self.name}.{op.name}")
+            if len(wire) > MAX_WIRE_NAME:
+                raise ValueError(
+                    f"{self.name}.{op.name} is {len(wire)} characters as a wire name ({wire!r}), "
+                    f"more than {MAX_WIRE_NAME}: shorten the tool or operation name"
+                )
         return self
 
     def effect_of(self, operation: str) -> Effect:
@@ -143,15 +158,14 @@ def validate_descriptor(raw: ToolDescriptor | Mapping[str, Any], *, provider: st
     Raises:
         InvalidDescriptorError: the descriptor does not validate.
     """
-    if isinstance(raw, ToolDescriptor):
-        return raw
-    if not isinstance(raw, Mapping):
+    if not isinstance(raw, (ToolDescriptor, Mapping)):
         raise InvalidDescriptorError(
             f"provider {provider!r} returned a descriptor of type {type(raw).__name__}; "
             "return a toolbox.ToolDescriptor or a mapping of its fields"
         )
     try:
-        return ToolDescriptor.model_validate(dict(raw))
+        # An instance is validated again (revalidate_instances): model_construct() skips the rules.
+        return ToolDescriptor.model_validate(raw if isinstance(raw, ToolDescriptor) else dict(raw))
     except ValidationError as exc:
         raise InvalidDescriptorError(
             f"provider {provider!r} returned an invalid descriptor: {describe_validation_error(exc)}"

@@ -2,8 +2,12 @@
 
 A provider that fails to import, raises in its hook or returns an invalid
 descriptor is reported as broken; every other provider still loads. Two
-providers claiming one tool name is an error: a package must never be able to
-shadow another's tool.
+providers claiming one tool name, one tool type or overlapping by-name names
+is an error (`toolbox.namespace`): a package must never be able to shadow
+another's tool.
+
+A plugin module is registered once: several entry points of one distribution
+may name it (one per tool, say), and its hook's tools are loaded once.
 """
 
 from __future__ import annotations
@@ -17,14 +21,18 @@ import pluggy
 
 from toolbox.descriptor import ToolDescriptor, validate_descriptor
 from toolbox.errors import InvalidDescriptorError, ProviderConflictError
+from toolbox.namespace import EXPLICIT, check_namespace, claimant
 from toolbox.policy import ToolPolicy
 from toolbox.provider import ENTRY_POINT_GROUP, PROJECT_NAME, ProviderSpec, ToolProvider
 
 __all__ = ["BrokenProvider", "Discovery", "RegisteredTool", "discover"]
 
-EXPLICIT = "<explicit>"
 HOOK_NAME = "toolbox_providers"
 _MAX_ERROR_TEXT = 300
+_NO_HOOK = (
+    f"has no @hookimpl {HOOK_NAME}() function: name the module that defines it, "
+    f"decorated with toolbox.hookimpl"
+)
 
 
 @final
@@ -77,10 +85,30 @@ class _Collector:
         self.origins: dict[str, tuple[str, str]] = {}
 
     def register_plugin(self, plugin: object, name: str, distribution: str, origin: str) -> None:
+        known = self.pm.get_name(plugin)
+        if known is not None:
+            first_distribution, first_origin = self.origins[known]
+            if first_distribution != distribution:
+                self.broken.append(
+                    BrokenProvider(
+                        distribution,
+                        origin,
+                        f"names a plugin module already registered by {first_origin}; "
+                        "an entry point must name a module of its own distribution",
+                    )
+                )
+            # Otherwise another entry point of one distribution names the same module (one per
+            # tool, say): pluggy registers a plugin once, and its hook returns every tool.
+            return
         try:
             self.pm.register(plugin, name=name)
         except Exception as exc:  # noqa: BLE001 - isolate any provider failure
             self.broken.append(BrokenProvider(distribution, origin, _error_text(exc)))
+            return
+        if not self.pm.get_hookcallers(plugin):
+            # pluggy registers an object without hook implementations silently: say why no tool came.
+            self.pm.unregister(plugin)
+            self.broken.append(BrokenProvider(distribution, origin, _NO_HOOK))
             return
         self.origins[name] = (distribution, origin)
 
@@ -124,7 +152,7 @@ def _load_entry_points(collector: _Collector, policy: ToolPolicy) -> None:
             collector.pm.set_blocked(plugin_name)
             collector.blocked.append(distribution)
             continue
-        if collector.pm.is_registered(plugin_name) or collector.pm.is_blocked(plugin_name):
+        if collector.pm.has_plugin(plugin_name) or collector.pm.is_blocked(plugin_name):
             continue
         try:
             plugin = ep.load()
@@ -135,19 +163,18 @@ def _load_entry_points(collector: _Collector, policy: ToolPolicy) -> None:
 
 
 def _check_conflicts(tools: Sequence[RegisteredTool]) -> None:
-    seen: dict[object, RegisteredTool] = {}
+    check_namespace(tools)
+    seen: dict[type, RegisteredTool] = {}
     for tool in tools:
-        name = tool.descriptor.name
         tool_type = tool.provider.tool_type
-        for key, what in ((name, f"tool name {name!r}"), (tool_type, f"tool type {tool_type.__qualname__}")):
-            other = seen.get(key)
-            if other is not None:
-                raise ProviderConflictError(
-                    f"{what} is claimed by two providers: {other.origin} and {tool.origin}; "
-                    "uninstall one of them or block its distribution in the policy "
-                    "([providers].block)"
-                )
-            seen[key] = tool
+        other = seen.get(tool_type)
+        if other is not None:
+            raise ProviderConflictError(
+                f"tool type {tool_type.__qualname__} is claimed by two providers: {claimant(other)} and "
+                f"{claimant(tool)}; uninstall one of them or block its distribution in the policy "
+                "([providers].block)"
+            )
+        seen[tool_type] = tool
 
 
 def discover(policy: ToolPolicy, explicit: Iterable[object] = (), *, entry_points: bool = True) -> Discovery:
@@ -157,7 +184,8 @@ def discover(policy: ToolPolicy, explicit: Iterable[object] = (), *, entry_point
     implementing ``toolbox_providers``.
 
     Raises:
-        ProviderConflictError: two providers claim one tool name or type.
+        ProviderConflictError: two providers claim one tool name or type, or one tool's name
+            lies inside another's namespace (see `toolbox.namespace`).
     """
     collector = _Collector()
     direct: list[ToolProvider[Any]] = []
@@ -169,6 +197,10 @@ def discover(policy: ToolPolicy, explicit: Iterable[object] = (), *, entry_point
             raise TypeError(
                 f"providers=[...] takes ToolProvider objects or imported plugin modules with a "
                 f"{HOOK_NAME}() hook, got {item!r}; import the module and pass it, not its name"
+            )
+        elif getattr(getattr(item, HOOK_NAME), f"{PROJECT_NAME}_impl", None) is None:
+            raise TypeError(
+                f"{item!r}.{HOOK_NAME} is not marked as a hook: decorate it with @toolbox.hookimpl"
             )
         else:
             label = getattr(item, "__name__", type(item).__name__)

@@ -20,7 +20,14 @@ import types
 from collections.abc import Callable
 from typing import Any, Generic, Literal, Protocol, TypeVar, final, overload
 
-from toolbox.descriptor import Acknowledgement, Effect, OperationDescriptor, RiskClass, ToolDescriptor
+from toolbox.descriptor import (
+    Acknowledgement,
+    Effect,
+    OperationDescriptor,
+    RiskClass,
+    ToolDescriptor,
+    validate_descriptor,
+)
 from toolbox.errors import ToolExecutionError
 from toolbox.intent import ReadIntent, WriteIntent
 from toolbox.pipeline.arguments import operation_schema
@@ -150,7 +157,8 @@ class _Bound:
 
 
 def _tool_name(function: Callable[..., Any]) -> str:
-    return re.sub(r"[^a-z0-9_.-]", "_", function.__name__.lower()).lstrip("_.-") or "tool"
+    # A valid tool name: runs of anything else become one "_", none at either end.
+    return re.sub(r"[^a-z0-9-]+", "_", function.__name__.lower()).strip("_").lstrip("0123456789-_") or "tool"
 
 
 @overload
@@ -209,17 +217,20 @@ def tool(
         if not callable(function):
             raise TypeError(f"@tool decorates functions, got {type(function).__name__}")
         doc = (summary if summary is not None else (inspect.getdoc(function) or "").split("\n")[0])[:500]
-        descriptor = ToolDescriptor(
-            name=name or _tool_name(function),
-            version=version,
-            summary=doc,
-            risk=risk,
-            acknowledgement=acknowledgement,
-            operations=(
-                OperationDescriptor(
-                    name=OPERATION, effect=chosen_effect, summary=doc, requires_approval=requires_approval
+        descriptor = validate_descriptor(
+            {
+                "name": name or _tool_name(function),
+                "version": version,
+                "summary": doc,
+                "risk": risk,
+                "acknowledgement": acknowledgement,
+                "operations": (
+                    OperationDescriptor(
+                        name=OPERATION, effect=chosen_effect, summary=doc, requires_approval=requires_approval
+                    ),
                 ),
-            ),
+            },
+            provider=f"@tool {function.__qualname__}",
         )
         signature = inspect.signature(function)
         simple = all(

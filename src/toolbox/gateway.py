@@ -125,7 +125,11 @@ class Gateway:
         return self._catalog.audit
 
     def definitions(self) -> list[dict[str, Any]]:
-        """LLM function definitions for every operation the policy allows."""
+        """LLM function definitions for every operation the policy allows, under wire names.
+
+        Each name matches ``^[a-zA-Z0-9_-]{1,64}$`` (``calculator__evaluate``); see
+        `toolbox.wire_names`.
+        """
         return self._catalog.definitions()
 
     def tools_for(self, context: ExecutionContext) -> Tools:
@@ -164,6 +168,10 @@ class Gateway:
     ) -> ToolResult:
         """Call ``name`` (``tool.operation``, optionally ``:version``) with JSON ``arguments``.
 
+        ``name`` may also be the wire name `definitions` emits (``tool__operation``);
+        both spellings reach the same tool, and the result, trace and audit keep the
+        dotted name.
+
         ``arguments`` carry the operation's parameters plus its intent field:
         ``purpose`` for READ_ONLY operations, ``audit_as`` for the others.
         """
@@ -177,7 +185,7 @@ class Gateway:
             return prepared
         result = self._catalog.pipeline.run(prepared)
         if route is None:
-            self._learn(prepared)
+            self._learn(name, prepared)
         return result
 
     async def ainvoke(
@@ -199,12 +207,15 @@ class Gateway:
             return prepared
         result = await self._catalog.pipeline.arun(prepared)
         if route is None:
-            self._learn(prepared)
+            self._learn(name, prepared)
         return result
 
-    def _learn(self, invocation: Invocation) -> None:
-        """After a full-chain call that dispatched: compile its name's route, once."""
-        name = invocation.name
+    def _learn(self, name: str, invocation: Invocation) -> None:
+        """After a full-chain call that dispatched: compile a route for the spelling ``name``, once.
+
+        Routes are kept per spelling the caller used (dotted or wire), so the hot path is one
+        dict lookup either way; the route itself records the dotted name.
+        """
         if not invocation.record.attempts or name in self._routes or len(self._routes) >= _ROUTED_NAMES:
             return
         schema = self._catalog.schema(invocation.tool, invocation.operation)
@@ -246,7 +257,7 @@ class Gateway:
             return self._refuse_untrusted(name)
         catalog = self._catalog
         try:
-            tool, operation, version = catalog.resolve_name(name)
+            dotted, tool, operation, version = catalog.resolve_name(name)
         except InvalidArgumentsError as exc:
             return self._refuse_name(name, trusted, exc)
         entry = catalog.entry(tool)
@@ -254,11 +265,11 @@ class Gateway:
         effect = entry.descriptor.effect_of(operation)
         intent_field = "purpose" if effect is Effect.READ_ONLY else "audit_as"
         record = OperationRecord(tool, operation, intent_field, _intent_text(arguments, intent_field), None)
-        record.name = name
+        record.name = dotted
         trusted.trace.append(record)
         invocation = Invocation(
             door=BY_NAME,
-            name=name,
+            name=dotted,
             tool=tool,
             operation=operation,
             context=trusted,

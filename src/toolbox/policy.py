@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, final
 
-from toolbox.descriptor import TOOL_NAME_PATTERN, RiskClass, ToolDescriptor
+from toolbox.descriptor import MAX_NAME_LENGTH, TOOL_NAME_PATTERN, RiskClass, ToolDescriptor
 from toolbox.errors import PolicyFileError
 
 __all__ = ["PolicyDecision", "ReasonCode", "ToolPolicy"]
@@ -236,7 +236,9 @@ def _split(refs: Iterable[ToolRef], verb: str) -> tuple[frozenset[type | str], f
     for ref in refs:
         if isinstance(ref, RiskClass):
             risks.add(ref)
-        elif isinstance(ref, type) or (isinstance(ref, str) and _TOOL_NAME.match(ref)):
+        elif isinstance(ref, type) or (
+            isinstance(ref, str) and len(ref) <= MAX_NAME_LENGTH and _TOOL_NAME.fullmatch(ref)
+        ):
             tools.add(ref)
         else:
             raise PolicyFileError(

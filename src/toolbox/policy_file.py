@@ -44,7 +44,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from toolbox.descriptor import TOOL_NAME_PATTERN, RiskClass, describe_validation_error
+from toolbox.descriptor import MAX_NAME_LENGTH, TOOL_NAME_PATTERN, RiskClass, describe_validation_error
 from toolbox.errors import ConfigurationError, PolicyFileError
 from toolbox.policy import ToolPolicy
 
@@ -56,7 +56,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 __all__ = ["load_policy_file", "policy_from_mapping"]
 
 _Strict = ConfigDict(extra="forbid", frozen=True, strict=True)
-_ToolName = Annotated[str, Field(pattern=TOOL_NAME_PATTERN)]
+_ToolName = Annotated[str, Field(pattern=TOOL_NAME_PATTERN, max_length=MAX_NAME_LENGTH)]
 
 
 class RuleTable(BaseModel):

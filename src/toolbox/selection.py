@@ -39,6 +39,7 @@ from typing import Protocol, final, runtime_checkable
 from toolbox.context import ExecutionContext
 from toolbox.descriptor import ToolDescriptor
 from toolbox.errors import ToolboxError
+from toolbox.wire_names import to_wire_name
 
 __all__ = [
     "ActionDecision",
@@ -62,7 +63,8 @@ class ToolChoice:
     """One tool operation that may be offered to the model for a turn."""
 
     name: str
-    """The by-name form the model calls, e.g. ``http.get`` or ``calculator.evaluate``."""
+    """The name the model calls: the wire name ``definitions()`` offers (``http__get``), or the dotted
+    ``http.get``; the gateway accepts both."""
     summary: str = ""
     """One line for the selector (and the model)."""
     always_include: bool = False
@@ -80,7 +82,7 @@ class ToolChoice:
     def for_descriptor(
         cls, descriptor: ToolDescriptor, *, always_include: bool = False
     ) -> tuple[ToolChoice, ...]:
-        """One choice per operation, named ``tool.operation``.
+        """One choice per operation, under its wire name (``tool__operation``), as ``definitions()`` names it.
 
         Args:
             descriptor: the tool to describe.
@@ -90,7 +92,9 @@ class ToolChoice:
             The choices, in the descriptor's operation order.
         """
         return tuple(
-            cls(f"{descriptor.name}.{op.name}", op.summary or descriptor.summary, always_include)
+            cls(
+                to_wire_name(f"{descriptor.name}.{op.name}"), op.summary or descriptor.summary, always_include
+            )
             for op in descriptor.operations
         )
 
