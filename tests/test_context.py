@@ -22,6 +22,21 @@ def test_given_ids_kept():
     assert (ctx.run_id, ctx.correlation_id, ctx.roles) == ("run-1", "req-9", frozenset({"admin"}))
 
 
+@pytest.mark.parametrize(
+    "roles", [{"admin", "ops"}, frozenset({"admin", "ops"}), ["admin", "ops"], ("ops", "admin")]
+)
+def test_roles_accept_any_set_and_are_kept_frozen(roles):
+    """A set, frozenset, list or tuple of roles is accepted (and type-checks) and stored as a frozenset."""
+    ctx = ExecutionContext(tenant="t", principal="p", roles=roles)
+    assert type(ctx.roles) is frozenset and ctx.roles == {"admin", "ops"}
+
+
+def test_roles_given_as_one_string_are_rejected():
+    """``roles="admin"`` is not the set of its letters."""
+    with pytest.raises(ValidationError):
+        ExecutionContext(tenant="t", principal="p", roles="admin")  # type: ignore[arg-type]
+
+
 def test_frozen():
     """A context cannot be changed after it is built."""
     ctx = ExecutionContext(tenant="t", principal="p")
