@@ -417,3 +417,52 @@ def test_the_core_imports_without_cedarpy():
         "assert 'cedarpy' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# -- attacks on the request ---------------------------------------------------------------
+
+
+def test_quotes_in_principal_and_roles_cannot_rewrite_the_request():
+    """Ids travel as JSON, never as Cedar text: a crafted principal or role grants nothing."""
+    gw = gateway()
+    crafted = ExecutionContext(
+        tenant="tenant-a",
+        principal='mallory" in Toolbox::Role::"clerk',
+        roles={'clerk" ', 'Toolbox::Role::"clerk"'},
+    )
+    result = gw.invoke("billing.charge", {"amount": 1, "audit_as": "Charge"}, context=crafted)
+    assert (result.status, result.rule) == (Status.DENIED, "cedar")
+
+
+def test_concurrent_calls_are_judged_each_on_their_own():
+    """The authorizer keeps no per-call state: parallel callers with different roles get their own answers."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    gw = gateway()
+    contexts = [ctx("clerk") if i % 2 else ctx("intern", "clerk") for i in range(40)]
+
+    def call(context):
+        return gw.invoke("billing.charge", {"amount": 5, "audit_as": "Charge"}, context=context).status
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        statuses = list(pool.map(call, contexts))
+    assert statuses == [Status.SUCCESS if i % 2 else Status.DENIED for i in range(40)]
+
+
+def test_a_retry_is_judged_again(tmp_path):
+    """Authorization runs per attempt: the retry of a read is sent to Cedar again."""
+    seen = []
+    inner = cedar()
+
+    class Counting:
+        rule = "cedar"
+
+        def authorize(self, invocation, /):
+            seen.append(invocation.record.attempts)
+            return inner.authorize(invocation)
+
+    gw = gateway(authorizer=Counting())
+    context = ctx("clerk")
+    billing_of(gw, context).script = [TimeoutError("slow"), {"ok": True}]
+    result = gw.invoke("billing.lookup_invoice", {"invoice_id": 7, "purpose": "Look"}, context=context)
+    assert result.status is Status.SUCCESS and len(seen) == 2
