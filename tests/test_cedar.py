@@ -1,11 +1,14 @@
 """CedarAuthorizer: Cedar policies, validated against a schema at load, judge every attempt."""
 
+import contextlib
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from governed_tools import PROVIDER, Billing
 from toolbox import (
@@ -466,3 +469,34 @@ def test_a_retry_is_judged_again(tmp_path):
     billing_of(gw, context).script = [TimeoutError("slow"), {"ok": True}]
     result = gw.invoke("billing.lookup_invoice", {"invoice_id": 7, "purpose": "Look"}, context=context)
     assert result.status is Status.SUCCESS and len(seen) == 2
+
+
+@pytest.mark.parametrize(
+    "condition",
+    [
+        "(" * 1000 + "true" + ")" * 1000,
+        "[" * 5000 + "]" * 5000 + " == []",
+        "if true then " * 20000 + "true" + " else false" * 20000,
+    ],
+    ids=["parentheses", "sets", "if-chains"],
+)
+def test_deep_nesting_is_a_load_error_not_a_crash(condition):
+    """cedarpy's parser crashes the process on deep nesting; toolbox refuses it first, with a position."""
+    policies = f'@id("deep")\npermit (principal, action, resource)\nwhen {{ {condition} }};\n'
+    with pytest.raises(PolicyFileError, match=r"^<policies>:3:\d+: nested deeper than 64 levels"):
+        CedarAuthorizer(policies, SCHEMA.read_text())
+
+
+def test_deeply_nested_schema_is_a_load_error():
+    """The schema text gets the same guard (Cedar syntax or JSON)."""
+    nested = "{ a: " * 500 + "String" + " }" * 500
+    schema = SCHEMA.read_text().replace("entity Role;", f"entity Role {{ deep: {nested} }};")
+    with pytest.raises(PolicyFileError, match="nested deeper than 64 levels"):
+        CedarAuthorizer(POLICIES.read_text(), schema)
+
+
+@given(st.text(alphabet='permitforbid(){}[];"\\/ \n@id&|!<>=.:', max_size=200))
+def test_any_policy_text_loads_or_is_a_policy_error(text):
+    """Whatever the policy text, loading ends in an authorizer or a PolicyFileError."""
+    with contextlib.suppress(PolicyFileError):
+        CedarAuthorizer(text, SCHEMA.read_text())

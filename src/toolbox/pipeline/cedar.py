@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Mapping
 from enum import Enum
 from pathlib import Path
@@ -33,6 +32,7 @@ from pydantic import BaseModel
 
 from toolbox.errors import PolicyFileError
 from toolbox.pipeline.authorization import Decision
+from toolbox.pipeline.cedar_source import Statement, check_nesting, line_of, order, statements
 from toolbox.pipeline.cedar_values import CedarValueError, cedar_record
 
 if TYPE_CHECKING:
@@ -51,7 +51,6 @@ _ROLE = f"{CEDAR_NAMESPACE}::Role"
 _TOOL = f"{CEDAR_NAMESPACE}::Tool"
 _OPERATION = f"{CEDAR_NAMESPACE}::Operation"
 _ACTION = f"{CEDAR_NAMESPACE}::Action"
-_POLICY_ID = re.compile(r"policy(\d+)")
 
 SchemaFormat = Literal["cedar", "json"]
 
@@ -98,12 +97,13 @@ class CedarAuthorizer:
         self._cedarpy = cedar
         self._sources = (policies_source, schema_source)
         self._schema = _parse_schema(cedar, schema, schema_format, schema_source)
-        statements = _statements(policies)
-        _check_syntax(cedar, statements, policies_source)
-        self._ids = _policy_ids(cedar, policies, statements, policies_source)
+        check_nesting(policies, policies_source)
+        found = statements(policies)
+        _check_syntax(cedar, found, policies_source)
+        self._ids = _policy_ids(cedar, policies, found, policies_source)
         result = cedar.validate_policies(policies, self._schema)
         if not result.validation_passed:
-            raise PolicyFileError(_validation_message(result.errors, statements, self._ids, policies_source))
+            raise PolicyFileError(_validation_message(result.errors, found, self._ids, policies_source))
         self._policies = cedar.PolicySet.from_str(policies)
 
     @classmethod
@@ -232,6 +232,7 @@ def _read(path: Path, what: str) -> str:
 
 def _parse_schema(cedar: Any, text: str, schema_format: SchemaFormat | None, source: str) -> cedarpy.Schema:
     as_json = text.lstrip().startswith("{") if schema_format is None else schema_format == "json"
+    check_nesting(text, source)
     try:
         schema: cedarpy.Schema = cedar.Schema.from_json_str(text) if as_json else cedar.Schema.from_str(text)
     except ValueError as exc:
@@ -261,43 +262,8 @@ def _parse_schema(cedar: Any, text: str, schema_format: SchemaFormat | None, sou
     return schema
 
 
-def _statements(text: str) -> list[tuple[int, int, str]]:
-    """Split policy text into its statements: ``(line, column, text)``, ``;`` ending each.
-
-    Cedar's parser reports no position, so a malformed policy is located by
-    parsing the statements one by one. Strings and ``//`` comments may contain ``;``.
-    """
-    statements: list[tuple[int, int, str]] = []
-    start: int | None = None
-    index, length = 0, len(text)
-    while index < length:
-        char = text[index]
-        if char == "/" and text.startswith("//", index):
-            end = text.find("\n", index)
-            index = length if end < 0 else end
-            continue
-        if start is None and not char.isspace():
-            start = index
-        if char == '"':
-            index += 1
-            while index < length and text[index] != '"':
-                index += 2 if text[index] == "\\" else 1
-        elif char == ";" and start is not None:
-            statements.append((*_position(text, start), text[start : index + 1]))
-            start = None
-        index += 1
-    if start is not None:
-        statements.append((*_position(text, start), text[start:]))
-    return statements
-
-
-def _position(text: str, offset: int) -> tuple[int, int]:
-    line = text.count("\n", 0, offset) + 1
-    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
-
-
-def _check_syntax(cedar: Any, statements: list[tuple[int, int, str]], source: str) -> None:
-    for number, (line, column, statement) in enumerate(statements, start=1):
+def _check_syntax(cedar: Any, found: list[Statement], source: str) -> None:
+    for number, (line, column, statement) in enumerate(found, start=1):
         try:
             cedar.PolicySet.from_str(statement)
         except ValueError as exc:
@@ -306,7 +272,7 @@ def _check_syntax(cedar: Any, statements: list[tuple[int, int, str]], source: st
             ) from None
 
 
-def _policy_ids(cedar: Any, text: str, statements: list[tuple[int, int, str]], source: str) -> dict[str, str]:
+def _policy_ids(cedar: Any, text: str, found: list[Statement], source: str) -> dict[str, str]:
     """Cedar's positional ids (``policy<N>``) mapped to the ids shown: ``@id`` when given."""
     try:
         parsed = json.loads(cedar.policies_to_json_str(text))
@@ -319,34 +285,22 @@ def _policy_ids(cedar: Any, text: str, statements: list[tuple[int, int, str]], s
             annotation = (policy.get("annotations") or {}).get("id")
             label = annotation if isinstance(annotation, str) and annotation else policy_id
             if label in seen:
-                line = _line_of(policy_id, statements)
+                line = line_of(policy_id, found)
                 raise PolicyFileError(f"{source}:{line}: policy id {label!r} is used twice")
             seen[label] = policy_id
             shown[policy_id] = label
-    return dict(sorted(shown.items(), key=lambda item: _order(item[0])))
-
-
-def _order(policy_id: str) -> int:
-    match = _POLICY_ID.fullmatch(policy_id)
-    return int(match.group(1)) if match else -1
-
-
-def _line_of(policy_id: str, statements: list[tuple[int, int, str]]) -> str:
-    index = _order(policy_id)
-    if 0 <= index < len(statements):
-        return f"{statements[index][0]}"
-    return "?"
+    return dict(sorted(shown.items(), key=lambda item: order(item[0])))
 
 
 def _validation_message(
-    errors: list[Any], statements: list[tuple[int, int, str]], ids: Mapping[str, str], source: str
+    errors: list[Any], found: list[Statement], ids: Mapping[str, str], source: str
 ) -> str:
     lines = []
     for error in errors[:5]:
         policy_id = error.policy_id
         if policy_id:
             shown = ids.get(policy_id, policy_id)
-            where = f"{source}:{_line_of(policy_id, statements)}: policy {shown}"
+            where = f"{source}:{line_of(policy_id, found)}: policy {shown}"
         else:
             where = source
         lines.append(f"{where} breaks the schema: {error.error}")
