@@ -72,3 +72,29 @@ def test_matching_by_distribution_or_entry_point(tool, distribution, entry_point
     """Distribution and entry point names match the tool name at ``-`` boundaries, normalised."""
     broken = [BrokenProvider(distribution, "origin", "ImportError: x", entry_point)]
     assert explain_missing(tool, broken).startswith(f"provider {distribution}")
+
+
+def test_the_providers_error_never_repeats_a_secret(tmp_path, monkeypatch):
+    """URL credentials and secret-named environment values in a provider's error are masked."""
+    monkeypatch.delenv("TOOLBOX_POLICY", raising=False)
+    monkeypatch.setenv("ACME_API_TOKEN", "tok-7f3a9c2e")
+    leaky = (
+        "import os\n"
+        "raise ImportError('index https://bob:hunter2@pkgs.example/simple?token=abc123&page=2 '"
+        " + 'refused key ' + os.environ['ACME_API_TOKEN'])\n"
+    )
+    root = tmp_path / "site"
+    root.mkdir()
+    write_distribution(root, "acme-weather", {"acme_weather": leaky}, {"weather": "acme_weather"})
+    policy = tmp_path / "policy.toml"
+    policy.write_text('version = 1\n[allow]\ntools = ["acme.weather"]\n')
+    with on_sys_path(root), pytest.raises(PolicyFileError) as info:
+        Tools.load(ExecutionContext(tenant="t", principal="p"), policy=ToolPolicy.from_file(policy))
+    message = str(info.value)
+    assert (
+        "provider acme-weather (entry point weather) failed to load: ImportError: index https://pkgs"
+        in message
+    )
+    for secret in ("hunter2", "bob", "abc123", "tok-7f3a9c2e"):
+        assert secret not in message
+    assert "refused key [REDACTED]" in message

@@ -8,6 +8,8 @@ shadow another's tool.
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, final
@@ -19,12 +21,15 @@ from toolbox.descriptor import ToolDescriptor, validate_descriptor
 from toolbox.errors import InvalidDescriptorError, ProviderConflictError
 from toolbox.policy import ToolPolicy, normalize_distribution
 from toolbox.provider import ENTRY_POINT_GROUP, PROJECT_NAME, ProviderSpec, ToolProvider
+from toolbox.redact import MASK, is_secret_name, redact_url
 
 __all__ = ["BrokenProvider", "Discovery", "RegisteredTool", "discover", "explain_missing"]
 
 EXPLICIT = "<explicit>"
 HOOK_NAME = "toolbox_providers"
 _MAX_ERROR_TEXT = 300
+_MIN_SECRET = 6
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
 
 
 @final
@@ -61,7 +66,12 @@ class Discovery:
 
 
 def _error_text(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}".strip()
+    """``Type: message``, shortened, with URL credentials and secret-named env values masked."""
+    text = _URL.sub(lambda match: redact_url(match.group()), f"{type(exc).__name__}: {exc}".strip())
+    for name, value in os.environ.items():
+        # A provider's error may quote its own configuration; never repeat a secret from it.
+        if len(value) >= _MIN_SECRET and is_secret_name(name) and value in text:
+            text = text.replace(value, MASK)
     return text if len(text) <= _MAX_ERROR_TEXT else text[: _MAX_ERROR_TEXT - 3] + "..."
 
 
