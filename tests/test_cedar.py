@@ -143,6 +143,11 @@ def test_risk_and_effect_reach_the_policies():
     read = gw.invoke("billing.lookup_invoice", {"invoice_id": 7, "purpose": "Audit"}, context=context)
     write = gw.invoke("billing.charge", {"amount": 1, "audit_as": "Charge"}, context=context)
     assert (read.status, write.status) == (Status.SUCCESS, Status.DENIED)
+    billing = billing_of(gw, context)
+    billing.lookup_invoice(7).purpose("Audit").execute()
+    with pytest.raises(ToolDeniedError, match=r"no Cedar policy permits billing\.charge"):
+        billing.charge(1).audit_as("Charge").execute()
+    assert [op for op, _ in billing.calls] == ["lookup_invoice", "lookup_invoice"]
 
 
 def test_the_intent_text_reaches_the_policies():

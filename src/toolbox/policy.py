@@ -165,7 +165,8 @@ class ToolPolicy:
 
     @property
     def governance(self) -> Mapping[str, Any]:
-        """``roles`` and ``guardrails`` declared in the policy file (validated when read)."""
+        """What the policy file configures beyond tools: ``roles``, ``guardrails``, ``audit``,
+        ``tools`` (options) and ``cedar`` (the loaded `CedarAuthorizer`); validated when read."""
         return self._governance
 
     @property
