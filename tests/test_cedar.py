@@ -505,3 +505,27 @@ def test_any_policy_text_loads_or_is_a_policy_error(text):
     """Whatever the policy text, loading ends in an authorizer or a PolicyFileError."""
     with contextlib.suppress(PolicyFileError):
         CedarAuthorizer(text, SCHEMA.read_text())
+
+
+def test_code_authorizers_run_before_the_policy_files_cedar(tmp_path):
+    """Code settings come first: a code authorizer's denial wins; the file's Cedar still judges the rest."""
+    from toolbox import Decision
+
+    def no_charges(tool, operation, context, arguments, /):
+        return Decision.deny("charges are paused") if operation == "charge" else Decision.allow()
+
+    policy = ToolPolicy.from_file(_policy_file(tmp_path))
+    gw = Gateway.load(
+        policy=policy,
+        providers=[PROVIDER],
+        discover=False,
+        env={},
+        governance=Governance(authorizers=[no_charges]),
+    )
+    context = ctx("clerk")
+    paused = gw.invoke("billing.charge", {"amount": 9, "audit_as": "Charge"}, context=context)
+    assert (paused.rule, paused.message) == ("authorizer:0", "charges are paused")
+    other = gw.invoke(
+        "billing.lookup_invoice", {"invoice_id": 7, "tenant": "x", "purpose": "L"}, context=context
+    )
+    assert other.rule == "cedar:own-tenant-only"
