@@ -91,3 +91,38 @@ def test_determining_policies_reach_the_audit_event_for_allow_and_deny():
     assert gw.tools_for(context).get(Billing).calls == [
         ("lookup_invoice", {"invoice_id": 7, "tenant": "tenant-a"})
     ]
+
+
+def test_otel_spans_carry_the_determining_policies():
+    """The OpenTelemetry span lists the same rule ids as the audit event."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from toolbox.audit.otel import OtelHook
+
+    class Named:
+        rule = "named"
+
+        def authorize(self, invocation: Invocation, /) -> Decision:
+            if invocation.arguments.get("invoice_id") == 7:
+                return Decision.allow(policies=["p-allow"])
+            return Decision.deny("no", policies=["p-deny"])
+
+    exporter, tracer_provider = InMemorySpanExporter(), TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+    gw = Gateway.load(
+        policy=ToolPolicy.standard().allow("billing"),
+        providers=[PROVIDER],
+        discover=False,
+        env={},
+        governance=Governance(
+            authorizers=[Named()], audit_hooks=[OtelHook(tracer=tracer_provider.get_tracer("t"))]
+        ),
+    )
+    context = ExecutionContext(**CTX)
+    gw.invoke("billing.lookup_invoice", LOOKUP, context=context)
+    gw.invoke("billing.lookup_invoice", {"invoice_id": 8, "purpose": "Look"}, context=context)
+    spans = exporter.get_finished_spans()
+    assert [s.attributes["toolbox.rule_ids"] for s in spans] == [("named:p-allow",), ("named:p-deny",)]
+    tracer_provider.shutdown()
