@@ -61,6 +61,20 @@ def decision_event(sink, context):
     return event
 
 
+def assert_refused(result, sink, gw, context, rule):
+    """DENIED/AUTH_DENIED by ``rule``, nothing dispatched, and the audit's decision event says so."""
+    assert (result.status, result.reason_code, result.rule, result.attempts) == (
+        Status.DENIED,
+        "AUTH_DENIED",
+        rule,
+        0,
+    )
+    events = [r for r in sink.read_trace(context.run_id) if r.type is EventType.GOVERNANCE_DECISION]
+    assert (events[-1].decision, events[-1].reason_code) == ("DENY", "AUTH_DENIED")
+    assert rule in events[-1].rule_ids
+    assert billing_of(gw, context).calls == []
+
+
 # -- decisions on both doors ---------------------------------------------------------
 
 
@@ -101,11 +115,11 @@ def test_forbid_overrides_permit_on_both_doors():
 
 def test_tenant_mismatch_is_denied():
     """An invoice of another tenant is refused; the caller's own tenant is allowed."""
-    context = ctx("clerk")
-    gw = gateway()
+    sink, context = MemorySink(), ctx("clerk")
+    gw = gateway(sink)
     other = {"invoice_id": 7, "tenant": "tenant-b", "purpose": "Look it up"}
     result = gw.invoke("billing.lookup_invoice", other, context=context)
-    assert (result.status, result.rule) == (Status.DENIED, "cedar:own-tenant-only")
+    assert_refused(result, sink, gw, context, "cedar:own-tenant-only")
     billing = billing_of(gw, context)
     with pytest.raises(ToolDeniedError, match="own-tenant-only"):
         billing.lookup_invoice(7, tenant="tenant-b").purpose("Look it up").execute()
@@ -117,12 +131,12 @@ def test_tenant_mismatch_is_denied():
 @pytest.mark.parametrize(("amount", "status"), [(500, Status.SUCCESS), (501, Status.DENIED)])
 def test_amount_over_the_limit_is_denied(amount, status):
     """The argument rule sees the validated amount: 500 passes, 501 is forbidden."""
-    context = ctx("clerk")
-    gw = gateway()
+    sink, context = MemorySink(), ctx("clerk")
+    gw = gateway(sink)
     result = gw.invoke("billing.charge", {"amount": amount, "audit_as": "Charge"}, context=context)
     assert result.status is status
     if status is Status.DENIED:
-        assert result.rule == "cedar:charge-limit" and billing_of(gw, context).calls == []
+        assert_refused(result, sink, gw, context, "cedar:charge-limit")
 
 
 def test_no_permit_is_a_denial_with_the_default_rule():
@@ -152,39 +166,36 @@ def test_risk_and_effect_reach_the_policies():
 
 def test_the_intent_text_reaches_the_policies():
     """The declared intent is in the Cedar context."""
-    gw = gateway()
+    sink, context = MemorySink(), ctx("clerk")
+    gw = gateway(sink)
     result = gw.invoke(
-        "billing.lookup_invoice",
-        {"invoice_id": 7, "purpose": "A bulk export of invoices"},
-        context=ctx("clerk"),
+        "billing.lookup_invoice", {"invoice_id": 7, "purpose": "A bulk export of invoices"}, context=context
     )
-    assert (result.status, result.rule) == (Status.DENIED, "cedar:no-bulk-intent")
+    assert_refused(result, sink, gw, context, "cedar:no-bulk-intent")
 
 
 def test_an_operation_missing_from_the_schema_is_denied():
     """An operation the schema does not declare cannot be judged, so it is denied."""
-    context = ctx("clerk")
-    gw = gateway()
+    sink, context = MemorySink(), ctx("clerk")
+    gw = gateway(sink)
     result = gw.invoke(
         "billing.update_note", {"invoice_id": 7, "note": "x", "audit_as": "Note"}, context=context
     )
-    assert result.status is Status.DENIED
+    assert_refused(result, sink, gw, context, "cedar")
     assert result.message == "billing.update_note is not declared as an action in the Cedar schema"
-    assert billing_of(gw, context).calls == []
 
 
 def test_an_argument_outside_cedar_range_is_a_clear_denial():
     """An integer beyond 64 bits has no Cedar value: a denial naming the argument, not a crash."""
-    context = ctx("clerk")
-    gw = gateway()
+    sink, context = MemorySink(), ctx("clerk")
+    gw = gateway(sink)
     secret_number = 2**70
     result = gw.invoke(
         "billing.lookup_invoice", {"invoice_id": secret_number, "purpose": "Look"}, context=context
     )
-    assert (result.status, result.reason_code) == (Status.DENIED, "AUTH_DENIED")
+    assert_refused(result, sink, gw, context, "cedar")
     assert "'invoice_id' is outside Cedar's 64-bit integer range" in result.message
     assert str(secret_number) not in result.message
-    assert billing_of(gw, context).calls == []
 
 
 def test_an_erroring_forbid_fails_closed(tmp_path):
@@ -195,9 +206,10 @@ def test_an_erroring_forbid_fails_closed(tmp_path):
         + '\n@id("overflow")\nforbid (principal, action == Toolbox::Action::"billing.charge", resource)\n'
         "when { context.arguments.amount * 4611686018427387904 > 0 };\n"
     )
-    gw = gateway(authorizer=CedarAuthorizer.from_files(policies, SCHEMA))
-    result = gw.invoke("billing.charge", {"amount": 3, "audit_as": "Charge"}, context=ctx("clerk"))
-    assert result.status is Status.DENIED
+    sink, context = MemorySink(), ctx("clerk")
+    gw = gateway(sink, authorizer=CedarAuthorizer.from_files(policies, SCHEMA))
+    result = gw.invoke("billing.charge", {"amount": 3, "audit_as": "Charge"}, context=context)
+    assert_refused(result, sink, gw, context, "cedar:overflow")  # the failing policy, not the permit
     assert result.message == "a Cedar policy failed to evaluate for billing.charge; denied (fail closed)"
     assert "4611686018427387904" not in result.message
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from enum import Enum
 from pathlib import Path
@@ -53,6 +54,7 @@ _OPERATION = f"{CEDAR_NAMESPACE}::Operation"
 _ACTION = f"{CEDAR_NAMESPACE}::Action"
 
 SchemaFormat = Literal["cedar", "json"]
+_FAILING_POLICY = re.compile(r"evaluating policy `([A-Za-z0-9_]+)`")
 
 
 def _cedarpy() -> Any:
@@ -158,8 +160,9 @@ class CedarAuthorizer:
         errors: list[str] = list(diagnostics.errors)
         if errors:
             # Cedar skips a policy that fails to evaluate; a skipped forbid must not let the call through.
-            # The error texts can quote argument values, so they are never shown.
-            return Decision.deny(_error_reason(name, errors), policies=policies)
+            # The error texts can quote argument values, so only the failing policies' ids are kept.
+            failing = sorted({self._shown(p) for error in errors for p in _FAILING_POLICY.findall(error)})
+            return Decision.deny(_error_reason(name, errors), policies=failing)
         if answer.allowed:
             return Decision.allow(policies=policies)
         if policies:
