@@ -76,3 +76,13 @@ def test_trace_is_per_context_and_not_serialized():
     b = ExecutionContext(tenant="t", principal="p")
     assert a.trace is not b.trace
     assert "trace" not in a.model_dump()
+
+
+def test_every_trace_record_has_a_status():
+    """Walking a trace, operation and denial records alike answer ``status`` (denials: DENIED)."""
+    from toolbox.context import DenialRecord, OperationRecord
+
+    ctx = ExecutionContext(tenant="t", principal="p")
+    ctx.trace.append(OperationRecord("calculator", "evaluate", "purpose", "Sum", None))
+    ctx.trace.append(DenialRecord("http", "POLICY_DENIED", "default:deny"))
+    assert [record.status for record in ctx.trace] == ["DECLARED", "DENIED"]

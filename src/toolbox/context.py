@@ -130,6 +130,8 @@ class DenialRecord:
     """A denial: which tool, the stable reason code and the rule that decided it."""
 
     __slots__ = ("at", "reason_code", "rule", "tool")
+    #: Like `OperationRecord.status`, so code walking a whole trace can read every record's status.
+    status = "DENIED"
 
     def __init__(self, tool: str, reason_code: str, rule: str) -> None:
         self.tool = tool
