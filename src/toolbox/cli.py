@@ -2,6 +2,7 @@
 
 Usage::
 
+    toolbox --version
     toolbox list  [--policy FILE] [--json]
     toolbox check [--policy FILE] [--require NAME ...] [--json]
     toolbox audit show TRACE_ID  STORE [--json]
@@ -11,9 +12,10 @@ Usage::
     STORE: exactly one of --sqlite PATH, --jsonl PATH,
            --postgres-url-env VAR [--schema NAME], --policy FILE
 
-``list`` shows every discovered tool, the providers that failed to load and
-the distributions the policy blocked. ``check`` shows, for every tool, whether
-this deployment may use it and why, and its acknowledgement state.
+``list`` shows every discovered tool, each operation with its effect, the
+providers that failed to load and the distributions the policy blocked.
+``check`` shows, for every tool, whether this deployment may use it and why,
+and its acknowledgement state, and which Cedar policies the policy file loads.
 
 ``audit`` reads an audit store as an auditor: every tenant's events, with no
 tenant scoping (the operator running the command is trusted with the store
