@@ -200,6 +200,7 @@ def test_list_json_has_tools_broken_and_blocked(acme, tmp_path, capsys):
         "acknowledgement_env": None,
         "acknowledgement_value": None,
         "distribution": "toolbox-registry",
+        "operations": tools["calculator"]["operations"],
     }
     assert tools["acme-shell"]["acknowledgement_env"] == ACK_ENV
     assert tools["acme-shell"]["acknowledgement_value"] == ACK_VALUE

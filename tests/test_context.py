@@ -22,6 +22,21 @@ def test_given_ids_kept():
     assert (ctx.run_id, ctx.correlation_id, ctx.roles) == ("run-1", "req-9", frozenset({"admin"}))
 
 
+@pytest.mark.parametrize(
+    "roles", [{"admin", "ops"}, frozenset({"admin", "ops"}), ["admin", "ops"], ("ops", "admin")]
+)
+def test_roles_accept_any_set_and_are_kept_frozen(roles):
+    """A set, frozenset, list or tuple of roles is accepted (and type-checks) and stored as a frozenset."""
+    ctx = ExecutionContext(tenant="t", principal="p", roles=roles)
+    assert type(ctx.roles) is frozenset and ctx.roles == {"admin", "ops"}
+
+
+def test_roles_given_as_one_string_are_rejected():
+    """``roles="admin"`` is not the set of its letters."""
+    with pytest.raises(ValidationError):
+        ExecutionContext(tenant="t", principal="p", roles="admin")  # type: ignore[arg-type]
+
+
 def test_frozen():
     """A context cannot be changed after it is built."""
     ctx = ExecutionContext(tenant="t", principal="p")
@@ -61,3 +76,13 @@ def test_trace_is_per_context_and_not_serialized():
     b = ExecutionContext(tenant="t", principal="p")
     assert a.trace is not b.trace
     assert "trace" not in a.model_dump()
+
+
+def test_every_trace_record_has_a_status():
+    """Walking a trace, operation and denial records alike answer ``status`` (denials: DENIED)."""
+    from toolbox.context import DenialRecord, OperationRecord
+
+    ctx = ExecutionContext(tenant="t", principal="p")
+    ctx.trace.append(OperationRecord("calculator", "evaluate", "purpose", "Sum", None))
+    ctx.trace.append(DenialRecord("http", "POLICY_DENIED", "default:deny"))
+    assert [record.status for record in ctx.trace] == ["DECLARED", "DENIED"]

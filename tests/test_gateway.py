@@ -561,11 +561,14 @@ def test_policy_and_acknowledgement_apply_by_name():
         "default:deny",
     )
     unknown = gateway.invoke("nothing.here", {}, context=ctx())
-    assert (unknown.status, unknown.reason_code, unknown.error_code) == (
+    assert (unknown.status, unknown.reason_code, unknown.rule, unknown.error_code, unknown.field_path) == (
         Status.DENIED,
         "TOOL_UNAVAILABLE",
+        "registry",
         "unknown_tool",
+        None,
     )
+    assert "field_path" not in unknown.as_dict()
     bad_op = gateway.invoke("billing.nope", {}, context=ctx())
     assert (bad_op.status, bad_op.error_code) == (Status.INVALID_ARGUMENTS, "unknown_operation")
 

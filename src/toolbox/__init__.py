@@ -37,7 +37,8 @@ from toolbox.gateway import ContextResolver, Gateway
 from toolbox.intent import ReadIntent, Ready, WriteIntent
 from toolbox.pipeline.approval import Approval, ApprovalRequest, Approver, HmacApprover
 from toolbox.pipeline.arguments import ArgumentLimits
-from toolbox.pipeline.authorization import Authorizer, Decision, RolePolicy, TenantScope
+from toolbox.pipeline.authorization import Authorizer, Decision, InvocationAuthorizer, RolePolicy, TenantScope
+from toolbox.pipeline.cedar import CedarAuthorizer
 from toolbox.pipeline.governance import Governance
 from toolbox.pipeline.guardrails import Guardrail, GuardrailAction, GuardrailMode
 from toolbox.pipeline.interceptor import Interceptor
@@ -66,6 +67,7 @@ __all__ = [
     "BusinessFailure",
     "CalculatorTool",
     "Catalog",
+    "CedarAuthorizer",
     "ConfigurationError",
     "ContextResolver",
     "Decision",
@@ -83,6 +85,7 @@ __all__ = [
     "InvalidArgumentsError",
     "InvalidDescriptorError",
     "Invocation",
+    "InvocationAuthorizer",
     "OperationDescriptor",
     "PathOutsideRootsError",
     "PolicyFileError",

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, final
 
 from toolbox.context import ExecutionContext
 from toolbox.descriptor import ToolDescriptor
-from toolbox.discovery import BrokenProvider, RegisteredTool
+from toolbox.discovery import BrokenProvider, RegisteredTool, explain_missing
 from toolbox.discovery import discover as discover_tools
 from toolbox.errors import InvalidArgumentsError
 from toolbox.namespace import check_namespace
@@ -145,7 +145,9 @@ class Catalog:
         elif not isinstance(policy, ToolPolicy):
             raise TypeError(f"policy must be a toolbox.ToolPolicy, got {type(policy).__name__}")
         found = discover_tools(policy, providers, entry_points=discover)
-        policy.check_known_tools(t.descriptor.name for t in found.tools)
+        policy.check_known_tools(
+            (t.descriptor.name for t in found.tools), explain=lambda name: explain_missing(name, found.broken)
+        )
         return cls(
             policy,
             found.tools,

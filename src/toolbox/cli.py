@@ -2,6 +2,7 @@
 
 Usage::
 
+    toolbox --version
     toolbox list  [--policy FILE] [--json]
     toolbox check [--policy FILE] [--require NAME ...] [--json]
     toolbox audit show TRACE_ID  STORE [--json]
@@ -11,9 +12,10 @@ Usage::
     STORE: exactly one of --sqlite PATH, --jsonl PATH,
            --postgres-url-env VAR [--schema NAME], --policy FILE
 
-``list`` shows every discovered tool, the providers that failed to load and
-the distributions the policy blocked. ``check`` shows, for every tool, whether
-this deployment may use it and why, and its acknowledgement state.
+``list`` shows every discovered tool, each operation with its effect, the
+providers that failed to load and the distributions the policy blocked.
+``check`` shows, for every tool, whether this deployment may use it and why,
+and its acknowledgement state, and which Cedar policies the policy file loads.
 
 ``audit`` reads an audit store as an auditor: every tenant's events, with no
 tenant scoping (the operator running the command is trusted with the store
@@ -62,6 +64,13 @@ from toolbox.audit.events import AuditRecord
 from toolbox.audit.sink import AuditQuery, AuditSink, AuditSinkError
 from toolbox.audit.verify import ChainProblem, verify_chain
 from toolbox.catalog import POLICY_ENV
+from toolbox.cli_format import (
+    OPERATION_HEADERS,
+    authorization_document,
+    authorization_text,
+    operation_rows,
+    operations_of,
+)
 from toolbox.context import ExecutionContext
 from toolbox.errors import ToolboxError
 from toolbox.policy import ToolPolicy
@@ -162,6 +171,7 @@ def _list_document(tools: Tools, policy: str) -> Document:
                 "acknowledgement_env": ack.env if ack else None,
                 "acknowledgement_value": ack.value if ack else None,
                 "distribution": tools.distribution_of(desc.name),
+                "operations": operations_of(desc),
             }
         )
     return {
@@ -206,11 +216,11 @@ def _list_lines(tools: Tools) -> list[str]:
         ]
         for desc in tools.descriptors()
     ]
-    lines = (
-        _table(["TOOL", "VERSION", "RISK", "ACKNOWLEDGEMENT", "DISTRIBUTION"], rows)
-        if rows
-        else ["No tools found."]
-    )
+    if not rows:
+        return ["No tools found.", *_problem_lines(tools)]
+    lines = _table(["TOOL", "VERSION", "RISK", "ACKNOWLEDGEMENT", "DISTRIBUTION"], rows)
+    lines += ["", "Operations (call by name as TOOL.OPERATION):"]
+    lines += _table(OPERATION_HEADERS, operation_rows(tools.descriptors()), indent="  ")
     return lines + _problem_lines(tools)
 
 
@@ -250,6 +260,7 @@ def _check_document(tools: Tools, policy: str, required: Sequence[ToolDecision])
         "tools": [d.as_dict() for d in tools.decisions()],
         "required": [d.as_dict() for d in required],
         "ok": all(d.allowed for d in required),
+        "authorization": authorization_document(tools.policy),
         "broken": [
             {"distribution": b.distribution, "origin": b.origin, "error": b.error}
             for b in tools.broken_providers
@@ -264,7 +275,7 @@ def _check_lines(tools: Tools, policy: str, required: Sequence[ToolDecision]) ->
     label = policy
     if tools.policy.source is None:
         label += " (built in: MEMORY_ONLY tools allowed, every other tool needs an explicit allow)"
-    lines = [f"Policy: {_clean(label)}", ""]
+    lines = [f"Policy: {_clean(label)}", f"Authorization: {_clean(authorization_text(tools.policy))}", ""]
     if decisions:
         rows = [
             [
@@ -776,6 +787,16 @@ def _add_audit(commands: Any, common_json: argparse.ArgumentParser) -> None:
     verify.set_defaults(audit_handler=_audit_verify)
 
 
+def _version() -> str:
+    """The installed distribution's version."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("toolbox-registry")
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        return "unknown"
+
+
 def _parser() -> argparse.ArgumentParser:
     """The argument parser: ``list``, ``check`` and ``audit``, ``--json`` accepted before or after them."""
     parser = _Parser(
@@ -783,6 +804,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Inspect the tools this deployment can hand to LLM agents, and its audit trail.",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     # Sub-commands accept --json too; SUPPRESS keeps `toolbox --json list` from being reset.
     common_json = _Parser(add_help=False)
     common_json.add_argument(

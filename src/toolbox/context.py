@@ -10,6 +10,7 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from collections.abc import Set as AbstractSet
 from datetime import datetime
 from typing import Annotated, final
 
@@ -129,6 +130,8 @@ class DenialRecord:
     """A denial: which tool, the stable reason code and the rule that decided it."""
 
     __slots__ = ("at", "reason_code", "rule", "tool")
+    #: Like `OperationRecord.status`, so code walking a whole trace can read every record's status.
+    status = "DENIED"
 
     def __init__(self, tool: str, reason_code: str, rule: str) -> None:
         self.tool = tool
@@ -198,8 +201,8 @@ class ExecutionContext(BaseModel):
     """Reference to the tenant the work is done for."""
     principal: _Ref
     """Reference to the authenticated principal (user or service)."""
-    roles: frozenset[_Ref] = frozenset()
-    """Roles of the principal, as established by the application."""
+    roles: AbstractSet[_Ref] = frozenset()
+    """Roles of the principal, as established by the application (any set; kept as a frozenset)."""
     run_id: _Ref = Field(default_factory=_new_id)
     """Identifier of this agent run."""
     correlation_id: _Ref = Field(default_factory=_new_id)
@@ -210,6 +213,12 @@ class ExecutionContext(BaseModel):
     """Tool-call limits for this run; exhausted calls are DENIED/BUDGET_EXHAUSTED."""
 
     _trace: Trace = PrivateAttr(default_factory=Trace)
+
+    @field_validator("roles", mode="after")
+    @classmethod
+    def _frozen_roles(cls, value: AbstractSet[str]) -> frozenset[str]:
+        # Accept any set (``{"auditor"}``), store an immutable one: the context is frozen.
+        return frozenset(value)
 
     @field_validator("deadline")
     @classmethod

@@ -12,6 +12,8 @@ may name it (one per tool, say), and its hook's tools are loaded once.
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, final
@@ -22,10 +24,11 @@ import pluggy
 from toolbox.descriptor import ToolDescriptor, validate_descriptor
 from toolbox.errors import InvalidDescriptorError, ProviderConflictError
 from toolbox.namespace import EXPLICIT, check_namespace, claimant
-from toolbox.policy import ToolPolicy
+from toolbox.policy import ToolPolicy, normalize_distribution
 from toolbox.provider import ENTRY_POINT_GROUP, PROJECT_NAME, ProviderSpec, ToolProvider
+from toolbox.redact import MASK, is_secret_name, redact_url
 
-__all__ = ["BrokenProvider", "Discovery", "RegisteredTool", "discover"]
+__all__ = ["BrokenProvider", "Discovery", "RegisteredTool", "discover", "explain_missing"]
 
 HOOK_NAME = "toolbox_providers"
 _MAX_ERROR_TEXT = 300
@@ -33,6 +36,8 @@ _NO_HOOK = (
     f"has no @hookimpl {HOOK_NAME}() function: name the module that defines it, "
     f"decorated with toolbox.hookimpl"
 )
+_MIN_SECRET = 6
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
 
 
 @final
@@ -54,6 +59,8 @@ class BrokenProvider:
     distribution: str
     origin: str
     error: str
+    #: The entry point's name, for an installed provider.
+    entry_point: str | None = None
 
 
 @final
@@ -67,7 +74,12 @@ class Discovery:
 
 
 def _error_text(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}".strip()
+    """``Type: message``, shortened, with URL credentials and secret-named env values masked."""
+    text = _URL.sub(lambda match: redact_url(match.group()), f"{type(exc).__name__}: {exc}".strip())
+    for name, value in os.environ.items():
+        # A provider's error may quote its own configuration; never repeat a secret from it.
+        if len(value) >= _MIN_SECRET and is_secret_name(name) and value in text:
+            text = text.replace(value, MASK)
     return text if len(text) <= _MAX_ERROR_TEXT else text[: _MAX_ERROR_TEXT - 3] + "..."
 
 
@@ -137,7 +149,8 @@ class _Collector:
                 result: Any = impl.function()
                 items: list[object] = list(result)
             except (Exception, SystemExit) as exc:  # noqa: BLE001 - isolate any provider failure
-                self.broken.append(BrokenProvider(distribution, origin, _error_text(exc)))
+                entry_point = impl.plugin_name.partition(":")[2] if distribution != EXPLICIT else None
+                self.broken.append(BrokenProvider(distribution, origin, _error_text(exc), entry_point))
                 continue
             for item in items:
                 self.add_tool(item, distribution, origin)
@@ -157,9 +170,42 @@ def _load_entry_points(collector: _Collector, policy: ToolPolicy) -> None:
         try:
             plugin = ep.load()
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - isolate any provider failure
-            collector.broken.append(BrokenProvider(distribution, origin, _error_text(exc)))
+            collector.broken.append(BrokenProvider(distribution, origin, _error_text(exc), ep.name))
             continue
         collector.register_plugin(plugin, plugin_name, distribution, origin)
+
+
+def explain_missing(name: str, broken: Sequence[BrokenProvider]) -> str:
+    """Why tool ``name`` may be missing: the broken providers it looks like it belongs to.
+
+    A provider matches when its distribution or entry point name equals the
+    tool name, or one ends or starts with the other at a ``-`` boundary
+    (``acme.weather`` and ``acme-weather``, ``weather`` and ``toolbox-weather``).
+    Returns "" when nothing is broken.
+    """
+    if not broken:
+        return ""
+    wanted = normalize_distribution(name)
+    suspects = [b for b in broken if _belongs(wanted, b)]
+    if suspects:
+        return "; ".join(
+            f"provider {b.distribution}"
+            + (f" (entry point {b.entry_point})" if b.entry_point else "")
+            + f" failed to load: {b.error}"
+            for b in suspects
+        )
+    names = ", ".join(sorted({b.distribution for b in broken}))
+    return f"{len(broken)} provider(s) failed to load ({names}); `toolbox list` shows why"
+
+
+def _belongs(wanted: str, broken: BrokenProvider) -> bool:
+    for label in (broken.distribution, broken.entry_point):
+        if not label:
+            continue
+        key = normalize_distribution(label)
+        if wanted == key or key.endswith(f"-{wanted}") or wanted.startswith(f"{key}-"):
+            return True
+    return False
 
 
 def _check_conflicts(tools: Sequence[RegisteredTool]) -> None:

@@ -65,9 +65,11 @@ class ToolUnavailableError(ToolboxError, LookupError):
     Attributes:
         tool: the tool name (or type name) that was asked for.
         reason_code: always ``"TOOL_UNAVAILABLE"``.
+        rule: always ``"registry"``: no installed provider registered the tool.
     """
 
     reason_code = "TOOL_UNAVAILABLE"
+    rule = "registry"
 
     def __init__(self, message: str, *, tool: str) -> None:
         super().__init__(message)

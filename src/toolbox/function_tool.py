@@ -17,7 +17,7 @@ from __future__ import annotations
 import inspect
 import re
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any, Generic, Literal, Protocol, TypeVar, final, overload
 
 from toolbox.descriptor import (
@@ -52,6 +52,24 @@ class WriteCall(Protocol[R]):
 
     def call(self, *args: Any, **kwargs: Any) -> WriteIntent[R]:
         """Intent to call the function; declare ``audit_as(...)``, then execute."""
+
+
+class ReadDecorator(Protocol):
+    """``@tool(effect=READ_ONLY)``: an async function's tool returns what the coroutine returns."""
+
+    @overload
+    def __call__(self, function: Callable[..., Coroutine[Any, Any, R]], /) -> ReadFunctionTool[R]: ...
+    @overload
+    def __call__(self, function: Callable[..., R], /) -> ReadFunctionTool[R]: ...
+
+
+class WriteDecorator(Protocol):
+    """``@tool(...)`` for any other effect: an async function's tool returns the coroutine's result."""
+
+    @overload
+    def __call__(self, function: Callable[..., Coroutine[Any, Any, R]], /) -> WriteFunctionTool[R]: ...
+    @overload
+    def __call__(self, function: Callable[..., R], /) -> WriteFunctionTool[R]: ...
 
 
 class FunctionTool(Generic[R]):
@@ -171,7 +189,7 @@ def tool(  # type: ignore[overload-overlap]  # READ_ONLY is the more specific ov
     summary: str | None = None,
     acknowledgement: Acknowledgement | None = None,
     requires_approval: bool = False,
-) -> Callable[[Callable[..., R]], ReadFunctionTool[R]]: ...
+) -> ReadDecorator: ...
 @overload
 def tool(
     *,
@@ -182,7 +200,7 @@ def tool(
     summary: str | None = None,
     acknowledgement: Acknowledgement | None = None,
     requires_approval: bool = False,
-) -> Callable[[Callable[..., R]], WriteFunctionTool[R]]: ...
+) -> WriteDecorator: ...
 
 
 def tool(

@@ -300,7 +300,8 @@ class Gateway:
             reason_code=reason,
             rule="registry",
             error_code=exc.error_code,
-            field_path="",
+            # An unknown tool is not an argument problem: no field to point at.
+            field_path=None if unknown else exc.field_path,
             message=str(exc),
             trace_id=context.run_id,
             correlation_id=context.correlation_id,

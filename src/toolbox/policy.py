@@ -16,7 +16,7 @@ from __future__ import annotations
 import enum
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, final
@@ -165,7 +165,8 @@ class ToolPolicy:
 
     @property
     def governance(self) -> Mapping[str, Any]:
-        """``roles`` and ``guardrails`` declared in the policy file (validated when read)."""
+        """What the policy file configures beyond tools: ``roles``, ``guardrails``, ``audit``,
+        ``tools`` (options) and ``cedar`` (the loaded `CedarAuthorizer`); validated when read."""
         return self._governance
 
     @property
@@ -192,8 +193,11 @@ class ToolPolicy:
             return PolicyDecision(True, ReasonCode.ALLOWED, f"default:risk:{risk.value}")
         return PolicyDecision(False, ReasonCode.POLICY_DENIED, "default:deny")
 
-    def check_known_tools(self, known: Iterable[str]) -> None:
+    def check_known_tools(self, known: Iterable[str], *, explain: Callable[[str], str] | None = None) -> None:
         """Fail if a policy *file* names a tool nobody provides.
+
+        ``explain(name)`` may add why the tool is missing (e.g. its provider
+        failed to import); an empty string adds nothing.
 
         Raises:
             PolicyFileError: naming the file, the key and the unknown tool.
@@ -202,8 +206,10 @@ class ToolPolicy:
         for name, key in self._file_names.items():
             if name not in known_set:
                 available = ", ".join(sorted(known_set)) or "none"
+                why = explain(name) if explain is not None else ""
                 raise PolicyFileError(
                     f"{self._source}: {key}: unknown tool {name!r}; installed tools: {available}"
+                    + (f"; {why}" if why else "")
                 )
 
     def __repr__(self) -> str:

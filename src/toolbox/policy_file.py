@@ -24,6 +24,10 @@ Schema (version 1)::
     [tools.http.egress]
     hosts = ["api.example.com"]
 
+    [authorization]              # Cedar policies, validated against the schema when the file loads
+    cedar_policies = "policies.cedar"          # paths relative to this file
+    cedar_schema = "policies.cedarschema"      # Cedar syntax, or Cedar JSON when it ends in .json
+
     [guardrails]
     mode = "ENFORCE"             # or "REPORT": DENY becomes WARN
     [[guardrails.rules]]
@@ -70,6 +74,12 @@ class ProvidersTable(BaseModel):
     block: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")]] = []
 
 
+class AuthorizationTable(BaseModel):
+    model_config = _Strict
+    cedar_policies: Annotated[str, Field(min_length=1)]
+    cedar_schema: Annotated[str, Field(min_length=1)]
+
+
 class _PolicyFile(BaseModel):
     model_config = _Strict
     version: Literal[1]
@@ -78,6 +88,7 @@ class _PolicyFile(BaseModel):
     deny: RuleTable = RuleTable()
     providers: ProvidersTable = ProvidersTable()
     roles: dict[str, list[Annotated[str, Field(min_length=1)]]] | None = None
+    authorization: AuthorizationTable | None = None
     guardrails: dict[str, Any] | None = None
     audit: dict[str, Any] | None = None
     tools: dict[_ToolName, dict[str, Any]] | None = None
@@ -93,8 +104,11 @@ def _risks(values: object, where: str, source: str) -> None:
             )
 
 
-def policy_from_mapping(data: dict[str, object], *, source: str) -> ToolPolicy:
+def policy_from_mapping(data: dict[str, object], *, source: str, directory: Path | None = None) -> ToolPolicy:
     """Build a policy from parsed TOML ``data``; ``source`` names it in errors.
+
+    Relative paths in ``data`` (the Cedar files) are read from ``directory``
+    (default: the working directory).
 
     Raises:
         PolicyFileError: the data breaks the schema.
@@ -116,6 +130,8 @@ def policy_from_mapping(data: dict[str, object], *, source: str) -> ToolPolicy:
             "remove it from one of them"
         )
     governance = _governance(parsed, source)
+    if parsed.authorization is not None:
+        governance["cedar"] = _cedar(parsed.authorization, directory or Path(), source)
     file_names = {name: f"allow.tools[{i}]" for i, name in enumerate(parsed.allow.tools)}
     file_names.update({name: f"deny.tools[{i}]" for i, name in enumerate(parsed.deny.tools)})
     for name in parsed.tools or {}:
@@ -157,6 +173,17 @@ def _governance(parsed: _PolicyFile, source: str) -> dict[str, Any]:
     return governance
 
 
+def _cedar(table: AuthorizationTable, directory: Path, source: str) -> object:
+    from toolbox.pipeline.cedar import CedarAuthorizer
+
+    try:
+        return CedarAuthorizer.from_files(directory / table.cedar_policies, directory / table.cedar_schema)
+    except ImportError as exc:
+        raise PolicyFileError(f"{source}: [authorization]: {exc}") from None
+    except PolicyFileError as exc:
+        raise PolicyFileError(f"{source}: [authorization]: {exc}") from None
+
+
 def _risk_enums(data: dict[str, object]) -> dict[str, object]:
     # Strict mode rejects plain strings for enums; convert the already-checked values.
     converted = dict(data)
@@ -183,4 +210,4 @@ def load_policy_file(path: Path) -> ToolPolicy:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise PolicyFileError(f"{path}: not valid TOML: {exc}") from None
-    return policy_from_mapping(data, source=str(path))
+    return policy_from_mapping(data, source=str(path), directory=path.parent)

@@ -210,12 +210,12 @@ class Tools:
         entry = self._catalog.entry(ref)
         return entry.registered.distribution if entry else None
 
-    def has(self, ref: type | str) -> bool:
-        """Whether a provider registered ``ref`` (a tool type or name). Says nothing of policy."""
+    def has(self, ref: type | str | FunctionTool[Any]) -> bool:
+        """Whether a provider registered ``ref`` (a tool type, name or ``@tool`` function). Not policy."""
         return self._catalog.entry(ref) is not None
 
-    def executions(self, ref: type | str) -> int:
-        """How many operation attempts of ``ref`` were dispatched through these tools."""
+    def executions(self, ref: type | str | FunctionTool[Any]) -> int:
+        """How many operation attempts of ``ref`` (a type, name or ``@tool``) were dispatched here."""
         entry = self._catalog.entry(ref)
         runtime = self._runtimes.get(entry.descriptor.name) if entry else None
         return runtime.executions if runtime else 0
@@ -228,7 +228,7 @@ class Tools:
         """The runtime of the built tool ``name`` (after a successful `get`)."""
         return self._runtimes[name]
 
-    def explain(self, ref: type | str) -> ToolDecision:
+    def explain(self, ref: type | str | FunctionTool[Any]) -> ToolDecision:
         """The decision for ``ref``: allowed or not, reason code, rule, acknowledgement state."""
         entry = self._catalog.entry(ref)
         if entry is None:

@@ -1,5 +1,7 @@
 """The audit trail: ordered, chained, redacted events in memory, files or databases."""
 
+from typing import TYPE_CHECKING
+
 from toolbox.audit.events import AuditEvent, AuditRecord, EventType
 from toolbox.audit.fanout import FanOutSink
 from toolbox.audit.jsonl import JsonlSink
@@ -8,6 +10,11 @@ from toolbox.audit.redaction import PayloadMode, Redaction
 from toolbox.audit.sink import AuditQuery, AuditSink, AuditSinkError
 from toolbox.audit.trail import AuditMode, AuditTrail
 from toolbox.audit.verify import ChainProblem, verify_chain
+
+if TYPE_CHECKING:
+    # Typed for mypy and editors; at run time `__getattr__` imports them on first use.
+    from toolbox.audit.postgres import PostgresSink
+    from toolbox.audit.sqlite import SqliteSink
 
 __all__ = [
     "AuditEvent",
@@ -23,7 +30,9 @@ __all__ = [
     "JsonlSink",
     "MemorySink",
     "PayloadMode",
+    "PostgresSink",
     "Redaction",
+    "SqliteSink",
     "verify_chain",
 ]
 

@@ -113,7 +113,8 @@ class OtelHook:
         arguments = invocation.arguments if isinstance(invocation.arguments, Mapping) else {}
         _, payload_hash = self._redaction.payload_fields(arguments)
         rules = [w.split(":", 1)[0] for w in invocation.warnings]
-        if result.rule:
+        rules += invocation.authorization_rules  # the policies that decided, as the audit event has them
+        if result.rule and result.rule not in rules:
             rules.append(result.rule)
         values: dict[str, Any] = {
             "tool": invocation.tool,

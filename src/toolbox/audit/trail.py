@@ -249,7 +249,7 @@ class AuditTrail:
 
     def on_request(self, invocation: Invocation) -> ToolResult | None:
         """Before dispatch: intent, decision and request. A failed write refuses the call."""
-        rules = tuple(w.split(":", 1)[0] for w in invocation.warnings)
+        rules = _decided_by(invocation)
         subject, text = self.subject(invocation), invocation.record.intent_text
         opening = self.open_call(subject, invocation.context, text, _arguments(invocation), rules)
         if opening is None:
@@ -278,8 +278,8 @@ class AuditTrail:
     def _refusal(self, invocation: Invocation, result: ToolResult) -> list[AuditEvent]:
         """The events of a call refused before its opening was stored."""
         summary, digest = self.redaction.payload_fields(_arguments(invocation))
-        rules = tuple(w.split(":", 1)[0] for w in invocation.warnings)
-        if result.rule:
+        rules = _decided_by(invocation)
+        if result.rule and result.rule not in rules:
             rules = (*rules, result.rule)
         record = invocation.record
         at = (self.subject(invocation), invocation.context, record.intent_text, time.time())
@@ -432,6 +432,12 @@ def audit_unavailable(invocation: Invocation) -> ToolResult:
 def _arguments(invocation: Invocation) -> Mapping[str, Any]:
     arguments = invocation.arguments
     return arguments if isinstance(arguments, Mapping) else {}
+
+
+def _decided_by(invocation: Invocation) -> tuple[str, ...]:
+    """The rules behind a call's governance decision: warning guardrails, then determining policies."""
+    rules = tuple(w.split(":", 1)[0] for w in invocation.warnings)
+    return (*rules, *invocation.authorization_rules) if invocation.authorization_rules else rules
 
 
 def _decision(result: ToolResult) -> str:

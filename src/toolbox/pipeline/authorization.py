@@ -1,59 +1,112 @@
 """Authorization: may this caller, for this tenant, with these arguments, do this now?
 
 Authorizers run on every attempt, inside the retry boundary. An authorizer
-that raises fails closed (DENIED/GOVERNANCE_EVALUATION_FAILED).
+that raises fails closed (DENIED/GOVERNANCE_EVALUATION_FAILED). An
+`Authorizer` sees the tool, the operation, the context and the validated
+arguments; an `InvocationAuthorizer` sees the whole `Invocation` (the tool's
+risk, the operation's effect, the declared intent) and is what
+`toolbox.pipeline.cedar.CedarAuthorizer` is.
 """
 
 from __future__ import annotations
 
 import fnmatch
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Protocol, final
+from typing import Any, Protocol, final, runtime_checkable
 
 from toolbox.context import ExecutionContext
 from toolbox.errors import ConfigurationError
 from toolbox.pipeline.invocation import Invocation
 from toolbox.pipeline.result import ToolResult
 
-__all__ = ["AuthorizationCheck", "Authorizer", "Decision", "RolePolicy", "TenantScope"]
+__all__ = [
+    "AuthorizationCheck",
+    "Authorizer",
+    "Decision",
+    "InvocationAuthorizer",
+    "RolePolicy",
+    "TenantScope",
+]
 
 
 @final
 class Decision:
-    """An authorizer's answer. Build it with `Decision.allow` or `Decision.deny`."""
+    """An authorizer's answer. Build it with `Decision.allow` or `Decision.deny`.
 
-    __slots__ = ("allowed", "reason")
+    ``policies`` names the policies that determined the answer (e.g. Cedar
+    policy ids); they are recorded in the audit event's ``rule_ids`` as
+    ``<authorizer rule>:<policy>``.
+    """
 
-    def __init__(self, allowed: bool, reason: str) -> None:
+    __slots__ = ("allowed", "policies", "reason")
+
+    def __init__(self, allowed: bool, reason: str, policies: tuple[str, ...] = ()) -> None:
         self.allowed = allowed
         self.reason = reason
+        self.policies = policies
 
     @classmethod
-    def allow(cls) -> Decision:
-        """Let the call continue."""
-        return _ALLOW
+    def allow(cls, *, policies: Iterable[str] = ()) -> Decision:
+        """Let the call continue; ``policies`` are the ones that permitted it, if known."""
+        named = _policy_names(policies)
+        return cls(True, "", named) if named else _ALLOW
 
     @classmethod
-    def deny(cls, reason: str) -> Decision:
+    def deny(cls, reason: str, *, policies: Iterable[str] = ()) -> Decision:
         """Refuse the call; ``reason`` is shown to the caller and recorded (no secrets)."""
         if not isinstance(reason, str) or not reason.strip():
             raise ValueError("a denial needs a reason, e.g. Decision.deny('not your tenant')")
-        return cls(False, reason)
+        return cls(False, reason, _policy_names(policies))
 
     def __repr__(self) -> str:
-        return "Decision.allow()" if self.allowed else f"Decision.deny({self.reason!r})"
+        named = f", policies={list(self.policies)!r}" if self.policies else ""
+        if self.allowed:
+            return f"Decision.allow({named[2:]})"
+        return f"Decision.deny({self.reason!r}{named})"
+
+
+def _policy_names(policies: Iterable[str]) -> tuple[str, ...]:
+    if isinstance(policies, str):
+        raise TypeError("policies must be an iterable of policy ids, not one string")
+    named = tuple(policies)
+    if not all(isinstance(p, str) and p for p in named):
+        raise ValueError("policy ids must be non-empty strings")
+    return named
 
 
 _ALLOW = Decision(True, "")
 
 
 class Authorizer(Protocol):
-    """``(tool, operation, context, arguments) -> Decision``, for every attempt."""
+    """``(tool, operation, context, arguments) -> Decision``, for every attempt.
+
+    The parameters are positional-only, so an implementation may name them as it likes.
+    """
 
     def __call__(
-        self, tool: str, operation: str, context: ExecutionContext, arguments: Mapping[str, Any]
+        self, tool: str, operation: str, context: ExecutionContext, arguments: Mapping[str, Any], /
     ) -> Decision:
         """Decide for one attempt."""
+
+
+@runtime_checkable
+class InvocationAuthorizer(Protocol):
+    """An authorizer that judges the whole `Invocation`: risk, effect and intent included."""
+
+    def authorize(self, invocation: Invocation, /) -> Decision:
+        """Decide for one attempt."""
+
+
+def _judge(authorizer: Authorizer | InvocationAuthorizer) -> Callable[[Invocation], Decision]:
+    """One calling convention for both kinds of authorizer, chosen once."""
+    if isinstance(authorizer, InvocationAuthorizer):
+        return authorizer.authorize
+    plain = authorizer
+
+    def judge(invocation: Invocation) -> Decision:
+        return plain(invocation.tool, invocation.operation, invocation.context, invocation.arguments)
+
+    return judge
 
 
 @final
@@ -62,21 +115,27 @@ class AuthorizationCheck:
 
     name = "authorization"
     per_attempt = True
-    __slots__ = ("_authorizers",)
+    __slots__ = ("_judges",)
 
-    def __init__(self, authorizers: Sequence[Authorizer]) -> None:
-        self._authorizers = tuple(authorizers)
+    def __init__(self, authorizers: Sequence[Authorizer | InvocationAuthorizer]) -> None:
+        self._judges = tuple(
+            (_judge(a), str(getattr(a, "rule", f"authorizer:{index}"))) for index, a in enumerate(authorizers)
+        )
 
     def __call__(self, invocation: Invocation) -> ToolResult | None:
-        for index, authorizer in enumerate(self._authorizers):
-            decision = authorizer(
-                invocation.tool, invocation.operation, invocation.context, invocation.arguments
-            )
+        determining: tuple[str, ...] = ()
+        for index, (judge, rule) in enumerate(self._judges):
+            decision = judge(invocation)
             if not isinstance(decision, Decision):
                 raise TypeError(f"authorizer {index} returned {type(decision).__name__}, not a Decision")
+            if decision.policies:
+                determining += tuple(f"{rule}:{policy}" for policy in decision.policies)
             if not decision.allowed:
-                rule = getattr(authorizer, "rule", f"authorizer:{index}")
-                return invocation.denied("AUTH_DENIED", str(rule), decision.reason)
+                # Only this attempt's determining policies: earlier permits did not decide a denial.
+                invocation.authorization_rules = tuple(f"{rule}:{p}" for p in decision.policies)
+                shown = invocation.authorization_rules[0] if decision.policies else rule
+                return invocation.denied("AUTH_DENIED", shown, decision.reason)
+        invocation.authorization_rules = determining
         return None
 
 

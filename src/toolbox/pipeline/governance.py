@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, final
 from toolbox.errors import ConfigurationError
 from toolbox.pipeline.approval import ApprovalCheck, Approver
 from toolbox.pipeline.arguments import ArgumentLimits, ArgumentValidation
-from toolbox.pipeline.authorization import AuthorizationCheck, Authorizer, RolePolicy
+from toolbox.pipeline.authorization import AuthorizationCheck, Authorizer, InvocationAuthorizer, RolePolicy
 from toolbox.pipeline.chain import AuditHook, Pipeline
 from toolbox.pipeline.checks import AccessCheck, BudgetCheck, DeadlineCheck, KillSwitch
 from toolbox.pipeline.guardrails import Guardrail, GuardrailMode, Guardrails, guardrails_from_config
@@ -31,7 +31,8 @@ class Governance:
     Args:
         enabled: False engages the kill switch (every call DENIED/KILL_SWITCH).
         disabled_tools: tools stopped by the kill switch.
-        authorizers: `Authorizer` callables, run on every attempt.
+        authorizers: `Authorizer` callables and `InvocationAuthorizer` objects (such as
+            `CedarAuthorizer`), run on every attempt in order.
         roles: a role-to-tool mapping turned into a `RolePolicy` authorizer.
         limits: guards on by-name arguments (64 KiB, depth 64, 1000 items).
         guardrails: ordered `Guardrail` rules.
@@ -53,7 +54,7 @@ class Governance:
         *,
         enabled: bool = True,
         disabled_tools: Iterable[str] = (),
-        authorizers: Sequence[Authorizer] = (),
+        authorizers: Sequence[Authorizer | InvocationAuthorizer] = (),
         roles: Mapping[str, Iterable[str]] | None = None,
         limits: ArgumentLimits | None = None,
         guardrails: Sequence[Guardrail] = (),
@@ -103,7 +104,10 @@ class Governance:
         return Governance(**{**self._settings, **changes})
 
     def with_policy(self, policy: ToolPolicy) -> Governance:
-        """Add the roles and guardrails a policy file declares (code settings come first)."""
+        """Add the roles, Cedar authorizer, audit and guardrails a policy file declares.
+
+        Code settings come first: the file's Cedar authorizer runs after the code's authorizers.
+        """
         config = policy.governance
         if not config:
             return self
@@ -114,6 +118,8 @@ class Governance:
             from toolbox.audit.config import trail_from_config
 
             changes["audit"] = trail_from_config(config["audit"], source=policy.source or "policy")
+        if "cedar" in config:
+            changes["authorizers"] = (*self._settings["authorizers"], config["cedar"])
         if "guardrails" in config:
             parsed = guardrails_from_config(config["guardrails"], source=policy.source or "policy")
             # The file's mode applies to the file's rules only; code rules keep the code's mode.

@@ -46,6 +46,8 @@ class Invocation:
     #: Ids of guardrails that require an approval for this call.
     approval_rules: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
+    #: ``<authorizer>:<policy>`` ids of the policies that decided this attempt's authorization.
+    authorization_rules: tuple[str, ...] = ()
     #: The opening events the audit trail stored for this call, once stored.
     opening: Opening | None = None
     #: The exception behind an ERROR or UNCERTAIN_EFFECT result, for the typed door.
