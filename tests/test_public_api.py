@@ -15,6 +15,7 @@ def test_all_is_sorted_and_complete():
         "context",
         "descriptor",
         "discovery",
+        "dispatch",
         "errors",
         "function_tool",
         "gateway",

@@ -189,7 +189,7 @@ def test_function_tools_both_doors():
     context = ctx()
     gateway = Gateway.load(providers=[add, save_note], discover=False, env={})
     tools = gateway.tools_for(context)
-    assert add(2, 3) == 5, "the decorated function is still directly callable"
+    assert add.function(2, 3) == 5, "the plain function stays directly callable"
     assert tools.get(add).call(2, b=3).purpose("Sum").execute() == 5
     assert gateway.invoke("add", {"a": 2, "purpose": "Sum"}, context=context).content == 2
     saved = asyncio.run(gateway.ainvoke("notes.save", {"text": "hi", "audit_as": "Save"}, context=context))
