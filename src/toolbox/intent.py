@@ -304,13 +304,15 @@ class Ready(Generic[R]):
         return f"Ready({r.tool}.{r.operation} {r.intent_kind}={r.intent_text!r} status={r.status})"
 
 
-def dispatch_calls(intent: ReadIntent[R] | WriteIntent[R]) -> tuple[Callable[[], R], Callable[[], Awaitable[R]] | None]:
+def dispatch_calls(
+    intent: ReadIntent[R] | WriteIntent[R],
+) -> tuple[Callable[[], R], Callable[[], Awaitable[R]] | None]:
     """The sync and async calls of ``intent``, for the by-name door's chain to dispatch.
 
     Not a way around the chain: a runtime's calls raise `GovernanceBypassError`
     unless the chain is dispatching them.
     """
-    return intent._call, intent._acall  # noqa: SLF001 - the chain's own access
+    return intent._call, intent._acall
 
 
 def raise_for_result(result: ToolResult, invocation: Invocation) -> NoReturn:
