@@ -13,6 +13,7 @@ def test_all_is_sorted_and_complete():
         "catalog",
         "cli",
         "context",
+        "delegation",
         "descriptor",
         "discovery",
         "dispatch",

@@ -168,7 +168,16 @@ def test_user_interceptor_runs_in_the_chain():
     assert info.value.reason_code == "QUOTA"
     assert quota.seen == ["billing.charge", "billing.charge"] and len(billing.calls) == 1
     names = [i.name for i in tools.catalog.pipeline.interceptors]
-    assert names == ["kill_switch", "access", "deadline", "validation", "quota", "approval", "budget"]
+    assert names == [
+        "kill_switch",
+        "delegation",
+        "access",
+        "deadline",
+        "validation",
+        "quota",
+        "approval",
+        "budget",
+    ]
 
 
 @tool(risk=RiskClass.MEMORY_ONLY, effect=Effect.READ_ONLY)

@@ -317,6 +317,7 @@ class AuditTrail:
             tenant=context.tenant,
             principal=context.principal,
             status=Status.DENIED.value,
+            parent_run_id=context.parent_run_id,
         )
         if not self._store([event]):
             self._keep([event])

@@ -2,7 +2,7 @@
 
 Both front doors run an `Invocation` through the same `Pipeline`::
 
-    kill switch -> access (registry, policy, acknowledgement) -> deadline -> authorization
+    kill switch -> delegation scope -> access (registry, policy, acknowledgement) -> deadline -> authorization
     -> argument validation -> guardrails -> approval -> budget -> your interceptors
     -> audit(request) -> retry by effect { per-attempt checks -> operation }
     -> business-outcome mapping -> audit(response)
@@ -23,7 +23,7 @@ from toolbox.context import ExecutionContext, OperationRecord
 from toolbox.descriptor import Effect, RiskClass
 from toolbox.dispatch import arun_dispatched, run_dispatched
 from toolbox.errors import InvalidArgumentsError, ToolboxError, ToolDeniedError, ToolTimeoutError
-from toolbox.pipeline.checks import BudgetCheck, DeadlineCheck, KillSwitch
+from toolbox.pipeline.checks import BudgetCheck, DeadlineCheck, DelegationCheck, KillSwitch
 from toolbox.pipeline.interceptor import Interceptor
 from toolbox.pipeline.invocation import TYPED, Invocation
 from toolbox.pipeline.outcomes import BusinessFailure, OutcomeMappers
@@ -46,7 +46,7 @@ __all__ = ["PLAIN_RESULTS", "AuditHook", "OperationTimeoutError", "Pipeline", "P
 _EXECUTOR: concurrent.futures.ThreadPoolExecutor | None = None
 #: Results of these types cannot declare themselves transient: the probe is skipped.
 PLAIN_RESULTS = frozenset({int, float, str, bool, bytes, dict, list, tuple, type(None)})
-_CONTEXT_GATES = (KillSwitch, DeadlineCheck, BudgetCheck)
+_CONTEXT_GATES = (KillSwitch, DelegationCheck, DeadlineCheck, BudgetCheck)
 
 
 def _always(invocation: Invocation) -> bool:
@@ -308,6 +308,7 @@ class Pipeline:
             not plan.inline
             or context.deadline is not None
             or context.budget is not None
+            or context.scope is not None
             or (self._kill_switch is not None and self._kill_switch.engaged(record.tool))
         ):
             return NOT_INLINE
