@@ -274,6 +274,20 @@ def test_spending_in_the_child_spends_the_parents_budget() -> None:
     assert RAN == ["search"] * 3
 
 
+def test_remaining_counts_every_level() -> None:
+    """remaining() is the least left over the budget and its ancestors, totals and per tool."""
+    root = Budget(max_calls=10, per_tool={"send": 4})
+    child = root.carve(max_calls=6, per_tool={"search": 5})
+    grandchild = child.carve(per_tool={"send": 2})
+    assert (root.remaining(), child.remaining(), grandchild.remaining()) == (10, 6, 6)
+    assert grandchild.remaining("send") == 2
+    assert grandchild.try_consume("send") is None
+    assert (root.remaining("send"), child.remaining("search"), grandchild.remaining()) == (3, 5, 5)
+    assert Budget().remaining() is None
+    # A per-tool limit is compared with what is left for that tool, not with the total.
+    assert Budget(max_calls=1).carve(per_tool={"search": 5}).remaining("search") == 1
+
+
 def test_a_child_without_its_own_budget_shares_the_parents() -> None:
     """delegate() without budget= still counts every call in the parent."""
     budget = Budget(max_calls=1)

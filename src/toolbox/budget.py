@@ -82,20 +82,22 @@ class Budget:
     def remaining(self, tool: str | None = None) -> int | None:
         """Calls still allowed (of ``tool``, if given), counting every ancestor; None for no limit."""
         with self._lock:
-            left: int | None = None
-            budget: Budget | None = self
-            while budget is not None:
-                for limit, used in (
-                    (budget.max_calls, budget._calls),
-                    (
-                        budget.per_tool.get(tool) if tool is not None else None,
-                        budget._by_tool.get(tool or "", 0),
-                    ),
-                ):
-                    if limit is not None:
-                        left = limit - used if left is None else min(left, limit - used)
-                budget = budget._parent
-            return left
+            totals = self._left(None)
+            return totals if tool is None else _least(totals, self._left(tool))
+
+    def _left(self, tool: str | None) -> int | None:
+        """The least left over every level: of the totals (``tool`` None), or of ``tool``'s limits."""
+        left: int | None = None
+        budget: Budget | None = self
+        while budget is not None:
+            if tool is None:
+                limit, used = budget.max_calls, budget._calls
+            else:
+                limit, used = budget.per_tool.get(tool), budget._by_tool.get(tool, 0)
+            if limit is not None:
+                left = _least(left, limit - used)
+            budget = budget._parent
+        return left
 
     def carve(self, *, max_calls: int | None = None, per_tool: Mapping[str, int] | None = None) -> Budget:
         """A child budget for a delegated run: its calls also count here.
@@ -109,13 +111,15 @@ class Budget:
             ValueError: a limit is negative or not an integer.
         """
         child = Budget(max_calls=max_calls, per_tool=per_tool)
-        left = self.remaining()
+        with self._lock:
+            left = self._left(None)
+            tools_left = {tool: self._left(tool) for tool in child.per_tool}
         if max_calls is not None and left is not None and max_calls > left:
             raise DelegationError(
                 f"a delegated budget of {max_calls} calls exceeds the {left} left in the parent"
             )
         for tool, limit in child.per_tool.items():
-            tool_left = self.remaining(tool)
+            tool_left = tools_left[tool]
             if tool_left is not None and limit > tool_left:
                 raise DelegationError(
                     f"a delegated budget of {limit} calls of {tool!r} exceeds "
@@ -137,3 +141,8 @@ class Budget:
 
     def __repr__(self) -> str:
         return f"Budget(calls={self._calls}/{self.max_calls}, per_tool={dict(self.per_tool)})"
+
+
+def _least(a: int | None, b: int | None) -> int | None:
+    """The smaller limit; None means no limit."""
+    return b if a is None else a if b is None else min(a, b)
