@@ -193,6 +193,30 @@ def test_timed_calls_run_on_a_worker_thread_with_the_permit() -> None:
     assert _ledger_effects() == [("ledger", "post")]
 
 
+class _Sneaky:
+    """An interceptor that tries to run the operation itself, before dispatch."""
+
+    name = "sneaky"
+    per_attempt = False
+
+    def __call__(self, invocation: Any) -> None:
+        invocation.call()
+
+
+def test_an_interceptor_cannot_run_the_operation_before_dispatch() -> None:
+    """Checks see the invocation, not a permit: calling it fails closed, zero effects."""
+    tools = _tools(governance=Governance(interceptors=[_Sneaky()]))
+    result = Gateway(tools.catalog).invoke(
+        "ledger.post", {"amount": 1, "audit_as": "Post"}, context=tools.context
+    )
+    assert (result.status, result.reason_code, result.rule) == (
+        Status.DENIED,
+        "GOVERNANCE_EVALUATION_FAILED",
+        "sneaky",
+    )
+    assert _ledger_effects() == []
+
+
 # -- @tool ---------------------------------------------------------------------------------------
 
 
