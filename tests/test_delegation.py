@@ -59,6 +59,10 @@ def _parent(**fields: object) -> ExecutionContext:
     return ExecutionContext(tenant="acme", principal="planner", roles={"reader", "writer"}, **fields)  # type: ignore[arg-type]
 
 
+def _parent_of(tenant: str) -> ExecutionContext:
+    return ExecutionContext(tenant=tenant, principal="someone")
+
+
 def _gateway(sink: object | None = None) -> tuple[Gateway, MemorySink]:
     memory = MemorySink()
     trail = AuditTrail(sink or memory, fallback_path=None)  # type: ignore[arg-type]
@@ -99,6 +103,7 @@ def test_the_child_is_a_new_run_of_the_same_caller() -> None:
         ({}, {"operations": ["search"]}, "tool.operation"),
         ({}, {"tools": "search"}, "not one string"),
         ({}, {"tools": [""]}, "non-empty names"),
+        ({}, {"tools": [object]}, "non-empty names"),
         ({}, {"roles": ["admin"]}, "roles this run does not have"),
         ({}, {"roles": "reader"}, "not one string"),
         ({"budget": 3}, {"budget": 4}, "exceeds the 3 left"),
@@ -119,6 +124,12 @@ def test_every_widening_raises(
     parent = base.delegate(**parent_kwargs) if parent_kwargs else base  # type: ignore[arg-type]
     with pytest.raises(DelegationError, match=message):
         parent.delegate(**child_kwargs)  # type: ignore[arg-type]
+
+
+def test_a_tool_function_stands_for_its_name() -> None:
+    """tools=[search] is tools=["search"]."""
+    scope = _parent().delegate(tools=[search]).scope
+    assert scope is not None and scope.tools == frozenset({"search"})
 
 
 def test_a_spent_parent_cannot_hand_out_what_it_spent() -> None:
@@ -373,6 +384,10 @@ def test_parent_run_id_is_persisted_in_sql_stores(sql_store: Store) -> None:
 
     found = sink.query(AuditQuery(parent_run_id=parent.run_id))
     assert {e.trace_id for e in found} == {child.run_id}
+    trail = AuditTrail(sink, fallback_path=None)
+    scoped = trail.query(context=parent, parent_run_id=parent.run_id)
+    assert {e.trace_id for e in scoped} == {child.run_id}
+    assert trail.query(context=_parent_of("other-tenant"), parent_run_id=parent.run_id) == []
 
 
 def _show(capsys: pytest.CaptureFixture[str], *argv: object) -> tuple[int, str]:

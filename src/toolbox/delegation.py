@@ -23,7 +23,9 @@ def _names(values: Iterable[object], what: str) -> frozenset[str]:
     for value in values:
         name = getattr(value, "name", value)  # a @tool function stands for its name
         if not isinstance(name, str) or not name:
-            raise DelegationError(f"{what} must hold non-empty names, got {type(value).__name__}")
+            raise DelegationError(
+                f"{what} must hold non-empty names (strings, or @tool functions), got {type(value).__name__}"
+            )
         names.add(name)
     return frozenset(names)
 
