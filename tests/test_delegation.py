@@ -339,6 +339,33 @@ def test_concurrent_spending_never_exceeds_the_parents_budget() -> None:
     assert first.budget.calls >= grandchild.budget.calls  # type: ignore[union-attr]
 
 
+@given(
+    limits=st.lists(st.integers(min_value=0, max_value=6), min_size=1, max_size=4),
+    spends=st.lists(
+        st.tuples(st.integers(min_value=0, max_value=3), st.sampled_from(["a", "b"])), max_size=40
+    ),
+)
+def test_no_level_of_a_budget_tree_is_ever_overspent(
+    limits: list[int], spends: list[tuple[int, str]]
+) -> None:
+    """Property: a chain root -> child -> ... where each level is carved as far as allowed; any spending
+    sequence counts a call at every level or at none, and never beyond any level's limit."""
+    chain = [Budget(max_calls=limits[0], per_tool={"a": limits[0] // 2})]
+    for limit in limits[1:]:
+        chain.append(chain[-1].carve(max_calls=min(limit, chain[-1].remaining() or 0)))
+    for level, tool_name in spends:
+        budget = chain[min(level, len(chain) - 1)]
+        before = [b.calls for b in chain]
+        refused = budget.try_consume(tool_name)
+        after = [b.calls for b in chain]
+        changed = [i for i, (x, y) in enumerate(zip(before, after, strict=True)) if x != y]
+        depth = chain.index(budget)
+        assert changed == ([] if refused else list(range(depth + 1)))
+    for b in chain:
+        assert b.max_calls is None or b.calls <= b.max_calls
+    assert chain[0].calls_of("a") <= limits[0] // 2
+
+
 # -- deadlines -----------------------------------------------------------------------------------
 
 
