@@ -115,6 +115,19 @@ def test_success_span_has_the_event_attributes(provider):
     assert_no_secret(provider)
 
 
+def test_delegated_run_span_names_its_parent_and_scope_denials(provider):
+    """A delegated context's span carries toolbox.parent_run_id; an out-of-scope call is an ERROR span."""
+    gw, parent = gateway(provider), ctx()
+    child = parent.delegate(tools=["lookup"])
+    assert gw.invoke("lookup", ARGS, context=child).status is Status.SUCCESS
+    assert gw.invoke("explode", {"reason": "x", "audit_as": "Fail"}, context=child).status is Status.DENIED
+    first, second = spans(provider)
+    assert first.attributes["toolbox.parent_run_id"] == parent.run_id
+    assert first.attributes["toolbox.trace_id"] == child.run_id
+    assert second.attributes["toolbox.reason_code"] == "DELEGATION_SCOPE"
+    assert second.status.status_code is StatusCode.ERROR
+
+
 def test_span_starts_at_dispatch(provider):
     """The span starts when the operation was dispatched (record.started_at), in nanoseconds."""
     gw, context = gateway(provider), ctx()

@@ -149,6 +149,7 @@ def normal_event(event: Any) -> dict[str, Any]:
     data = event.model_dump()
     for key in ("event_id", "timestamp", "hash", "previous_hash", "trace_id", "correlation_id", "duration"):
         data.pop(key)
+    data["parent_run_id"] = data["parent_run_id"] is not None  # each side has its own parent run
     return data
 
 
@@ -339,6 +340,21 @@ def test_a_passed_deadline_is_refused_alike(door, monkeypatch):
     seen, _ = compare(monkeypatch, late)
     assert (seen["result"]["status"], seen["result"]["reason_code"]) == ("DENIED", "DEADLINE_EXCEEDED")
     assert seen["executions"] == 0
+
+
+@pytest.mark.parametrize("door", [invoke, ainvoke])
+@pytest.mark.parametrize(("scope", "status"), [(["other"], "DENIED"), (["add"], "SUCCESS")])
+def test_a_delegated_context_is_checked_alike(door, scope, status, monkeypatch):
+    def delegated(side: Side) -> Any:
+        child = side.context.delegate(tools=scope)
+        return door(VALID)(Side(side.gateway, side.behaviour, side.env, side.sink, child)), child
+
+    seen, _ = compare(monkeypatch, delegated)
+    assert seen["result"]["status"] == status
+    if status == "DENIED":
+        assert seen["result"]["reason_code"] == "DELEGATION_SCOPE"
+        assert seen["executions"] == 0
+    assert seen["events"] and all(e["parent_run_id"] for e in seen["events"])
 
 
 def test_an_approval_grant_takes_the_full_chain(monkeypatch):

@@ -168,7 +168,16 @@ def test_user_interceptor_runs_in_the_chain():
     assert info.value.reason_code == "QUOTA"
     assert quota.seen == ["billing.charge", "billing.charge"] and len(billing.calls) == 1
     names = [i.name for i in tools.catalog.pipeline.interceptors]
-    assert names == ["kill_switch", "access", "deadline", "validation", "quota", "approval", "budget"]
+    assert names == [
+        "kill_switch",
+        "delegation",
+        "access",
+        "deadline",
+        "validation",
+        "quota",
+        "approval",
+        "budget",
+    ]
 
 
 @tool(risk=RiskClass.MEMORY_ONLY, effect=Effect.READ_ONLY)
@@ -189,7 +198,7 @@ def test_function_tools_both_doors():
     context = ctx()
     gateway = Gateway.load(providers=[add, save_note], discover=False, env={})
     tools = gateway.tools_for(context)
-    assert add(2, 3) == 5, "the decorated function is still directly callable"
+    assert add.function(2, 3) == 5, "the plain function stays directly callable"
     assert tools.get(add).call(2, b=3).purpose("Sum").execute() == 5
     assert gateway.invoke("add", {"a": 2, "purpose": "Sum"}, context=context).content == 2
     saved = asyncio.run(gateway.ainvoke("notes.save", {"text": "hi", "audit_as": "Save"}, context=context))

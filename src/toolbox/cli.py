@@ -19,7 +19,8 @@ and its acknowledgement state, and which Cedar policies the policy file loads.
 
 ``audit`` reads an audit store as an auditor: every tenant's events, with no
 tenant scoping (the operator running the command is trusted with the store
-itself). ``show`` prints one trace's events in sequence order; ``tail`` the
+itself). ``show`` prints one trace's events in sequence order, then the tree
+of the runs it delegated to (and the run that delegated it); ``tail`` the
 latest events across traces; ``verify`` checks the hash chains of one trace
 or of every trace and names each edited, removed or reordered event (exit 1).
 A PostgreSQL URL is only ever read from the environment variable named by
@@ -61,6 +62,7 @@ from urllib.parse import unquote, urlsplit
 from pydantic import ValidationError
 
 from toolbox.audit.events import AuditRecord
+from toolbox.audit.runs import draw_tree, run_tree
 from toolbox.audit.sink import AuditQuery, AuditSink, AuditSinkError
 from toolbox.audit.verify import ChainProblem, verify_chain
 from toolbox.catalog import POLICY_ENV
@@ -558,6 +560,9 @@ def _audit_show(args: argparse.Namespace, sink: AuditSink) -> int:
     """``toolbox audit show TRACE_ID``: one trace's events in sequence order, and its chain state."""
     records = sink.read_trace(args.trace_id)
     problems = verify_chain(records)
+    # The run's sub-agents: runs whose events name this one as their parent (delegation).
+    runs = run_tree(sink, args.trace_id, records)
+    parent = records[0].parent_run_id if records else None
     if args.json:
         _emit_json(
             {
@@ -565,10 +570,15 @@ def _audit_show(args: argparse.Namespace, sink: AuditSink) -> int:
                 "events": [_record_document(r) for r in records],
                 "chain_intact": not problems,
                 "problems": [_problem_document(p) for p in problems],
+                "parent_run_id": parent,
+                "runs": runs.document(),
             }
         )
     elif records:
-        _emit_lines(_show_lines(args.trace_id, records, problems))
+        lines = _show_lines(args.trace_id, records, problems)
+        if parent or runs.children:
+            lines[-1:-1] = [*draw_tree(runs, _clean, parent), ""]
+        _emit_lines(lines)
     return EXIT_OK if records else _no_events(args.trace_id)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from collections.abc import Set as AbstractSet
 from datetime import datetime
 from typing import Annotated, final
@@ -17,6 +17,8 @@ from typing import Annotated, final
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from toolbox.budget import Budget
+from toolbox.delegation import DelegationScope
+from toolbox.errors import DelegationError
 
 __all__ = [
     "DenialRecord",
@@ -211,6 +213,10 @@ class ExecutionContext(BaseModel):
     """When the work must be finished (timezone-aware); later calls are DENIED/DEADLINE_EXCEEDED."""
     budget: Budget | None = Field(default=None, exclude=True)
     """Tool-call limits for this run; exhausted calls are DENIED/BUDGET_EXHAUSTED."""
+    parent_run_id: _Ref | None = None
+    """The run that delegated this one (`delegate`); None for a top-level run. Audited."""
+    scope: DelegationScope | None = Field(default=None, exclude=True)
+    """The tools and operations a delegated run may call; others are DENIED/DELEGATION_SCOPE."""
 
     _trace: Trace = PrivateAttr(default_factory=Trace)
 
@@ -227,6 +233,58 @@ class ExecutionContext(BaseModel):
             raise ValueError("must be timezone-aware, e.g. datetime.now(timezone.utc)")
         return value
 
+    def delegate(
+        self,
+        *,
+        tools: Iterable[object] | None = None,
+        operations: Iterable[str] | None = None,
+        budget: Budget | int | None = None,
+        deadline: datetime | None = None,
+        roles: Iterable[str] | None = None,
+    ) -> ExecutionContext:
+        """A child context for a sub-agent: the same tenant and principal, never more than this one.
+
+        Each argument narrows; None keeps this context's value. The child gets a new
+        ``run_id``, this ``correlation_id``, ``parent_run_id`` = this ``run_id`` and its own trace.
+
+        Args:
+            tools: tool names (or ``@tool`` functions) the child may call.
+            operations: ``tool.operation`` names the child may call.
+            budget: the child's call limit (an int), or a `Budget` whose limits it gets; carved out
+                of this context's remaining budget, and every child call also counts here.
+            deadline: the child's deadline, no later than this one's (timezone-aware).
+            roles: a subset of this context's roles.
+
+        Raises:
+            DelegationError: an argument would widen what this context may do.
+        """
+        if roles is not None:
+            wanted = frozenset(roles) if not isinstance(roles, str) else None
+            if wanted is None:
+                raise DelegationError("roles must be a collection of role names, not one string")
+            extra = wanted - self.roles
+            if extra:
+                raise DelegationError(f"cannot delegate roles this run does not have: {sorted(extra)}")
+        parent_deadline = self.deadline
+        if (
+            deadline is not None
+            and parent_deadline is not None
+            and deadline.tzinfo
+            and deadline > parent_deadline
+        ):
+            # A naive deadline is refused by the field validator below.
+            raise DelegationError("a delegated deadline must not be later than the parent's")
+        return ExecutionContext(
+            tenant=self.tenant,
+            principal=self.principal,
+            roles=self.roles if roles is None else frozenset(roles),
+            correlation_id=self.correlation_id,
+            deadline=self.deadline if deadline is None else deadline,
+            budget=_carve(self.budget, budget),
+            parent_run_id=self.run_id,
+            scope=DelegationScope.narrow(self.scope, tools, operations),
+        )
+
     @property
     def trace(self) -> Trace:
         """What happened in this context: intents, outcomes and denials."""
@@ -234,3 +292,14 @@ class ExecutionContext(BaseModel):
         # BaseModel.__getattr__, which costs microseconds on every operation.
         private: dict[str, Trace] = self.__pydantic_private__  # type: ignore[assignment]
         return private["_trace"]
+
+
+def _carve(parent: Budget | None, wanted: Budget | int | None) -> Budget | None:
+    """The child's budget: carved out of ``parent`` when there is one, else ``wanted`` as given."""
+    if isinstance(wanted, bool) or not isinstance(wanted, (Budget, int, type(None))):
+        raise DelegationError(f"budget must be an int or a Budget, got {type(wanted).__name__}")
+    max_calls = wanted.max_calls if isinstance(wanted, Budget) else wanted
+    per_tool = wanted.per_tool if isinstance(wanted, Budget) else None
+    if parent is None:
+        return None if wanted is None else Budget(max_calls=max_calls, per_tool=per_tool)
+    return parent.carve(max_calls=max_calls, per_tool=per_tool)

@@ -14,7 +14,9 @@ they mean, so callers that only know the standard library still catch them::
     ├── ProviderConflictError                     two providers claim one tool name
     ├── ConfigurationError (ValueError)           governance configuration is malformed
     │   └── PolicyFileError                       a policy file or policy input is malformed
+    ├── DelegationError (ValueError)              ctx.delegate() asked for more than the parent has
     ├── IntentAlreadyExecutedError (RuntimeError) a ready intent was executed twice
+    ├── GovernanceBypassError (RuntimeError)      an operation's effect was entered outside the chain
     └── ToolExecutionError                        the tool ran and failed
         ├── ToolTimeoutError (TimeoutError)
         ├── ToolConnectionError (ConnectionError)
@@ -37,6 +39,8 @@ __all__ = [
     "AuditIncompleteError",
     "BusinessFailedError",
     "ConfigurationError",
+    "DelegationError",
+    "GovernanceBypassError",
     "IntentAlreadyExecutedError",
     "InvalidArgumentsError",
     "InvalidDescriptorError",
@@ -151,6 +155,30 @@ class InvalidArgumentsError(ToolboxError, ValueError):
 
 class IntentAlreadyExecutedError(ToolboxError, RuntimeError):
     """A ready intent executes once; build a new intent for another call."""
+
+
+class DelegationError(ToolboxError, ValueError):
+    """`ExecutionContext.delegate` was asked to widen the parent's scope (tools, operations,
+    budget, deadline or roles); a child context can only narrow it.
+    """
+
+
+class GovernanceBypassError(ToolboxError, RuntimeError):
+    """An operation's effect was entered outside the governed chain: nothing ran.
+
+    Raised by the operation calls a tool hands to its intents (and by providers'
+    internals that check, e.g. HttpTool's clients) when no dispatch of that tool
+    is in progress: a direct call of an internal, a ``@tool`` object called
+    directly, or a tool reaching another tool's internals from inside its own
+    dispatch. Go through the intent or the gateway instead.
+
+    Attributes:
+        tool: the tool whose operation was entered.
+    """
+
+    def __init__(self, message: str, *, tool: str) -> None:
+        super().__init__(message)
+        self.tool = tool
 
 
 class ToolExecutionError(ToolboxError):

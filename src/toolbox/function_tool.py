@@ -28,7 +28,7 @@ from toolbox.descriptor import (
     ToolDescriptor,
     validate_descriptor,
 )
-from toolbox.errors import ToolExecutionError
+from toolbox.errors import GovernanceBypassError, ToolExecutionError
 from toolbox.intent import ReadIntent, WriteIntent
 from toolbox.pipeline.arguments import operation_schema
 from toolbox.provider import ToolProvider
@@ -73,10 +73,12 @@ class WriteDecorator(Protocol):
 
 
 class FunctionTool(Generic[R]):
-    """A decorated function: still callable directly, and registrable as a tool.
+    """A decorated function, registrable as a tool: the governed wrapper.
 
     Pass it to ``Tools.load(providers=[...])``; ``tools.get(fn)`` returns an object
-    whose ``call(...)`` builds the intent.
+    whose ``call(...)`` builds the intent. Calling the wrapper itself raises
+    `GovernanceBypassError`; the plain function, ``fn.function``, stays callable
+    for unit tests (and for recursion inside the function).
     """
 
     def __init__(self, function: Callable[..., Any], provider: ToolProvider[Any]) -> None:
@@ -98,8 +100,18 @@ class FunctionTool(Generic[R]):
         return self.__toolbox_provider__.tool_type
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """Call the function directly, ungoverned (for tests and internal use)."""
-        return self.function(*args, **kwargs)
+        """Refuse: a tool runs through the governed chain (``fn.function`` is the plain function).
+
+        Raises:
+            GovernanceBypassError: always; nothing runs.
+        """
+        name = self.name
+        raise GovernanceBypassError(
+            f"the tool {name!r} was called directly, outside the governed chain: call it through "
+            f"the gateway or tools.get({self.__name__}).call(...); in unit tests call the plain "
+            f"function, {self.__name__}.function(...)",
+            tool=name,
+        )
 
     def __repr__(self) -> str:
         return f"<tool {self.name}>"
@@ -131,6 +143,8 @@ class _Bound:
 
     def __init__(self, runtime: ToolRuntime) -> None:
         self._runtime = runtime
+        # The plain function is public (fn.function), so its calls carry no permit check.
+        runtime.guarded = False
 
     def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         # Fast paths for plain parameters; anything unusual goes through Signature.bind.
@@ -158,7 +172,8 @@ class _Bound:
         """Intent to call the function with these arguments (checked against its signature)."""
         function = self.function
         arguments = self._bind(args, kwargs)
-        build = self._runtime.read_intent if self.effect is Effect.READ_ONLY else self._runtime.write_intent
+        runtime = self._runtime
+        kind = ReadIntent if self.effect is Effect.READ_ONLY else WriteIntent
         if self.is_async:
 
             def call() -> Any:
@@ -170,8 +185,9 @@ class _Bound:
             async def acall() -> Any:
                 return await function(**arguments)
 
-            return build(OPERATION, call, acall=acall, arguments=arguments)
-        return build(OPERATION, lambda: function(**arguments), arguments=arguments)
+            return kind(runtime, OPERATION, None, call, acall, arguments)
+        # Built directly, not through runtime.read_intent: the call is the public function.
+        return kind(runtime, OPERATION, None, lambda: function(**arguments), None, arguments)
 
 
 def _tool_name(function: Callable[..., Any]) -> str:

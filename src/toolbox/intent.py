@@ -126,10 +126,6 @@ class _Intent(Generic[R]):
         """Warnings the tool attached when the operation was called (e.g. a report-only egress rule)."""
         return self._warnings
 
-    def operation_calls(self) -> tuple[Callable[[], R], Callable[[], Awaitable[R]] | None]:
-        """The undecorated sync and async calls, for the by-name door's governed chain."""
-        return self._call, self._acall
-
     def _ready(self, kind: str, text: str) -> Ready[R]:
         if type(text) is not str or text not in _VALID_TEXTS:
             text = validate_intent_text(text)
@@ -306,6 +302,17 @@ class Ready(Generic[R]):
     def __repr__(self) -> str:
         r = self._record
         return f"Ready({r.tool}.{r.operation} {r.intent_kind}={r.intent_text!r} status={r.status})"
+
+
+def dispatch_calls(
+    intent: ReadIntent[R] | WriteIntent[R],
+) -> tuple[Callable[[], R], Callable[[], Awaitable[R]] | None]:
+    """The sync and async calls of ``intent``, for the by-name door's chain to dispatch.
+
+    Not a way around the chain: a runtime's calls raise `GovernanceBypassError`
+    unless the chain is dispatching them.
+    """
+    return intent._call, intent._acall
 
 
 def raise_for_result(result: ToolResult, invocation: Invocation) -> NoReturn:

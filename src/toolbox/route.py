@@ -11,7 +11,7 @@ version, which checks apply) are then taken once; what can change is checked
 on every call, and anything out of the ordinary goes to the full chain before
 anything is recorded:
 
-- a context with a deadline or a budget, an engaged kill switch, a tool not
+- a context with a deadline, a budget or a delegation scope, an engaged kill switch, a tool not
   yet built for this context, an approval grant;
 - arguments that are not a small, flat JSON object, or that fail validation
   (the full chain then produces the INVALID_ARGUMENTS result);
@@ -37,7 +37,7 @@ from toolbox.descriptor import RiskClass, ToolDescriptor
 from toolbox.intent import validate_intent_text
 from toolbox.pipeline.arguments import ArgumentLimits, ArgumentValidation, OperationSchema, flat_and_small
 from toolbox.pipeline.chain import PLAIN_RESULTS, Pipeline, Plan
-from toolbox.pipeline.checks import AccessCheck, BudgetCheck, DeadlineCheck, KillSwitch
+from toolbox.pipeline.checks import AccessCheck, BudgetCheck, DeadlineCheck, DelegationCheck, KillSwitch
 from toolbox.pipeline.invocation import BY_NAME, Invocation
 from toolbox.pipeline.result import ToolResult, succeeded
 from toolbox.pipeline.retry import is_transient_result
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Route", "compile_route"]
 
-_ROUTABLE_CHECKS = (KillSwitch, AccessCheck, DeadlineCheck, ArgumentValidation, BudgetCheck)
+_ROUTABLE_CHECKS = (KillSwitch, DelegationCheck, AccessCheck, DeadlineCheck, ArgumentValidation, BudgetCheck)
 # Validated values of these types cannot change after the call: the audit redacts them lazily.
 _IMMUTABLE = IMMUTABLE_TYPES | {Any}
 
@@ -172,6 +172,7 @@ class Route:
         if (
             context.deadline is not None
             or context.budget is not None
+            or context.scope is not None
             or not flat_and_small(arguments, self._limits)  # type: ignore[arg-type]
             or self._engaged(self.tool)
         ):

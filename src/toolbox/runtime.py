@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, final
 
 from toolbox.context import DenialRecord, ExecutionContext
 from toolbox.descriptor import Effect, RiskClass, ToolDescriptor
+from toolbox.dispatch import guard, guard_async
 from toolbox.errors import ToolDeniedError
 from toolbox.intent import ReadIntent, WriteIntent
 
@@ -24,7 +25,9 @@ class ToolRuntime:
     """The bridge between a tool and toolbox: descriptor, context, options, intents.
 
     Providers receive one in their factory and build every operation's intent
-    through `read_intent` or `write_intent`.
+    through `read_intent` or `write_intent`. The operation calls they pass are
+    guarded: run outside the governed chain's dispatch of this tool, they raise
+    `toolbox.GovernanceBypassError` (see `toolbox.dispatch`).
     """
 
     __slots__ = (
@@ -32,6 +35,7 @@ class ToolRuntime:
         "context",
         "descriptor",
         "executions",
+        "guarded",
         "options",
         "pipeline",
         "plans",
@@ -68,6 +72,8 @@ class ToolRuntime:
         self.executions = 0
         #: A MEMORY_ONLY tool does no I/O, so async callers run it inline, not on a thread.
         self.runs_inline = descriptor.risk is RiskClass.MEMORY_ONLY
+        #: Whether operation calls are guarded (False only for ``@tool``, whose plain function is public).
+        self.guarded = True
         self._effects = {op.name: op.effect for op in descriptor.operations}
 
     def effect_of(self, operation: str) -> Effect:
@@ -108,7 +114,16 @@ class ToolRuntime:
                 f"provider bug: {self.descriptor.name}.{operation} is {effect.value}, "
                 "so it must return write_intent(), which accepts only audit_as()"
             )
-        return ReadIntent(self, operation, target, call, acall, arguments or {}, warnings)
+        name = self.tool_name
+        return ReadIntent(
+            self,
+            operation,
+            target,
+            guard(name, call),
+            None if acall is None else guard_async(name, acall),
+            arguments or {},
+            warnings,
+        )
 
     def write_intent(
         self,
@@ -130,4 +145,13 @@ class ToolRuntime:
                 f"provider bug: {self.descriptor.name}.{operation} is READ_ONLY, "
                 "so it must return read_intent()"
             )
-        return WriteIntent(self, operation, target, call, acall, arguments or {}, warnings)
+        name = self.tool_name
+        return WriteIntent(
+            self,
+            operation,
+            target,
+            guard(name, call),
+            None if acall is None else guard_async(name, acall),
+            arguments or {},
+            warnings,
+        )

@@ -105,6 +105,7 @@ def call_event(
         intent_text=intent_text or None,
         tenant=context.tenant,
         principal=context.principal,
+        parent_run_id=context.parent_run_id,
         **fields,
     )
     event.timestamp = timestamp

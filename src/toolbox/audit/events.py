@@ -3,6 +3,9 @@
 Each trace's events form a hash chain: an event's ``hash`` covers its fields
 and the ``previous_hash`` of its trace, so editing, removing or reordering a
 stored event breaks the chain where it happened.
+
+``parent_run_id`` (the delegating run, schema version 2) is the last field and
+is hashed only when set, so events stored before it existed still verify.
 """
 
 from __future__ import annotations
@@ -32,7 +35,8 @@ class EventType(str, enum.Enum):
     SYSTEM_ERROR = "SYSTEM_ERROR"
 
 
-#: The fields of an event, in storage order (the chain hash covers all but ``hash``).
+#: The fields of an event, in storage order (the chain hash covers all but ``hash``;
+#: ``parent_run_id`` only when set).
 FIELDS = (
     "event_id",
     "trace_id",
@@ -59,6 +63,7 @@ FIELDS = (
     "attempt",
     "previous_hash",
     "hash",
+    "parent_run_id",
 )
 
 
@@ -91,6 +96,7 @@ class AuditEvent:
         status: str | None = None,
         duration: float | None = None,
         attempt: int | None = None,
+        parent_run_id: str | None = None,
     ) -> None:
         self.event_id = uuid.uuid4().hex
         self.trace_id = trace_id
@@ -118,6 +124,7 @@ class AuditEvent:
         self.attempt = attempt
         self.previous_hash = GENESIS_HASH
         self.hash = ""
+        self.parent_run_id = parent_run_id
 
     def as_dict(self) -> dict[str, Any]:
         """Storage form: every field, the type as its value, the time as ISO 8601 UTC."""
@@ -140,13 +147,20 @@ def canonical(data: dict[str, Any]) -> str:
     return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
-_HASHED = FIELDS[:-1]  # every field but ``hash`` itself, in storage order
+_HASHED = FIELDS[: FIELDS.index("hash")]  # every field before ``hash``, in storage order
 _ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str).encode
 
 
 def chain_hash(data: dict[str, Any]) -> str:
-    """SHA-256 over every field but ``hash`` (``previous_hash`` included), in storage order."""
-    return hashlib.sha256(_ENCODE([data[name] for name in _HASHED]).encode("utf-8")).hexdigest()
+    """SHA-256 over every field but ``hash`` (``previous_hash`` included), in storage order.
+
+    ``parent_run_id`` is appended only when set: events without it hash as before it existed.
+    """
+    values = [data[name] for name in _HASHED]
+    parent = data.get("parent_run_id")
+    if parent is not None:
+        values.append(["parent_run_id", parent])
+    return hashlib.sha256(_ENCODE(values).encode("utf-8")).hexdigest()
 
 
 class AuditRecord(BaseModel):
@@ -179,6 +193,7 @@ class AuditRecord(BaseModel):
     attempt: int | None
     previous_hash: str
     hash: str
+    parent_run_id: str | None = None
 
     def storage_dict(self) -> dict[str, Any]:
         """The mapping the chain hash was computed over."""

@@ -18,8 +18,8 @@ was first dispatched (or, when it never was, when the intent was declared),
 ends when the result is final, and carries the audit event's fields as
 ``toolbox.*`` attributes: tool, operation, name, status, decision,
 reason_code, error_code, rule_ids, effect, risk, intent_kind, intent_text,
-tenant, principal, trace_id (the context's run id), correlation_id,
-attempts and payload_hash. Never the arguments, headers, bodies or messages:
+tenant, principal, trace_id (the context's run id), parent_run_id (for a
+delegated run), correlation_id, attempts and payload_hash. Never the arguments, headers, bodies or messages:
 the payload appears only as the hash of its redacted form (`Redaction`).
 Statuses other than SUCCESS and APPROVAL_REQUIRED set the span status to
 ERROR, described by their codes only.
@@ -132,6 +132,7 @@ class OtelHook:
             "tenant": ctx.tenant,
             "principal": ctx.principal,
             "trace_id": ctx.run_id,
+            "parent_run_id": ctx.parent_run_id,
             "correlation_id": ctx.correlation_id,
             "attempts": record.attempts,
             "payload_hash": payload_hash,

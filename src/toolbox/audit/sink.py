@@ -29,6 +29,8 @@ class AuditQuery:
     since: datetime | None = None
     until: datetime | None = None
     limit: int = 1000
+    #: Events of the runs this run delegated to (their ``parent_run_id``).
+    parent_run_id: str | None = None
 
 
 @runtime_checkable

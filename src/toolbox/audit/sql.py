@@ -9,7 +9,7 @@ Schema (SQLAlchemy Core, one `MetaData`):
     ``timestamp`` is stored exactly as the chain hash saw it: the fixed-width
     ISO 8601 UTC string of `AuditEvent.as_dict` (``2024-05-01T10:00:00.123456+00:00``),
     which sorts chronologically as text (byte order: collation "C" on PostgreSQL).
-    Indexes: tenant + timestamp, timestamp, tool, principal, status.
+    Indexes: tenant + timestamp, timestamp, tool, principal, status, parent_run_id.
 ``audit_trace_heads``
     One row per trace: its last sequence number and last hash. ``append`` locks
     the heads of the traces it writes, so sequences stay gap-free and the
@@ -48,6 +48,7 @@ try:
         select,
         update,
     )
+    from sqlalchemy import text as sql_text
     from sqlalchemy.engine import Connection, Engine, RowMapping
     from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
@@ -70,12 +71,24 @@ __all__ = [
     "version_table",
 ]
 
-#: The schema version this code writes.
-SCHEMA_VERSION = 1
+#: The schema version this code writes (2: ``parent_run_id``, the delegating run).
+SCHEMA_VERSION = 2
+
+
+def _add_parent_run_id(conn: Connection) -> None:
+    """Version 1 -> 2: the nullable ``parent_run_id`` column (appended last) and its index."""
+    preparer = conn.dialect.identifier_preparer
+    table = preparer.quote(events_table.name)
+    schema = conn.schema_for_object(events_table)  # the PostgreSQL sink's schema, if it has one
+    if schema:
+        table = f"{preparer.quote_schema(schema)}.{table}"
+    conn.execute(sql_text(f"ALTER TABLE {table} ADD COLUMN parent_run_id TEXT"))
+    _parent_index.create(conn)
+
 
 #: ``MIGRATIONS[n]`` upgrades a store from version ``n`` to ``n + 1`` inside the
-#: schema transaction (none yet: version 1 is the first).
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {}
+#: schema transaction.
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _add_parent_run_id}
 
 metadata = MetaData(
     naming_convention={
@@ -117,6 +130,7 @@ events_table = Table(
     Column("attempt", Integer),
     Column("previous_hash", String(64), nullable=False),
     Column("hash", String(64), nullable=False),
+    Column("parent_run_id", Text),
     UniqueConstraint("trace_id", "sequence"),
     Index(None, "tenant", "timestamp"),
     Index(None, "timestamp"),
@@ -124,6 +138,7 @@ events_table = Table(
     Index(None, "principal"),
     Index(None, "status"),
 )
+_parent_index = Index(None, events_table.c.parent_run_id)
 
 heads_table = Table(
     "audit_trace_heads",
@@ -218,7 +233,7 @@ class SqlSink:
         """
         table = events_table
         statement = select(table)
-        for field in ("tenant", "tool", "principal", "status"):
+        for field in ("tenant", "tool", "principal", "status", "parent_run_id"):
             wanted = getattr(query, field)
             if wanted is not None:
                 statement = statement.where(table.c[field] == wanted)

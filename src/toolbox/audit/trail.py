@@ -317,6 +317,7 @@ class AuditTrail:
             tenant=context.tenant,
             principal=context.principal,
             status=Status.DENIED.value,
+            parent_run_id=context.parent_run_id,
         )
         if not self._store([event]):
             self._keep([event])
@@ -410,10 +411,13 @@ class AuditTrail:
         since: datetime | None = None,
         until: datetime | None = None,
         limit: int = 1000,
+        parent_run_id: str | None = None,
     ) -> list[AuditRecord]:
-        """Events by tool, principal, status and time range; scoped like `read_trace`."""
+        """Events by tool, principal, status, time range and delegating run; scoped like `read_trace`."""
         tenant = None if self._is_auditor(context) else context.tenant
-        return self.sink.query(AuditQuery(tenant, tool, principal, status, since, until, limit))
+        return self.sink.query(
+            AuditQuery(tenant, tool, principal, status, since, until, limit, parent_run_id)
+        )
 
     def verify(self, trace_id: str, *, context: ExecutionContext) -> list[ChainProblem]:
         """Chain problems of ``trace_id`` (auditors only: verification needs every event)."""

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from toolbox.descriptor import Effect
 from toolbox.errors import ConfigurationError, InvalidArgumentsError, ToolboxError, ToolDeniedError
-from toolbox.intent import validate_intent_text
+from toolbox.intent import dispatch_calls, validate_intent_text
 from toolbox.pipeline.invocation import BY_NAME, Invocation
 from toolbox.pipeline.result import ToolResult
 
@@ -301,6 +301,6 @@ class ArgumentValidation:
         if intent.warnings:
             invocation.warnings = (*invocation.warnings, *intent.warnings)
         invocation.record.intent_text = text
-        invocation.call, invocation.acall = intent.operation_calls()
+        invocation.call, invocation.acall = dispatch_calls(intent)
         invocation.target = invocation.record.target = intent.target
         return None

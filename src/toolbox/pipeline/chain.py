@@ -2,7 +2,7 @@
 
 Both front doors run an `Invocation` through the same `Pipeline`::
 
-    kill switch -> access (registry, policy, acknowledgement) -> deadline -> authorization
+    kill switch -> delegation scope -> access (registry, policy, acknowledgement) -> deadline -> authorization
     -> argument validation -> guardrails -> approval -> budget -> your interceptors
     -> audit(request) -> retry by effect { per-attempt checks -> operation }
     -> business-outcome mapping -> audit(response)
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, final
@@ -20,8 +21,9 @@ from toolbox.audit.batch import Closing, Opening
 from toolbox.audit.trail import AuditTrail, audit_unavailable
 from toolbox.context import ExecutionContext, OperationRecord
 from toolbox.descriptor import Effect, RiskClass
+from toolbox.dispatch import arun_dispatched, run_dispatched
 from toolbox.errors import InvalidArgumentsError, ToolboxError, ToolDeniedError, ToolTimeoutError
-from toolbox.pipeline.checks import BudgetCheck, DeadlineCheck, KillSwitch
+from toolbox.pipeline.checks import BudgetCheck, DeadlineCheck, DelegationCheck, KillSwitch
 from toolbox.pipeline.interceptor import Interceptor
 from toolbox.pipeline.invocation import TYPED, Invocation
 from toolbox.pipeline.outcomes import BusinessFailure, OutcomeMappers
@@ -44,7 +46,7 @@ __all__ = ["PLAIN_RESULTS", "AuditHook", "OperationTimeoutError", "Pipeline", "P
 _EXECUTOR: concurrent.futures.ThreadPoolExecutor | None = None
 #: Results of these types cannot declare themselves transient: the probe is skipped.
 PLAIN_RESULTS = frozenset({int, float, str, bool, bytes, dict, list, tuple, type(None)})
-_CONTEXT_GATES = (KillSwitch, DeadlineCheck, BudgetCheck)
+_CONTEXT_GATES = (KillSwitch, DelegationCheck, DeadlineCheck, BudgetCheck)
 
 
 def _always(invocation: Invocation) -> bool:
@@ -250,8 +252,9 @@ class Pipeline:
             raise RuntimeError("invocation has no operation to call")
         timeout = plan.timeout
         if timeout is None:
-            return call()
-        future = _executor().submit(call)
+            return run_dispatched(invocation.tool, call)
+        # The worker thread runs in a copy of this context, so it sees the permit set there.
+        future = _executor().submit(contextvars.copy_context().run, run_dispatched, invocation.tool, call)
         try:
             return future.result(timeout=timeout)
         except concurrent.futures.TimeoutError:
@@ -305,6 +308,7 @@ class Pipeline:
             not plan.inline
             or context.deadline is not None
             or context.budget is not None
+            or context.scope is not None
             or (self._kill_switch is not None and self._kill_switch.engaged(record.tool))
         ):
             return NOT_INLINE
@@ -325,7 +329,8 @@ class Pipeline:
         record.status = "STARTED"
         runtime.executions += 1
         try:
-            content = call()
+            # Calls a runtime guards need the chain's permit; a @tool function's do not.
+            content = run_dispatched(record.tool, call) if runtime.guarded else call()
         except Exception as exc:  # noqa: BLE001 - continue in the full chain, which classifies it
             return Fallback(self.continue_failed(_opened(build(), opening), plan, exc))
         if type(content) not in PLAIN_RESULTS and is_transient_result(content):
@@ -383,6 +388,9 @@ class Pipeline:
         return self._finish(invocation, result)
 
     async def _acall(self, invocation: Invocation, plan: Plan) -> Any:
+        return await arun_dispatched(invocation.tool, lambda: self._acall_permitted(invocation, plan))
+
+    async def _acall_permitted(self, invocation: Invocation, plan: Plan) -> Any:
         runtime = invocation.runtime
         if invocation.acall is not None:
             awaitable = invocation.acall()

@@ -1,4 +1,4 @@
-"""Small built-in checks: kill switch, tool access, deadline, budget."""
+"""Small built-in checks: kill switch, delegation scope, tool access, deadline, budget."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from toolbox.errors import ToolDeniedError, ToolUnavailableError
 from toolbox.pipeline.invocation import BY_NAME, Invocation
 from toolbox.pipeline.result import ToolResult
 
-__all__ = ["AccessCheck", "BudgetCheck", "DeadlineCheck", "KillSwitch"]
+__all__ = ["AccessCheck", "BudgetCheck", "DeadlineCheck", "DelegationCheck", "KillSwitch"]
 
 KILL_SWITCH_ENV = "TOOLBOX_KILL_SWITCH"
 _OFF_VALUES = frozenset({"", "0", "off", "false", "no"})
@@ -60,6 +60,29 @@ class KillSwitch:
                 "KILL_SWITCH", "kill_switch", "tool calls are stopped by the kill switch"
             )
         return None
+
+
+@final
+class DelegationCheck:
+    """Refuses what a delegated context's scope does not allow: DENIED/DELEGATION_SCOPE.
+
+    Runs before access and validation, so an out-of-scope call learns nothing
+    about the tool or its arguments.
+    """
+
+    name = "delegation"
+    per_attempt = False
+    __slots__ = ()
+
+    def __call__(self, invocation: Invocation) -> ToolResult | None:
+        scope = invocation.context.scope
+        if scope is None or scope.allows(invocation.tool, invocation.operation):
+            return None
+        return invocation.denied(
+            "DELEGATION_SCOPE",
+            "delegation:scope",
+            f"{invocation.tool}.{invocation.operation} is outside this delegated run's scope",
+        )
 
 
 @final

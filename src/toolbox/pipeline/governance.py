@@ -11,7 +11,7 @@ from toolbox.pipeline.approval import ApprovalCheck, Approver
 from toolbox.pipeline.arguments import ArgumentLimits, ArgumentValidation
 from toolbox.pipeline.authorization import AuthorizationCheck, Authorizer, InvocationAuthorizer, RolePolicy
 from toolbox.pipeline.chain import AuditHook, Pipeline
-from toolbox.pipeline.checks import AccessCheck, BudgetCheck, DeadlineCheck, KillSwitch
+from toolbox.pipeline.checks import AccessCheck, BudgetCheck, DeadlineCheck, DelegationCheck, KillSwitch
 from toolbox.pipeline.guardrails import Guardrail, GuardrailMode, Guardrails, guardrails_from_config
 from toolbox.pipeline.interceptor import Interceptor
 from toolbox.pipeline.outcomes import OutcomeMapper, OutcomeMappers
@@ -140,6 +140,7 @@ class Governance:
                 disabled_tools=s["disabled_tools"],
                 env=os.environ if env is None else env,
             ),
+            DelegationCheck(),
             AccessCheck(),
             DeadlineCheck(),
             ArgumentValidation(s["limits"]),

@@ -1,4 +1,9 @@
-"""The fs operations themselves, each on an already resolved path and through `walk`."""
+"""The fs operations themselves, each on an already resolved path and through `walk`.
+
+Each one first checks that the governed chain is dispatching an operation of
+the fs tool (`toolbox.dispatch.require_dispatch`): called any other way, it
+raises `toolbox.GovernanceBypassError` before touching the file system.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ import secrets
 import stat
 
 from toolbox import ResponseTooLargeError
+from toolbox.dispatch import require_dispatch
 from toolbox_fs._paths import Resolved, missing, open_entry, walk
 
 __all__ = ["delete_file", "list_dir", "read_file", "write_file"]
@@ -43,6 +49,7 @@ def _require_file(info: os.stat_result, where: Resolved) -> None:
 
 def read_file(where: Resolved, limit: int) -> bytes:
     """The file's content, refused unread if it is larger than ``limit`` bytes."""
+    require_dispatch(where.tool)
     with walk(where, -1) as dir_fd:
         info = _lstat(dir_fd, where)
         if info is None:
@@ -72,12 +79,14 @@ def read_file(where: Resolved, limit: int) -> bytes:
 
 def list_dir(where: Resolved) -> list[str]:
     """The directory's entry names, sorted."""
+    require_dispatch(where.tool)
     with walk(where) as fd:
         return sorted(os.listdir(fd))
 
 
 def write_file(where: Resolved, data: bytes) -> int:
     """Create or replace the file atomically: a temporary file in the same directory, then a rename."""
+    require_dispatch(where.tool)
     name = where.parts[-1]
     with walk(where, -1) as dir_fd:
         existing = _lstat(dir_fd, where)
@@ -106,6 +115,7 @@ def write_file(where: Resolved, data: bytes) -> int:
 
 def delete_file(where: Resolved) -> None:
     """Delete the file (directories are refused)."""
+    require_dispatch(where.tool)
     with walk(where, -1) as dir_fd:
         if _lstat(dir_fd, where) is None:
             raise missing(where)

@@ -18,6 +18,7 @@ from typing import Any, final
 
 import httpx
 
+from toolbox.dispatch import require_dispatch
 from toolbox_http._guard import AddressGuard, guarded_async_transport, guarded_transport
 from toolbox_http._options import HttpOptions
 
@@ -60,6 +61,20 @@ def _client_settings(options: HttpOptions) -> dict[str, Any]:
     }
 
 
+def _dispatch_hooks(tool: str) -> tuple[Any, Any]:
+    """httpx request hooks: every request of these clients, redirects included, must be
+    sent by the governed chain's dispatch of ``tool`` (else `toolbox.GovernanceBypassError`).
+    """
+
+    def check(request: httpx.Request) -> None:
+        require_dispatch(tool)
+
+    async def acheck(request: httpx.Request) -> None:
+        require_dispatch(tool)
+
+    return check, acheck
+
+
 async def _keep_until_shutdown(client: httpx.AsyncClient, *, closes: bool) -> AsyncGenerator[None, None]:
     """Suspended for the life of the loop; its ``finally`` closes ``client`` at loop shutdown."""
     try:
@@ -73,10 +88,11 @@ async def _keep_until_shutdown(client: httpx.AsyncClient, *, closes: bool) -> As
 class Clients:
     """Builds transports and clients; owns the shared sync client and the TLS context."""
 
-    __slots__ = ("_async", "_client", "_guard", "_lock", "_options", "_ssl")
+    __slots__ = ("_async", "_client", "_guard", "_hooks", "_lock", "_options", "_ssl")
 
-    def __init__(self, options: HttpOptions) -> None:
+    def __init__(self, options: HttpOptions, *, tool: str) -> None:
         self._options = options
+        self._hooks = _dispatch_hooks(tool)
         self._guard = AddressGuard(options.egress)
         self._lock = threading.RLock()
         self._client: httpx.Client | None = None
@@ -113,7 +129,11 @@ class Clients:
             with self._lock:
                 if self._client is None:
                     transport = self.sync_transport()
-                    self._client = httpx.Client(transport=transport, **_client_settings(self._options))
+                    self._client = httpx.Client(
+                        transport=transport,
+                        event_hooks={"request": [self._hooks[0]]},
+                        **_client_settings(self._options),
+                    )
                 client = self._client
         return client
 
@@ -129,7 +149,11 @@ class Clients:
             held = self._async.get(loop)
         if held is not None and not held[0].is_closed:
             return held[0]
-        client = httpx.AsyncClient(transport=self.async_transport(), **_client_settings(self._options))
+        client = httpx.AsyncClient(
+            transport=self.async_transport(),
+            event_hooks={"request": [self._hooks[1]]},
+            **_client_settings(self._options),
+        )
         keeper = _keep_until_shutdown(client, closes=self._options.async_transport is None)
         await keeper.__anext__()  # registers the generator with the loop's shutdown_asyncgens()
         with self._lock:

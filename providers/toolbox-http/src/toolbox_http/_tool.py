@@ -76,7 +76,7 @@ class HttpTool:
                 env=INSECURE_TLS_ENV,
                 value=INSECURE_TLS_VALUE,
             )
-        self._clients = Clients(self._options)
+        self._clients = Clients(self._options, tool=runtime.tool_name)
         self._exchange = Exchange(self._clients, self._options, env)
 
     @property
