@@ -74,7 +74,8 @@ class CedarAuthorizer:
             the id the decision and the audit event name.
         schema: the Cedar schema, in Cedar syntax or as Cedar JSON.
         schema_format: ``"cedar"`` or ``"json"``; by default JSON when the text starts with ``{``.
-        policies_source, schema_source: where the texts came from, for error messages.
+        policies_source: where the policy text came from, for error messages.
+        schema_source: where the schema text came from, for error messages.
 
     Raises:
         PolicyFileError: a policy does not parse, breaks the schema, repeats an
