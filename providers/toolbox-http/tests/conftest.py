@@ -72,6 +72,7 @@ class _Handler(BaseHTTPRequestHandler):
         if ok:
             self.server.requests.append((self.command, self.path, self.headers.get("Host")))
             self.server.peers.append(self.client_address[1])
+            self.server.received_headers.append(dict(self.headers.items()))
         return ok
 
     def _redirect(self) -> None:
@@ -183,6 +184,8 @@ class LoopbackServer(ThreadingHTTPServer):
         self.requests: list[tuple[str, str, str | None]] = []
         #: The client port of each request: equal ports mean one kept-alive connection.
         self.peers: list[int] = []
+        #: The headers of each request, in order.
+        self.received_headers: list[dict[str, str]] = []
 
     @property
     def url(self) -> str:

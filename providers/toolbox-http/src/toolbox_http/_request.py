@@ -40,6 +40,8 @@ class Prepared:
     request: httpx.Request
     target: str
     warnings: tuple[str, ...] = ()
+    #: Whether the body is the JSON encoding of ``json=`` (governance sees it decoded).
+    json_body: bool = False
 
 
 def _parse_url(url: object) -> httpx.URL:
@@ -147,4 +149,4 @@ def prepare(
         if content_type is not None and "content-type" not in merged:
             merged["Content-Type"] = content_type
     request = httpx.Request(method, parsed, headers=merged, content=body)
-    return Prepared(request, redact_url(str(request.url)))
+    return Prepared(request, redact_url(str(request.url)), json_body=json is not None)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from typing import Any, final
 
 from toolbox.errors import AcknowledgementRequiredError
@@ -15,6 +14,7 @@ from toolbox_http._exchange import Exchange
 from toolbox_http._options import HttpOptions
 from toolbox_http._request import Headers, Params, Prepared, prepare
 from toolbox_http._response import HttpResponse
+from toolbox_http._view import governed_arguments
 
 __all__ = ["HttpTool"]
 
@@ -186,7 +186,7 @@ class HttpTool:
             lambda: exchange.send(prepared),
             target=prepared.target,
             acall=lambda: exchange.send_async(prepared),
-            arguments=_governed_arguments(prepared),
+            arguments=governed_arguments(prepared),
             warnings=prepared.warnings,
         )
 
@@ -197,24 +197,9 @@ class HttpTool:
             lambda: exchange.send(prepared),
             target=prepared.target,
             acall=lambda: exchange.send_async(prepared),
-            arguments=_governed_arguments(prepared),
+            arguments=governed_arguments(prepared),
             warnings=prepared.warnings,
         )
 
     def __repr__(self) -> str:
         return f"HttpTool(context={self._runtime.context.run_id})"
-
-
-def _governed_arguments(prepared: Prepared) -> dict[str, Any]:
-    """What authorization, guardrails and approvals see: never headers, never the raw URL.
-
-    The body is represented by its digest, so an approval binds the exact payload.
-    """
-    request = prepared.request
-    body = request.content
-    return {
-        "method": request.method,
-        "url": prepared.target,
-        "host": request.url.host,
-        "body_sha256": hashlib.sha256(body).hexdigest() if body else None,
-    }
