@@ -36,6 +36,7 @@ class ToolRuntime:
         "pipeline",
         "plans",
         "record",
+        "redaction_keys",
         "runs_inline",
         "tool_name",
         "tools",
@@ -69,6 +70,10 @@ class ToolRuntime:
         #: A MEMORY_ONLY tool does no I/O, so async callers run it inline, not on a thread.
         self.runs_inline = descriptor.risk is RiskClass.MEMORY_ONLY
         self._effects = {op.name: op.effect for op in descriptor.operations}
+        audit = tools.catalog.audit
+        #: The audit trail's configured ``redact_keys`` (normalised): redact targets with them too,
+        #: e.g. ``toolbox.redact.redact_url(url, runtime.redaction_keys)``.
+        self.redaction_keys: frozenset[str] = audit.redaction.keys if audit is not None else frozenset()
 
     def effect_of(self, operation: str) -> Effect:
         """The declared effect of ``operation`` (undeclared means `Effect.UNSAFE`)."""

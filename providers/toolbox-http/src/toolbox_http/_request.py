@@ -44,7 +44,7 @@ class Prepared:
     json_body: bool = False
 
 
-def _parse_url(url: object) -> httpx.URL:
+def _parse_url(url: object, keys: frozenset[str]) -> httpx.URL:
     if not isinstance(url, str):
         raise ValueError(f"url must be a str, got {type(url).__name__}")
     if _URL_FORBIDDEN.search(url):
@@ -52,14 +52,14 @@ def _parse_url(url: object) -> httpx.URL:
     try:
         parsed = httpx.URL(url)
     except httpx.InvalidURL:
-        raise ValueError(f"url is not a valid URL: {redact_url(url)}") from None
+        raise ValueError(f"url is not a valid URL: {redact_url(url, keys)}") from None
     if parsed.scheme not in ALLOWED_SCHEMES:
         raise ValueError(
-            f"URL scheme {parsed.scheme!r} is not allowed in {redact_url(url)}: "
+            f"URL scheme {parsed.scheme!r} is not allowed in {redact_url(url, keys)}: "
             "only http and https are allowed"
         )
     if not parsed.host:
-        raise ValueError(f"url has no host: {redact_url(url)}")
+        raise ValueError(f"url has no host: {redact_url(url, keys)}")
     return parsed
 
 
@@ -118,6 +118,7 @@ def prepare(
     json: Any = None,
     content: object = None,
     max_request_bytes: int,
+    redaction_keys: frozenset[str] = frozenset(),
 ) -> Prepared:
     """Check the arguments of one call and build its request.
 
@@ -126,8 +127,11 @@ def prepare(
             whitespace or control characters; params, headers or body are
             malformed; both json and content are given; the body exceeds
             ``max_request_bytes``.
+
+    ``redaction_keys`` (normalised, see `toolbox.redact.normalize_name`) are
+    masked in the target and in messages, like secret-looking query names.
     """
-    parsed = _parse_url(url)
+    parsed = _parse_url(url, redaction_keys)
     # Decoding gzip could expand one network read ~1000x before the size limit is
     # checked, so compressed responses are not asked for unless the caller does.
     merged = httpx.Headers({"User-Agent": USER_AGENT, "Accept-Encoding": "identity"})
@@ -149,4 +153,4 @@ def prepare(
         if content_type is not None and "content-type" not in merged:
             merged["Content-Type"] = content_type
     request = httpx.Request(method, parsed, headers=merged, content=body)
-    return Prepared(request, redact_url(str(request.url)), json_body=json is not None)
+    return Prepared(request, redact_url(str(request.url), redaction_keys), json_body=json is not None)

@@ -73,7 +73,7 @@ class HttpTool:
                 value=INSECURE_TLS_VALUE,
             )
         self._clients = Clients(self._options)
-        self._exchange = Exchange(self._clients, self._options, env)
+        self._exchange = Exchange(self._clients, self._options, env, redaction_keys=runtime.redaction_keys)
 
     @property
     def options(self) -> HttpOptions:
@@ -166,6 +166,7 @@ class HttpTool:
             json=json,
             content=content,
             max_request_bytes=self._options.max_request_bytes,
+            redaction_keys=self._runtime.redaction_keys,
         )
         egress = self._options.egress
         violation = egress.violation(prepared.request.method, prepared.request.url)
