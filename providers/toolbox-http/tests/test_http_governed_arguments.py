@@ -301,3 +301,55 @@ def test_approval_display_masks_secrets_but_binds_them(harness_factory):
     assert "tok-1" not in repr(first.as_dict())
     assert first.arguments["headers"]["authorization"] == "[REDACTED]"
     assert first.fingerprint != second.fingerprint
+
+
+@pytest.mark.parametrize("door", DOORS)
+def test_one_header_in_two_spellings_is_refused(harness_factory, door):
+    """Both spellings would be sent and servers disagree on which counts: the call is invalid."""
+    h = harness_factory()
+    arguments = {"url": f"{h.base}/pay", "headers": {"X-Pay-To": "alice", "x-pay-to": "mallory"}}
+    if door == "by_name":
+        result = h.by_name("post", arguments)
+        assert (result.status, result.error_code) == (Status.INVALID_ARGUMENTS, "rejected_by_tool")
+        assert "mallory" not in repr(result.as_dict())
+    else:
+        with pytest.raises(ValueError, match="given twice"):
+            h.typed("post", arguments)
+    assert h.executions == 0
+    assert h.sent() == []
+
+
+def test_a_grant_redeemed_concurrently_runs_once(harness_factory):
+    """Eight threads racing with one grant: one request is sent, seven are APPROVAL_INVALID."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    h = harness_factory(**_approval_for_post())
+    arguments = _arguments(h, {"headers": {"X-Pay-To": "alice"}})
+    grant = APPROVER.grant(_pending(h, "by_name", "post", arguments), approved_by="manager-1")
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda _: h.by_name("post", arguments, approval=grant), range(8)))
+    statuses = sorted(r.reason_code or r.status.value for r in results)
+    assert statuses == ["APPROVAL_INVALID"] * 7 + ["SUCCESS"]
+    assert len(h.sent()) == 1
+
+
+def test_approval_display_uses_the_trails_redact_keys(harness_factory):
+    """A configured key is masked in the approval request too, and still bound."""
+    from toolbox.audit import Redaction
+
+    trail = AuditTrail(MemorySink(), redaction=Redaction.of(["x-pay-to"]))
+    h = harness_factory(**_approval_for_post())
+    h.gateway = Gateway.load(
+        policy=ToolPolicy.standard().allow(HttpTool),
+        providers=[toolbox_http.plugin],
+        discover=False,
+        env={},
+        options={"http": {"egress": LOOPBACK_EGRESS}},
+        governance=Governance(audit=trail, **_approval_for_post()),
+    )
+    first = _pending(h, "by_name", "post", _arguments(h, {"url": "/pay?x-pay-to=alice"}))
+    second = _pending(h, "by_name", "post", _arguments(h, {"url": "/pay?x-pay-to=mallory"}))
+    assert "alice" not in repr(first.as_dict())
+    assert first.arguments["params"] == {"x-pay-to": "[REDACTED]"}
+    assert first.fingerprint != second.fingerprint
+    h.gateway.close()

@@ -76,9 +76,14 @@ def _check_params(params: object) -> Params:
 def _check_headers(headers: object) -> dict[str, str]:
     if not isinstance(headers, Mapping):
         raise ValueError(f"headers must be a mapping, got {type(headers).__name__}")
+    seen: set[str] = set()
     for name, value in headers.items():
         if not isinstance(name, str) or not _HEADER_NAME.match(name):
             raise ValueError("header names must be non-empty HTTP tokens (letters, digits, '-', ...)")
+        if name.lower() in seen:
+            # Both would be sent, and servers disagree on which one counts.
+            raise ValueError(f"header {name!r} is given twice (header names are case-insensitive)")
+        seen.add(name.lower())
         if not isinstance(value, str) or not value.isascii() or _HEADER_VALUE_FORBIDDEN.search(value):
             raise ValueError(f"header {name!r} must have an ASCII str value without CR, LF or NUL")
     return dict(headers)
