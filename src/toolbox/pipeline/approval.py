@@ -128,14 +128,18 @@ class Approver(Protocol):
 class HmacApprover:
     """Issues and verifies HMAC-signed grants with a secret only the application holds."""
 
-    __slots__ = ("_secret", "fingerprint_key")
+    __slots__ = ("_fingerprint_key", "_secret")
 
     def __init__(self, secret: bytes) -> None:
         if not isinstance(secret, bytes) or len(secret) < 16:
             raise ValueError("the approval secret must be at least 16 random bytes")
         self._secret = secret
-        #: The fingerprint key, derived from the secret (never the signing key itself).
-        self.fingerprint_key = hmac.new(secret, b"toolbox approval fingerprint", hashlib.sha256).digest()
+        self._fingerprint_key = hmac.new(secret, b"toolbox approval fingerprint", hashlib.sha256).digest()
+
+    @property
+    def fingerprint_key(self) -> bytes:
+        """The key of the fingerprint HMAC: derived from the secret, never the signing key itself."""
+        return self._fingerprint_key
 
     def _sign(self, request_id: str, fp: str, approved_by: str, expires_at: float) -> str:
         message = _canonical([request_id, fp, approved_by, repr(expires_at)]).encode("utf-8")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json as jsonlib
 from typing import Any
+from urllib.parse import parse_qsl
 
 from toolbox_http._request import Prepared
 
@@ -31,7 +32,8 @@ def governed_arguments(prepared: Prepared) -> dict[str, Any]:
     request = prepared.request
     url = request.url
     params: dict[str, list[str]] = {}
-    for name, value in url.params.multi_items():
+    # The query httpx sends, decoded as httpx.QueryParams would (and a server would), faster.
+    for name, value in parse_qsl(url.query.decode("ascii"), keep_blank_values=True):
         params.setdefault(name, []).append(value)
     body = request.content
     json_body: Any = None
