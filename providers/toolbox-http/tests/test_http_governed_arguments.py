@@ -353,3 +353,27 @@ def test_approval_display_uses_the_trails_redact_keys(harness_factory):
     assert first.arguments["params"] == {"x-pay-to": "[REDACTED]"}
     assert first.fingerprint != second.fingerprint
     h.gateway.close()
+
+
+@pytest.mark.parametrize("door", DOORS)
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"url": "/accounts?account=victim"},
+        {"url": "/accounts?%61ccount=alice&account=victim"},
+        {"url": "/accounts", "params": {"account": ["alice", "victim"]}},
+    ],
+)
+def test_policy_file_rules_read_params_by_path(harness_factory, door, arguments):
+    """An operator's file rule on ``["params", "account"]`` holds however the query is spelled."""
+    from toolbox.pipeline.guardrails import guardrails_from_config
+
+    rule = {
+        "id": "VICTIM",
+        "action": "DENY",
+        "tool": "http",
+        "argument": ["params", "account"],
+        "equals": "victim",
+    }
+    h = harness_factory(guardrails=guardrails_from_config({"rules": [rule]}).rules)
+    _assert_guardrail_denied(h, door, "get", _arguments(h, arguments))
