@@ -101,7 +101,8 @@ class ToolRuntime:
             target: what the operation touches, already redacted (never a secret).
             acall: runs it asynchronously, where the tool is async-capable.
             arguments: the call's arguments, for authorization, guardrails and approval
-                fingerprints (never recorded as they are).
+                fingerprints: every value that changes what the call does, unredacted
+                (records and displays redact them; they are never recorded as they are).
             warnings: warnings to record with the call (e.g. a report-only rule it breaks).
 
         Raises:

@@ -211,3 +211,22 @@ def test_property_configured_key_never_reaches_a_sink(stores, data, secret, door
     operation, arguments = data.draw(http_calls(secret))
     context, result = _call(stores, door, operation, arguments)
     _assert_nowhere(stores, context, result, secret)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"unexpected": 1},  # refused by the schema: the raw JSON is what is stored
+        {"headers": {"X-A": "1", "x-a": "2"}},  # refused by the tool
+        {"url": "ftp://api.example.com/"},  # refused by the tool, the URL in the message
+    ],
+)
+def test_refused_calls_store_their_raw_arguments_redacted(stores, bad):
+    """A call refused before it becomes a request is recorded with the model's JSON, redacted the same way."""
+    secret = _secret()
+    arguments = {"url": f"{HOST}/pay?IBAN={secret}", "params": {"iban": secret}, **bad}
+    if bad.get("url", "").startswith("ftp"):
+        arguments["url"] += f"?iban={secret}"
+    context, result = _call(stores, "by_name", "get", arguments)
+    assert isinstance(result, ToolResult) and result.status.value == "INVALID_ARGUMENTS"
+    _assert_nowhere(stores, context, result, secret)
