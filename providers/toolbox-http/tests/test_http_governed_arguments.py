@@ -377,3 +377,16 @@ def test_policy_file_rules_read_params_by_path(harness_factory, door, arguments)
     }
     h = harness_factory(guardrails=guardrails_from_config({"rules": [rule]}).rules)
     _assert_guardrail_denied(h, door, "get", _arguments(h, arguments))
+
+
+def test_absurdly_deep_json_is_a_clear_error(harness_factory):
+    """A typed body nested thousands deep is a ValueError at call time; nothing is sent."""
+    h = harness_factory()
+    body: dict[str, object] = {}
+    cursor = body
+    for _ in range(5000):
+        cursor["a"] = cursor = {}
+    with pytest.raises(ValueError, match="cannot be encoded as JSON: RecursionError"):
+        h.typed("post", {"url": f"{h.base}/pay", "json": body})
+    assert h.executions == 0
+    assert h.sent() == []

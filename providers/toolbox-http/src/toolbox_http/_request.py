@@ -97,7 +97,7 @@ def _body(json: Any, content: object) -> tuple[bytes | None, str | None]:
         try:
             # The same encoding httpx uses for json=.
             text = jsonlib.dumps(json, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, RecursionError) as exc:  # RecursionError: absurdly deep nesting
             raise ValueError(f"json body cannot be encoded as JSON: {type(exc).__name__}") from None
         return text.encode("utf-8"), "application/json"
     if content is None:
