@@ -38,9 +38,14 @@ class HttpTool:
     is outside ``options.egress`` (unless its mode is ``REPORT``). It raises
     `ValueError` at call time, before anything is sent, when
     the URL is not an absolute ``http``/``https`` URL with a host or contains
-    whitespace or control characters; when params or headers are malformed;
-    when both ``json`` and ``content`` are given; or when the body exceeds
+    whitespace or control characters; when params or headers are malformed
+    (one header name given twice in different case included); when both
+    ``json`` and ``content`` are given; or when the body exceeds
     ``max_request_bytes``. ``params`` are added to the URL's query.
+
+    Guardrails, authorizers and approvals see the request as it will be sent
+    (``method``, ``url``, ``host``, ``params``, ``headers``, ``json``,
+    ``content``), the same on both doors; records show it redacted.
 
     Executing returns an `HttpResponse` for any status. It raises
     `EgressDeniedError` when the host resolves to a refused address or a
