@@ -231,7 +231,7 @@ def _replay_refused(
         assert info.value.reason_code == "APPROVAL_INVALID"
     assert h.executions == 0
     assert h.sent() == []
-    assert h.decisions()[-1] == ("DENY", "APPROVAL_INVALID")
+    assert h.decisions() == [("APPROVAL_REQUIRED", "APPROVAL_REQUIRED"), ("DENY", "APPROVAL_INVALID")]
 
 
 REBINDINGS = {
