@@ -159,6 +159,12 @@ def test_richer_values_are_bound_by_type_and_content(a, b):
     assert canonical_encoding(a) == canonical_encoding(a)
 
 
+def test_huge_integers_are_bound():
+    """Integers beyond Python's decimal conversion limit are encoded (in hex), not refused."""
+    huge = 10**5000
+    assert canonical_encoding(huge) != canonical_encoding(huge + 1)
+
+
 def test_mapping_order_does_not_matter():
     """The same arguments in another order are the same call."""
     assert canonical_encoding({"a": 1, "b": [1, {"c": 2, "d": 3}]}) == canonical_encoding(

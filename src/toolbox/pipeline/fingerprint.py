@@ -54,7 +54,7 @@ def _encode(value: object, out: list[str], depth: int) -> None:  # noqa: PLR0912
     elif kind is str:
         out.append("s" + json.dumps(value, ensure_ascii=True))
     elif kind is int:
-        out.append(f"i{value}")
+        out.append(f"i{value:x}")  # hex: no digit limit for huge ints (decimal str() has one)
     elif kind is float:
         out.append("d" + (repr(value) if math.isfinite(value) else str(value)))  # type: ignore[arg-type]
     elif isinstance(value, (bytes, bytearray, memoryview)):
