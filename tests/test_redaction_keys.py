@@ -106,6 +106,12 @@ def test_token_based_names_keep_innocent_values():
     }
 
 
+def test_json_text_with_a_huge_number_is_still_looked_into():
+    """A number too long for int() does not make the JSON text unparseable, and so stored as written."""
+    text = '{"iban": "DE89", "n": ' + "9" * 5000 + "}"
+    assert "DE89" not in str(Redaction.of(["iban"]).clean({"content": text}))
+
+
 def test_json_text_nested_beyond_the_depth_limit_is_not_echoed():
     """JSON text too deep to parse is replaced, not stored as written."""
     deep = "[" * 100_000 + "]" * 100_000
