@@ -40,14 +40,15 @@ def placements(draw: st.DrawFn, key: str, secret: str, depth: int = 0) -> object
         kinds += ["nested", "url-in-query", "url-in-form", "json-in-form"]
     kind = draw(st.sampled_from(kinds))
     query_name = name if "%" in name else quote(name)
+    sep = draw(st.sampled_from(["&", ";", "&&"]))  # some servers split at ";" too
     if kind == "mapping":
         return {name: secret}
     if kind == "url":
-        return f"https://api.example.com/pay?page=2&{query_name}={secret}"
+        return f"https://api.example.com/pay?page=2{sep}{query_name}={secret}"
     if kind == "url-duplicate":
-        return f"https://api.example.com/pay?{query_name}=ok&{query_name}={secret}"
+        return f"https://api.example.com/pay?{query_name}=ok{sep}{query_name}={secret}"
     if kind == "form":
-        return f"amount=5&{query_name}={quote(secret)}"
+        return f"amount{sep}{query_name}={quote(secret)}"
     if kind == "json-text":
         return json.dumps({"to": [{name: secret}]})
     if kind == "userinfo":
@@ -87,6 +88,8 @@ def test_a_configured_keys_value_never_reaches_the_summary(data, key, secret):
         ("amount=5&note=hello", "amount=5&note=hello"),  # untouched text keeps its spelling
         ('{"amount": 5}', '{"amount": 5}'),
         ("not json {", "not json {"),
+        ("a=1;iban=DE89", "a=1&iban=[REDACTED]"),
+        ("flag;iban=DE89&&x=1", "flag=&iban=[REDACTED]&x=1"),
         ("a = b", "a = b"),
     ],
 )

@@ -12,9 +12,9 @@ import itertools
 import re
 import unicodedata
 from collections.abc import Callable, Collection
-from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
+from urllib.parse import unquote, unquote_plus, urlencode, urlsplit, urlunsplit
 
-__all__ = ["MASK", "is_secret_name", "normalize_name", "redact_query", "redact_url"]
+__all__ = ["MASK", "is_secret_name", "normalize_name", "query_pairs", "redact_query", "redact_url"]
 
 MASK = "[REDACTED]"
 
@@ -99,6 +99,22 @@ def normalize_name(name: str, *, fold: bool = True) -> str:
     return name.casefold() if fold else name
 
 
+_QUERY_SEPARATOR = re.compile(r"[&;]")
+
+
+def query_pairs(query: str) -> list[tuple[str, str]]:
+    """``query``'s (name, value) pairs, decoded, split at ``&`` *and* ``;``.
+
+    Some servers also split at ``;``; for masking, the wider reading is the safe one.
+    """
+    pairs = []
+    for segment in _QUERY_SEPARATOR.split(query):
+        if segment:
+            name, _, value = segment.partition("=")
+            pairs.append((unquote_plus(name), unquote_plus(value)))
+    return pairs
+
+
 def redact_query(
     query: str,
     masked: Callable[[str], bool] = is_secret_name,
@@ -108,7 +124,7 @@ def redact_query(
 
     Returns ``query`` itself when nothing changed, so an untouched query keeps its spelling.
     """
-    pairs = parse_qsl(query, keep_blank_values=True)
+    pairs = query_pairs(query)
     changed = False
     out: list[tuple[str, str]] = []
     for key, value in pairs:
@@ -138,6 +154,5 @@ def redact_url(url: str, keys: Collection[str] = ()) -> str:
         masked = (
             (lambda name: is_secret_name(name) or normalize_name(name) in keys) if keys else is_secret_name
         )
-        pairs = parse_qsl(query, keep_blank_values=True)
-        query = urlencode([(k, MASK if masked(k) else v) for k, v in pairs], safe="[]")
+        query = urlencode([(k, MASK if masked(k) else v) for k, v in query_pairs(query)], safe="[]")
     return urlunsplit((parts.scheme, netloc, parts.path, query, ""))

@@ -30,8 +30,8 @@ __all__ = ["PayloadMode", "Redaction"]
 
 _URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
 _BEARER = re.compile(r"^(bearer|basic|token)\s+\S+", re.IGNORECASE)
-#: ``name=value&name=value``: a form body or a bare query string.
-_FORM = re.compile(r"^[^=&\s]+=[^&\s]*(?:&[^=&\s]+(?:=[^&\s]*)?)*$")
+#: ``name=value&name=value`` (or ``;``-separated): a form body or a bare query string.
+_FORM = re.compile(r"^[&;]*[^=&;\s]+(?:=[^&;\s]*)?(?:[&;]+[^=&;\s]+(?:=[^&;\s]*)?)*[&;]*$")
 _MAX_DEPTH = 32
 
 
