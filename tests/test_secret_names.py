@@ -97,3 +97,9 @@ def test_redact_url_masks_configured_keys_however_spelled():
 def test_redact_url_replaces_an_unparseable_url():
     """A URL that cannot be parsed is not echoed."""
     assert redact_url("http://[::1/x?token=t") == "[REDACTED]"
+
+
+def test_a_semicolon_separates_only_when_something_is_masked():
+    """``;`` may hide a secret from a ``&``-only reading; with nothing to mask the value keeps its ``;``."""
+    assert redact_url("https://h/p?q=a;token=t") == "https://h/p?q=a&token=[REDACTED]"
+    assert redact_url("https://h/p?q=a;b&n=1") == "https://h/p?q=a%3Bb&n=1"

@@ -12,7 +12,7 @@ import itertools
 import re
 import unicodedata
 from collections.abc import Callable, Collection
-from urllib.parse import unquote, unquote_plus, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, unquote_plus, urlencode, urlsplit, urlunsplit
 
 __all__ = ["MASK", "is_secret_name", "normalize_name", "query_pairs", "redact_query", "redact_url"]
 
@@ -154,5 +154,9 @@ def redact_url(url: str, keys: Collection[str] = ()) -> str:
         masked = (
             (lambda name: is_secret_name(name) or normalize_name(name) in keys) if keys else is_secret_name
         )
-        query = urlencode([(k, MASK if masked(k) else v) for k, v in query_pairs(query)], safe="[]")
+        pairs = query_pairs(query)
+        if any(masked(k) for k, _ in pairs):
+            query = urlencode([(k, MASK if masked(k) else v) for k, v in pairs], safe="[]")
+        else:  # nothing to mask: keep the standard reading, so a ";" in a value stays in it
+            query = urlencode(parse_qsl(query, keep_blank_values=True), safe="[]")
     return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
