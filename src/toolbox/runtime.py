@@ -40,6 +40,7 @@ class ToolRuntime:
         "pipeline",
         "plans",
         "record",
+        "redaction_keys",
         "runs_inline",
         "tool_name",
         "tools",
@@ -75,6 +76,10 @@ class ToolRuntime:
         #: Whether operation calls are guarded (False only for ``@tool``, whose plain function is public).
         self.guarded = True
         self._effects = {op.name: op.effect for op in descriptor.operations}
+        audit = tools.catalog.audit
+        #: The audit trail's configured ``redact_keys`` (normalised): redact targets with them too,
+        #: e.g. ``toolbox.redact.redact_url(url, runtime.redaction_keys)``.
+        self.redaction_keys: frozenset[str] = audit.redaction.keys if audit is not None else frozenset()
 
     def effect_of(self, operation: str) -> Effect:
         """The declared effect of ``operation`` (undeclared means `Effect.UNSAFE`)."""
@@ -102,7 +107,8 @@ class ToolRuntime:
             target: what the operation touches, already redacted (never a secret).
             acall: runs it asynchronously, where the tool is async-capable.
             arguments: the call's arguments, for authorization, guardrails and approval
-                fingerprints (never recorded as they are).
+                fingerprints: every value that changes what the call does, unredacted
+                (records and displays redact them; they are never recorded as they are).
             warnings: warnings to record with the call (e.g. a report-only rule it breaks).
 
         Raises:

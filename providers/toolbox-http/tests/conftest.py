@@ -73,6 +73,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.requests.append((self.command, self.path, self.headers.get("Host")))
             self.server.authorizations.append(self.headers.get("Authorization"))
             self.server.peers.append(self.client_address[1])
+            self.server.received_headers.append(dict(self.headers.items()))
         return ok
 
     def _redirect(self) -> None:
@@ -255,6 +256,8 @@ class LoopbackServer(ThreadingHTTPServer):
         for observed in plays:
             assert observed.done.wait(max(deadline - time.monotonic(), 0)), f"script for {path} still running"
         return plays
+        #: The headers of each request, in order.
+        self.received_headers: list[dict[str, str]] = []
 
     @property
     def url(self) -> str:

@@ -1,31 +1,43 @@
 """What of a call's arguments may be stored: redacted, bounded, optionally only hashed.
 
 Secret-looking keys (Authorization, Cookie, Set-Cookie, Proxy-Authorization,
-API keys, tokens, passwords, ...) and configured keys are replaced; URLs lose
-their userinfo and token-like query values; bearer-looking strings are
-masked. The payload hash is taken over the full canonical (redacted) payload
-*before* the summary is truncated, so it proves what was sent; secrets never
-enter it, so it cannot be used to guess them.
+API keys, tokens, passwords, ...; see `toolbox.redact.is_secret_name`) and
+configured keys are replaced wherever a key can hide a value: mapping keys at
+any depth, query parameters of URLs, form-encoded strings and JSON text,
+compared case-insensitively after percent-decoding. URLs lose their userinfo
+and fragment; bearer-looking strings are masked. The payload hash is taken
+over the full canonical (redacted) payload *before* the summary is
+truncated, so it proves what was sent; secrets never enter it, so it cannot
+be used to guess them.
 """
 
 from __future__ import annotations
 
 import enum
 import hashlib
+import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, final
+from urllib.parse import urlsplit, urlunsplit
 
 from toolbox.audit.events import canonical
 from toolbox.errors import ConfigurationError
-from toolbox.redact import MASK, is_secret_name, redact_url
+from toolbox.redact import MASK, is_secret_name, normalize_name, redact_query, redact_url
 
 __all__ = ["PayloadMode", "Redaction"]
 
 _URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
 _BEARER = re.compile(r"^(bearer|basic|token)\s+\S+", re.IGNORECASE)
+#: ``name=value&name=value`` (or ``;``-separated): a form body or a bare query string.
+_FORM = re.compile(r"^[&;]*[^=&;\s]+(?:=[^&;\s]*)?(?:[&;]+[^=&;\s]+(?:=[^&;\s]*)?)*[&;]*$")
 _MAX_DEPTH = 32
+
+
+def _json_int(text: str) -> object:
+    # int() refuses more than 4300 digits; such text must still be parsed, so keys inside are seen.
+    return int(text) if len(text) <= 4000 else text
 
 
 class PayloadMode(str, enum.Enum):
@@ -45,7 +57,7 @@ class Redaction:
     """Redaction settings. Immutable."""
 
     keys: frozenset[str] = field(default_factory=frozenset)
-    """Extra argument keys to mask (case-insensitive), on top of secret-looking ones."""
+    """Extra argument keys to mask, on top of secret-looking ones; held in `normalize_name` form."""
     max_summary: int = 512
     """Summaries longer than this are truncated (the hash covers the full payload)."""
     payload: PayloadMode = PayloadMode.SUMMARY
@@ -53,7 +65,7 @@ class Redaction:
     def __post_init__(self) -> None:
         if not isinstance(self.max_summary, int) or self.max_summary < 16:
             raise ConfigurationError("max_summary must be an integer of at least 16")
-        object.__setattr__(self, "keys", frozenset(k.lower() for k in self.keys))
+        object.__setattr__(self, "keys", frozenset(normalize_name(k) for k in self.keys))
         object.__setattr__(self, "payload", PayloadMode(self.payload))
 
     @classmethod
@@ -67,30 +79,58 @@ class Redaction:
             raise ConfigurationError(f"unknown payload mode {payload!r}; use SUMMARY, HASH or NONE") from None
         return cls(frozenset(keys), max_summary, mode)
 
+    def masks(self, name: str) -> bool:
+        """Whether the value under ``name`` is masked: a secret-looking or configured name."""
+        return is_secret_name(name) or (bool(self.keys) and normalize_name(name) in self.keys)
+
     def clean(self, value: object, depth: int = 0) -> object:
         """``value`` with secrets masked, URLs redacted and odd types replaced by a placeholder."""
         if depth > _MAX_DEPTH:
             return "[TOO DEEP]"
         if isinstance(value, Mapping):
             return {
-                str(k): MASK
-                if is_secret_name(str(k)) or str(k).lower() in self.keys
-                else self.clean(v, depth + 1)
-                for k, v in value.items()
+                str(k): MASK if self.masks(str(k)) else self.clean(v, depth + 1) for k, v in value.items()
             }
         if isinstance(value, (list, tuple)):
             return [self.clean(v, depth + 1) for v in value]
         if isinstance(value, bytes):
             return f"<{len(value)} bytes>"
         if isinstance(value, str):
-            if _BEARER.match(value):
-                return MASK
-            if _URL.match(value):
-                return redact_url(value)
-            return value
+            return self._text(value, depth)
         if value is None or isinstance(value, (bool, int, float)):
             return value
         return f"<{type(value).__name__}>"
+
+    def _text(self, value: str, depth: int) -> object:
+        """A string, looked into where it can carry named values: URLs, JSON text, forms."""
+        if depth > _MAX_DEPTH:
+            return "[TOO DEEP]"
+        if _BEARER.match(value):
+            return MASK
+        if _URL.match(value):
+            return self._url(value, depth)
+        if value.lstrip().startswith(("{", "[")):
+            try:
+                parsed = json.loads(value, parse_int=_json_int)
+            except ValueError:
+                pass
+            except RecursionError:
+                return "[TOO DEEP]"
+            else:
+                cleaned = self.clean(parsed, depth + 1)
+                return value if cleaned == parsed else canonical(cleaned)  # type: ignore[arg-type]
+        if "=" in value and _FORM.match(value):
+            return redact_query(value, self.masks, lambda v: str(self._text(v, depth + 1)))
+        return value
+
+    def _url(self, value: str, depth: int) -> str:
+        """``value`` redacted; query values that hold URLs, forms or JSON are looked into too."""
+        redacted = redact_url(value, self.keys)
+        parts = urlsplit(redacted)
+        if not parts.query:
+            return redacted
+        query = redact_query(parts.query, lambda _: False, lambda v: str(self._text(v, depth + 1)))
+        return redacted if query == parts.query else urlunsplit(parts._replace(query=query))
 
     def payload_fields(self, arguments: Mapping[str, Any]) -> tuple[str | None, str | None]:
         """(summary, hash) to store for ``arguments`` under these settings."""

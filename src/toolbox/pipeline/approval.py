@@ -1,10 +1,14 @@
 """Human approval bound to the exact call.
 
 A call that needs approval returns APPROVAL_REQUIRED with an `ApprovalRequest`
-whose fingerprint covers tool, operation, canonical arguments, tenant and
-principal. It resumes only with an `Approval` that the application's
-`Approver` verifies, for the same fingerprint, before it expires, once.
-Approval never replaces authorization, which still runs.
+whose fingerprint is a keyed hash over tool, operation, every argument value,
+tenant and principal. It resumes only with an `Approval` that the
+application's `Approver` verifies, for the same fingerprint, before it
+expires, once. Approval never replaces authorization, which still runs.
+
+What is *shown* (the request's ``arguments``) is redacted like the audit
+trail; what is *bound* (the fingerprint) is every value, secrets included
+through the HMAC, so masking for display never weakens the binding.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import secrets
 import threading
 import time
 import uuid
@@ -21,6 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, final
 
 from toolbox.audit.redaction import Redaction
+from toolbox.errors import ConfigurationError
+from toolbox.pipeline.fingerprint import keyed_fingerprint
 from toolbox.pipeline.guardrails import GuardrailAction, Guardrails
 from toolbox.pipeline.invocation import Invocation
 from toolbox.pipeline.result import Status, ToolResult
@@ -35,18 +42,21 @@ def _canonical(value: object) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=repr, ensure_ascii=False)
 
 
-def fingerprint(invocation: Invocation) -> str:
-    """SHA-256 over tool, operation, canonical arguments, tenant and principal."""
+def fingerprint(invocation: Invocation, key: bytes) -> str:
+    """HMAC-SHA256 under ``key`` over tool, operation, every argument value, tenant and principal.
+
+    The arguments are the full view governance decided on (never a redacted
+    copy), in `toolbox.pipeline.fingerprint.canonical_encoding`.
+    """
     ctx = invocation.context
-    material = _canonical(
-        [invocation.tool, invocation.operation, dict(invocation.arguments), ctx.tenant, ctx.principal]
+    return keyed_fingerprint(
+        key, invocation.tool, invocation.operation, invocation.arguments, ctx.tenant, ctx.principal
     )
-    return hashlib.sha256(material.encode("utf-8")).hexdigest()
 
 
-def _redact(arguments: Mapping[str, Any]) -> dict[str, Any]:
-    # The same redaction as the audit trail: nested secrets, URLs and bearer strings are masked.
-    cleaned = _REDACTION.clean(dict(arguments))
+def _redact(arguments: Mapping[str, Any], redaction: Redaction = _REDACTION) -> dict[str, Any]:
+    # The same redaction as the audit trail: nested secrets, URLs, forms and bearer strings are masked.
+    cleaned = redaction.clean(dict(arguments))
     assert isinstance(cleaned, dict)
     return {key: _shorten(value) for key, value in cleaned.items()}
 
@@ -102,7 +112,13 @@ class Approval:
 
 
 class Approver(Protocol):
-    """Verifies that a grant is authentic (issued by you, not echoed by a client)."""
+    """Verifies that a grant is authentic (issued by you, not echoed by a client).
+
+    An approver may also have a ``fingerprint_key`` attribute (bytes, at least
+    16): the key of the fingerprint HMAC. Every process that redeems grants
+    must use the same key; without one, each chain draws a random key, so a
+    grant can be redeemed only by the chain that asked for it.
+    """
 
     def verify(self, approval: Approval) -> bool:
         """True when ``approval`` was really granted."""
@@ -112,12 +128,18 @@ class Approver(Protocol):
 class HmacApprover:
     """Issues and verifies HMAC-signed grants with a secret only the application holds."""
 
-    __slots__ = ("_secret",)
+    __slots__ = ("_fingerprint_key", "_secret")
 
     def __init__(self, secret: bytes) -> None:
         if not isinstance(secret, bytes) or len(secret) < 16:
             raise ValueError("the approval secret must be at least 16 random bytes")
         self._secret = secret
+        self._fingerprint_key = hmac.new(secret, b"toolbox approval fingerprint", hashlib.sha256).digest()
+
+    @property
+    def fingerprint_key(self) -> bytes:
+        """The key of the fingerprint HMAC: derived from the secret, never the signing key itself."""
+        return self._fingerprint_key
 
     def _sign(self, request_id: str, fp: str, approved_by: str, expires_at: float) -> str:
         message = _canonical([request_id, fp, approved_by, repr(expires_at)]).encode("utf-8")
@@ -143,13 +165,23 @@ class ApprovalCheck:
 
     name = "approval"
     per_attempt = False
-    __slots__ = ("_approver", "_guardrails", "_lock", "_remember", "_used")
+    __slots__ = ("_approver", "_guardrails", "_key", "_lock", "_redaction", "_remember", "_used")
 
     def __init__(
-        self, approver: Approver | None, *, guardrails: Guardrails | None = None, remember: int = 10_000
+        self,
+        approver: Approver | None,
+        *,
+        guardrails: Guardrails | None = None,
+        redaction: Redaction | None = None,
+        remember: int = 10_000,
     ) -> None:
         self._approver = approver
         self._guardrails = guardrails
+        self._redaction = redaction or _REDACTION
+        key = getattr(approver, "fingerprint_key", None)
+        if key is not None and (not isinstance(key, bytes) or len(key) < 16):
+            raise ConfigurationError("an approver's fingerprint_key must be bytes, at least 16 of them")
+        self._key: bytes = key if key is not None else secrets.token_bytes(32)
         # Grants are single-use: a replay of a used grant is refused.
         self._used: OrderedDict[str, None] = OrderedDict()
         self._lock = threading.Lock()
@@ -178,7 +210,7 @@ class ApprovalCheck:
         rules = self._required_by(invocation)
         if not rules:
             return None
-        fp = fingerprint(invocation)
+        fp = fingerprint(invocation, self._key)
         grant = invocation.approval
         if grant is None:
             ctx = invocation.context
@@ -186,7 +218,7 @@ class ApprovalCheck:
                 id=uuid.uuid4().hex,
                 tool=invocation.tool,
                 operation=invocation.operation,
-                arguments=_redact(invocation.arguments),
+                arguments=_redact(invocation.arguments, self._redaction),
                 fingerprint=fp,
                 rules=rules,
                 tenant=ctx.tenant,

@@ -152,7 +152,8 @@ class Governance:
             checks.append(guardrails)
         checks.extend(s["interceptors"])
         # Approval and budget come last, so a call refused by any other check spends neither.
-        checks.append(ApprovalCheck(s["approver"], guardrails=guardrails))
+        redaction = s["audit"].redaction if s["audit"] is not None else None
+        checks.append(ApprovalCheck(s["approver"], guardrails=guardrails, redaction=redaction))
         checks.append(BudgetCheck())
         return Pipeline(
             checks,

@@ -149,14 +149,34 @@ _PREDICATES: dict[str, Callable[[Any, Any], bool]] = {
 _RULE_KEYS = frozenset({"id", "action", "tool", "operation", "message", "argument", *_PREDICATES})
 
 
+_MISSING = object()
+
+
+def _lookup(arguments: Mapping[str, Any], path: tuple[str, ...]) -> object:
+    value: object = arguments
+    for key in path:
+        if not isinstance(value, Mapping) or key not in value:
+            return _MISSING
+        value = value[key]
+    return value
+
+
 def _predicate(rule_id: str, spec: Mapping[str, Any]) -> ArgumentPredicate | None:
     argument = spec.get("argument")
     tests = [(k, spec[k]) for k in _PREDICATES if k in spec]
     if argument is None and not tests:
         return None
-    if not isinstance(argument, str) or len(tests) != 1:
+    # A string names a top-level argument; a list is a path into nested ones (["headers", "x-pay-to"]).
+    path = (argument,) if isinstance(argument, str) else argument
+    if (
+        not isinstance(path, (tuple, list))
+        or not path
+        or not all(isinstance(key, str) for key in path)
+        or len(tests) != 1
+    ):
         raise ConfigurationError(
-            f"guardrail {rule_id}: give 'argument' and exactly one of {', '.join(_PREDICATES)}"
+            f"guardrail {rule_id}: give 'argument' (a name, or a list of names for a nested value) "
+            f"and exactly one of {', '.join(_PREDICATES)}"
         )
     test_name, expected = tests[0]
     if test_name == "matches":
@@ -165,7 +185,18 @@ def _predicate(rule_id: str, spec: Mapping[str, Any]) -> ArgumentPredicate | Non
         except (re.error, TypeError) as exc:
             raise ConfigurationError(f"guardrail {rule_id}: invalid regular expression ({exc})") from None
     test = _PREDICATES[test_name]
-    return lambda arguments: argument in arguments and test(arguments[argument], expected)
+    keys = tuple(path)
+
+    def predicate(arguments: Mapping[str, Any]) -> bool:
+        value = _lookup(arguments, keys)
+        if value is _MISSING:
+            return False
+        # A list also matches when one of its items does: a repeated query parameter cannot hide a value.
+        return bool(test(value, expected)) or (
+            isinstance(value, list) and any(test(item, expected) for item in value)
+        )
+
+    return predicate
 
 
 def guardrails_from_config(config: Mapping[str, Any], *, source: str = "configuration") -> Guardrails:
@@ -173,7 +204,9 @@ def guardrails_from_config(config: Mapping[str, Any], *, source: str = "configur
 
     Each rule: ``id``, ``action`` (DENY, WARN, REQUIRE_APPROVAL), optional
     ``tool``, ``operation``, ``message``, and an optional predicate ``argument``
-    plus one of ``equals``, ``in``, ``matches``, ``greater_than``, ``less_than``.
+    (a name, or a list of names: a path to a nested value) plus one of
+    ``equals``, ``in``, ``matches``, ``greater_than``, ``less_than``; a list
+    value matches when it, or any of its items, passes the test.
 
     Raises:
         ConfigurationError: an unknown key, action or mode, naming the rule.

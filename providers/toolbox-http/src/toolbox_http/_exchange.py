@@ -162,10 +162,18 @@ def check_response(response: HttpResponse, options: HttpOptions) -> HttpResponse
 class Exchange:
     """Sends the requests of one `HttpTool`."""
 
-    __slots__ = ("_clients", "_env", "_limiter", "_options", "_secret_headers")
+    __slots__ = ("_clients", "_env", "_limiter", "_options", "_redaction_keys", "_secret_headers")
 
-    def __init__(self, clients: Clients, options: HttpOptions, env: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        clients: Clients,
+        options: HttpOptions,
+        env: Mapping[str, str],
+        *,
+        redaction_keys: frozenset[str] = frozenset(),
+    ) -> None:
         self._clients = clients
+        self._redaction_keys = redaction_keys
         self._options = options
         self._env = env
         self._limiter = HostLimiter(options.rate_limit) if options.rate_limit is not None else None
@@ -203,7 +211,7 @@ class Exchange:
             raise ToolExecutionError(f"{request.method} {target}: redirect Location is not a URL") from None
         # Credentials in a Location are dropped, never used.
         url = url.copy_with(userinfo=b"", fragment=None)
-        next_target = redact_url(str(url))
+        next_target = redact_url(str(url), self._redaction_keys)
         method = request.method
         if (status == 303 and method != "HEAD") or (status in (301, 302) and method == "POST"):
             method = "GET"

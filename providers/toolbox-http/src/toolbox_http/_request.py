@@ -40,9 +40,11 @@ class Prepared:
     request: httpx.Request
     target: str
     warnings: tuple[str, ...] = ()
+    #: Whether the body is the JSON encoding of ``json=`` (governance sees it decoded).
+    json_body: bool = False
 
 
-def _parse_url(url: object) -> httpx.URL:
+def _parse_url(url: object, keys: frozenset[str]) -> httpx.URL:
     if not isinstance(url, str):
         raise ValueError(f"url must be a str, got {type(url).__name__}")
     if _URL_FORBIDDEN.search(url):
@@ -50,14 +52,14 @@ def _parse_url(url: object) -> httpx.URL:
     try:
         parsed = httpx.URL(url)
     except httpx.InvalidURL:
-        raise ValueError(f"url is not a valid URL: {redact_url(url)}") from None
+        raise ValueError(f"url is not a valid URL: {redact_url(url, keys)}") from None
     if parsed.scheme not in ALLOWED_SCHEMES:
         raise ValueError(
-            f"URL scheme {parsed.scheme!r} is not allowed in {redact_url(url)}: "
+            f"URL scheme {parsed.scheme!r} is not allowed in {redact_url(url, keys)}: "
             "only http and https are allowed"
         )
     if not parsed.host:
-        raise ValueError(f"url has no host: {redact_url(url)}")
+        raise ValueError(f"url has no host: {redact_url(url, keys)}")
     return parsed
 
 
@@ -74,9 +76,14 @@ def _check_params(params: object) -> Params:
 def _check_headers(headers: object) -> dict[str, str]:
     if not isinstance(headers, Mapping):
         raise ValueError(f"headers must be a mapping, got {type(headers).__name__}")
+    seen: set[str] = set()
     for name, value in headers.items():
         if not isinstance(name, str) or not _HEADER_NAME.match(name):
             raise ValueError("header names must be non-empty HTTP tokens (letters, digits, '-', ...)")
+        if name.lower() in seen:
+            # Both would be sent, and servers disagree on which one counts.
+            raise ValueError(f"header {name!r} is given twice (header names are case-insensitive)")
+        seen.add(name.lower())
         if not isinstance(value, str) or not value.isascii() or _HEADER_VALUE_FORBIDDEN.search(value):
             raise ValueError(f"header {name!r} must have an ASCII str value without CR, LF or NUL")
     return dict(headers)
@@ -90,7 +97,7 @@ def _body(json: Any, content: object) -> tuple[bytes | None, str | None]:
         try:
             # The same encoding httpx uses for json=.
             text = jsonlib.dumps(json, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, RecursionError) as exc:  # RecursionError: absurdly deep nesting
             raise ValueError(f"json body cannot be encoded as JSON: {type(exc).__name__}") from None
         return text.encode("utf-8"), "application/json"
     if content is None:
@@ -116,6 +123,7 @@ def prepare(
     json: Any = None,
     content: object = None,
     max_request_bytes: int,
+    redaction_keys: frozenset[str] = frozenset(),
 ) -> Prepared:
     """Check the arguments of one call and build its request.
 
@@ -124,8 +132,11 @@ def prepare(
             whitespace or control characters; params, headers or body are
             malformed; both json and content are given; the body exceeds
             ``max_request_bytes``.
+
+    ``redaction_keys`` (normalised, see `toolbox.redact.normalize_name`) are
+    masked in the target and in messages, like secret-looking query names.
     """
-    parsed = _parse_url(url)
+    parsed = _parse_url(url, redaction_keys)
     # Compressed responses are not asked for unless the caller does: they cost CPU to
     # decode (bounded, see _decoding), and identity keeps the wire size the body size.
     merged = httpx.Headers({"User-Agent": USER_AGENT, "Accept-Encoding": "identity"})
@@ -147,4 +158,4 @@ def prepare(
         if content_type is not None and "content-type" not in merged:
             merged["Content-Type"] = content_type
     request = httpx.Request(method, parsed, headers=merged, content=body)
-    return Prepared(request, redact_url(str(request.url)))
+    return Prepared(request, redact_url(str(request.url), redaction_keys), json_body=json is not None)

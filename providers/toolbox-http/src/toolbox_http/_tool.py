@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from typing import Any, final
 
 from toolbox.errors import AcknowledgementRequiredError
@@ -16,6 +15,7 @@ from toolbox_http._exchange import Exchange
 from toolbox_http._options import HttpOptions
 from toolbox_http._request import Headers, Params, Prepared, prepare
 from toolbox_http._response import HttpResponse
+from toolbox_http._view import governed_arguments
 
 __all__ = ["HttpTool"]
 
@@ -41,9 +41,14 @@ class HttpTool:
     is outside ``options.egress`` (unless its mode is ``REPORT``). It raises
     `ValueError` at call time, before anything is sent, when
     the URL is not an absolute ``http``/``https`` URL with a host or contains
-    whitespace or control characters; when params or headers are malformed;
-    when both ``json`` and ``content`` are given; or when the body exceeds
+    whitespace or control characters; when params or headers are malformed
+    (one header name given twice in different case included); when both
+    ``json`` and ``content`` are given; or when the body exceeds
     ``max_request_bytes``. ``params`` are added to the URL's query.
+
+    Guardrails, authorizers and approvals see the request as it will be sent
+    (``method``, ``url``, ``host``, ``params``, ``headers``, ``json``,
+    ``content``), the same on both doors; records show it redacted.
 
     Executing returns an `HttpResponse` for any status. It raises
     `EgressDeniedError` when the host resolves to a refused address or a
@@ -77,7 +82,7 @@ class HttpTool:
                 value=INSECURE_TLS_VALUE,
             )
         self._clients = Clients(self._options, tool=runtime.tool_name)
-        self._exchange = Exchange(self._clients, self._options, env)
+        self._exchange = Exchange(self._clients, self._options, env, redaction_keys=runtime.redaction_keys)
 
     @property
     def options(self) -> HttpOptions:
@@ -170,6 +175,7 @@ class HttpTool:
             json=json,
             content=content,
             max_request_bytes=self._options.max_request_bytes,
+            redaction_keys=self._runtime.redaction_keys,
         )
         egress = self._options.egress
         violation = egress.violation(prepared.request.method, prepared.request.url)
@@ -192,7 +198,7 @@ class HttpTool:
             lambda: exchange.send(prepared, deadline),
             target=prepared.target,
             acall=lambda: exchange.send_async(prepared, deadline),
-            arguments=_governed_arguments(prepared),
+            arguments=governed_arguments(prepared),
             warnings=prepared.warnings,
         )
 
@@ -204,24 +210,9 @@ class HttpTool:
             lambda: exchange.send(prepared, deadline),
             target=prepared.target,
             acall=lambda: exchange.send_async(prepared, deadline),
-            arguments=_governed_arguments(prepared),
+            arguments=governed_arguments(prepared),
             warnings=prepared.warnings,
         )
 
     def __repr__(self) -> str:
         return f"HttpTool(context={self._runtime.context.run_id})"
-
-
-def _governed_arguments(prepared: Prepared) -> dict[str, Any]:
-    """What authorization, guardrails and approvals see: never headers, never the raw URL.
-
-    The body is represented by its digest, so an approval binds the exact payload.
-    """
-    request = prepared.request
-    body = request.content
-    return {
-        "method": request.method,
-        "url": prepared.target,
-        "host": request.url.host,
-        "body_sha256": hashlib.sha256(body).hexdigest() if body else None,
-    }
