@@ -230,6 +230,8 @@ class LoopbackServer(ThreadingHTTPServer):
         self._scripts: dict[str, list[Script]] = {}
         #: What each scripted response to a path saw, in request order.
         self.plays: dict[str, list[Observed]] = {}
+        #: The headers of each request, in order.
+        self.received_headers: list[dict[str, str]] = []
 
     def script(self, path: str, pieces: list[bytes], delay: float = 0.0) -> str:
         """Answer the next unanswered GET of ``path`` with raw ``pieces``, ``delay`` s after each.
@@ -256,8 +258,6 @@ class LoopbackServer(ThreadingHTTPServer):
         for observed in plays:
             assert observed.done.wait(max(deadline - time.monotonic(), 0)), f"script for {path} still running"
         return plays
-        #: The headers of each request, in order.
-        self.received_headers: list[dict[str, str]] = []
 
     @property
     def url(self) -> str:
