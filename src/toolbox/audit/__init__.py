@@ -1,6 +1,7 @@
 """The audit trail: ordered, chained, redacted events in memory, files or databases."""
 
 from toolbox.audit.events import AuditEvent, AuditRecord, EventType
+from toolbox.audit.fallback import FallbackReplay
 from toolbox.audit.fanout import FanOutSink
 from toolbox.audit.jsonl import JsonlSink
 from toolbox.audit.memory import MemorySink
@@ -19,6 +20,7 @@ __all__ = [
     "AuditTrail",
     "ChainProblem",
     "EventType",
+    "FallbackReplay",
     "FanOutSink",
     "JsonlSink",
     "MemorySink",

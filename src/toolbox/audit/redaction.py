@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, final
 
-from toolbox.audit.events import canonical
+from toolbox.audit.events import canonical, storable_text
 from toolbox.errors import ConfigurationError
 from toolbox.redact import MASK, is_secret_name, redact_url
 
@@ -26,6 +26,9 @@ __all__ = ["PayloadMode", "Redaction"]
 _URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
 _BEARER = re.compile(r"^(bearer|basic|token)\s+\S+", re.IGNORECASE)
 _MAX_DEPTH = 32
+#: Integers longer than this are stored as their size: CPython refuses to print more than
+#: 4300 digits, and an event that cannot be serialised cannot be stored.
+_MAX_INT_BITS = 4000 * 10 // 3
 
 
 class PayloadMode(str, enum.Enum):
@@ -73,7 +76,7 @@ class Redaction:
             return "[TOO DEEP]"
         if isinstance(value, Mapping):
             return {
-                str(k): MASK
+                storable_text(str(k)): MASK
                 if is_secret_name(str(k)) or str(k).lower() in self.keys
                 else self.clean(v, depth + 1)
                 for k, v in value.items()
@@ -87,7 +90,9 @@ class Redaction:
                 return MASK
             if _URL.match(value):
                 return redact_url(value)
-            return value
+            return value if value.isascii() else storable_text(value)
+        if isinstance(value, int) and value.bit_length() > _MAX_INT_BITS:
+            return f"<int of {value.bit_length()} bits>"
         if value is None or isinstance(value, (bool, int, float)):
             return value
         return f"<{type(value).__name__}>"

@@ -1,0 +1,201 @@
+"""The fallback file: events a sink could not store, kept on local disk for a later replay.
+
+Lines are JSON with every non-ASCII character escaped, so no string a model
+sends (U+2028, U+0085, a lone surrogate, ...) can split a line or fail to
+encode. On replay each line is read on its own: a line that is not a valid
+event is moved to a quarantine file beside the fallback file and reported by
+line number (never by content), and every valid event is stored.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, final
+
+from toolbox.audit.events import FIELDS, AuditEvent, EventType
+
+__all__ = ["FallbackFile", "FallbackReplay", "event_from_line", "event_line"]
+
+LOGGER = logging.getLogger("toolbox.audit")
+
+_TEXT = ("event_id", "trace_id", "name", "tool", "operation")
+_OPTIONAL_TEXT = (
+    "correlation_id",
+    "risk",
+    "effect",
+    "decision",
+    "reason_code",
+    "intent_kind",
+    "intent_text",
+    "tenant",
+    "principal",
+    "payload_summary",
+    "payload_hash",
+    "status",
+)
+#: Assigned by the sink when the event is stored: never taken from the file.
+_CHAIN_FIELDS = frozenset({"sequence", "previous_hash", "hash"})
+
+
+@final
+@dataclass(frozen=True)
+class FallbackReplay:
+    """What `FallbackFile.replay` did."""
+
+    stored: int
+    """Events stored in the sink."""
+    quarantined: tuple[int, ...] = ()
+    """Line numbers (1-based) of the lines that were not valid events, moved to `quarantine_path`."""
+    quarantine_path: Path | None = None
+    """Where the quarantined lines went (None when there were none)."""
+
+
+def event_line(event: AuditEvent) -> str:
+    """One fallback line for ``event``: ASCII-only JSON, so it survives any string it holds."""
+    return json.dumps(event.as_dict(), ensure_ascii=True, allow_nan=False) + "\n"
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a storable number")
+
+
+def event_from_line(line: bytes) -> AuditEvent:
+    """The event one fallback line holds.
+
+    Raises:
+        ValueError: the line is not JSON, not an event, or holds a value no sink can store.
+            The message names the field, never its content.
+    """
+    data = json.loads(line.decode("utf-8"), parse_constant=_reject_constant)
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    unknown = set(data) - set(FIELDS)
+    if unknown:
+        raise ValueError(f"unknown field(s) {', '.join(sorted(unknown))}")
+    _check_fields(data)
+    event = AuditEvent(EventType(data["type"]), trace_id=data["trace_id"])
+    for name, value in data.items():
+        if name in ("type", "timestamp") or name in _CHAIN_FIELDS:
+            continue
+        setattr(event, name, tuple(value) if name == "rule_ids" else value)
+    try:
+        event.timestamp = datetime.fromisoformat(data["timestamp"]).timestamp()
+        event.as_dict()  # the storage form must be made: a year out of range is not
+    except (OverflowError, OSError):
+        raise ValueError("timestamp is out of range") from None
+    return event
+
+
+def _check_fields(data: Mapping[str, Any]) -> None:
+    for name in (*_TEXT, "type", "timestamp"):
+        if not isinstance(data.get(name), str):
+            raise ValueError(f"{name} must be a string")
+    for name in _OPTIONAL_TEXT:
+        if not isinstance(data.get(name), (str, type(None))):
+            raise ValueError(f"{name} must be a string or null")
+    if data["type"] not in EventType._value2member_map_:
+        raise ValueError("type is not an event type")
+    _check_values(data)
+
+
+def _check_values(data: Mapping[str, Any]) -> None:
+    rule_ids = data.get("rule_ids", [])
+    if not isinstance(rule_ids, list) or not all(isinstance(r, str) for r in rule_ids):
+        raise ValueError("rule_ids must be a list of strings")
+    duration = data.get("duration")
+    if duration is not None and (
+        type(duration) not in (int, float) or not math.isfinite(duration)  # bool is not a duration
+    ):
+        raise ValueError("duration must be a finite number or null")
+    attempt = data.get("attempt")
+    if attempt is not None and type(attempt) is not int:
+        raise ValueError("attempt must be an integer or null")
+    try:
+        aware = datetime.fromisoformat(data["timestamp"]).tzinfo is not None
+    except ValueError:
+        raise ValueError("timestamp is not ISO 8601") from None
+    if not aware:
+        raise ValueError("timestamp has no time zone")
+    for name in (*_TEXT, *_OPTIONAL_TEXT):
+        value = data.get(name)
+        if isinstance(value, str) and not value.isascii():
+            value.encode("utf-8")  # a lone surrogate cannot be stored: UnicodeEncodeError is a ValueError
+    for value in rule_ids:
+        value.encode("utf-8")
+
+
+@final
+class FallbackFile:
+    """Appends events to a local file with ``fsync``; replays them into a sink."""
+
+    __slots__ = ("_lock", "path")
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+
+    @property
+    def quarantine_path(self) -> Path:
+        """Where replay moves the lines that are not valid events."""
+        return self.path.with_name(self.path.name + ".quarantine")
+
+    def keep(self, events: Sequence[AuditEvent]) -> bool:
+        """Append ``events`` (unchained); False when the file could not be written."""
+        try:
+            with self._lock, self.path.open("a", encoding="ascii") as handle:
+                handle.write("".join(event_line(event) for event in events))
+                handle.flush()
+                os.fsync(handle.fileno())
+        except (OSError, ValueError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) else type(exc).__name__
+            LOGGER.error("audit fallback file unwritable (%s); %d event(s) lost", reason, len(events))
+            return False
+        return True
+
+    def replay(self, append: Callable[[Sequence[AuditEvent]], None]) -> FallbackReplay:
+        """Store the kept events with ``append``, quarantine the bad lines, then empty the file.
+
+        The quarantine file is written (with ``fsync``) before anything is stored; if
+        ``append`` raises, the fallback file is left as it was and the error propagates.
+        """
+        if not self.path.exists():
+            return FallbackReplay(0)
+        with self._lock:
+            events: list[AuditEvent] = []
+            bad: list[tuple[int, bytes]] = []
+            for number, line in enumerate(self.path.read_bytes().split(b"\n"), start=1):
+                if not line.strip():
+                    continue
+                try:
+                    events.append(event_from_line(line))
+                except (ValueError, RecursionError):  # JSON, Unicode and field errors are ValueErrors
+                    bad.append((number, line))
+            if bad:
+                self._quarantine(bad)
+            if events:
+                append(events)
+            self.path.write_bytes(b"")
+        if not bad:
+            return FallbackReplay(len(events))
+        numbers = tuple(number for number, _ in bad)
+        LOGGER.warning(
+            "audit fallback replay: %d line(s) were not valid events and were moved to %s (lines %s)",
+            len(numbers),
+            self.quarantine_path,
+            ", ".join(map(str, numbers)),
+        )
+        return FallbackReplay(len(events), numbers, self.quarantine_path)
+
+    def _quarantine(self, lines: Sequence[tuple[int, bytes]]) -> None:
+        with self.quarantine_path.open("ab") as handle:
+            handle.write(b"".join(line + b"\n" for _, line in lines))
+            handle.flush()
+            os.fsync(handle.fileno())
