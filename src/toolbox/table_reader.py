@@ -170,8 +170,10 @@ class TableReader:
         compiled = re.compile(pattern) if pattern is not None else None
         for index, item in enumerate(value):
             at = f"{self.source}: {where}[{index}]"
-            if not isinstance(item, str) or not item:
+            if not isinstance(item, str):
                 raise PolicyFileError(f"{at}: must be a non-empty string, got {toml_type(item)}")
+            if not item:
+                raise PolicyFileError(f"{at}: must not be empty")
             if choices is not None and item not in choices:
                 raise PolicyFileError(
                     f"{at}: unknown {what} {item!r}; use one of {', '.join(sorted(choices))}"
