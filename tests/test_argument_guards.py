@@ -25,7 +25,7 @@ from toolbox import (
     ToolPolicy,
     tool,
 )
-from toolbox.audit import AuditTrail, EventType, MemorySink, Redaction
+from toolbox.audit import AuditTrail, EventType, JsonlSink, MemorySink, Redaction
 from toolbox.audit.batch import CallSubject, Opening
 from toolbox.audit.events import AuditEvent
 from toolbox.pipeline.arguments import check_limits
@@ -100,10 +100,12 @@ def _clear_calls() -> None:
     CALLS.clear()
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "jsonl", "sqlite"])
 def sink(request: pytest.FixtureRequest, tmp_path: Any) -> Any:
     if request.param == "memory":
         return MemorySink()
+    if request.param == "jsonl":
+        return JsonlSink(tmp_path / "audit.jsonl")
     from toolbox.audit import SqliteSink  # type: ignore[attr-defined]
 
     return SqliteSink(str(tmp_path / "audit.db"))
@@ -212,11 +214,13 @@ def test_typed_door_huge_int_is_stored_as_its_size() -> None:
 
 
 def test_lone_surrogates_are_stored_escaped(sink: Any) -> None:
-    """Strings no UTF-8 store accepts (lone surrogates) in names, keys and values cost no event."""
+    """Lone surrogates (no UTF-8 store accepts them) and line separators in names, keys and values."""
     gw, context = gateway(sink), ctx()
     unknown = gw.invoke("loose\ud800", {"purpose": "Look"}, context=context)
     assert unknown.status is Status.DENIED
-    keyed = gw.invoke("loose", {"value": {"k\udfff": "v\ud800"}, "purpose": "Look"}, context=context)
+    keyed = gw.invoke(
+        "loose", {"value": {"k\udfff": "v\ud800", "s": "a\u2028b\x85"}, "purpose": "Look"}, context=context
+    )
     assert keyed.status is Status.SUCCESS
     records = sink.read_trace(context.run_id)
     assert records[0].name == "loose\\ud800"

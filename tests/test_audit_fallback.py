@@ -89,6 +89,7 @@ FIELD_BREAKERS = [
     {"duration": float("nan")},
     {"duration": True},
     {"attempt": "1"},
+    {"attempt": 2**63},
     {"rule_ids": "a"},
     {"rule_ids": [1]},
     {"intent_text": "\ud800"},

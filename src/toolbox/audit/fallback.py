@@ -116,8 +116,8 @@ def _check_values(data: Mapping[str, Any]) -> None:
     ):
         raise ValueError("duration must be a finite number or null")
     attempt = data.get("attempt")
-    if attempt is not None and type(attempt) is not int:
-        raise ValueError("attempt must be an integer or null")
+    if attempt is not None and (type(attempt) is not int or not -(2**63) <= attempt < 2**63):
+        raise ValueError("attempt must be a 64-bit integer or null")  # what an SQL store holds
     try:
         aware = datetime.fromisoformat(data["timestamp"]).tzinfo is not None
     except ValueError:
