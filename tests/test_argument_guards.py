@@ -144,6 +144,8 @@ def test_int_digits_boundary(value: int, passes: bool) -> None:
 def test_int_digits_bound_is_configurable_and_reaches_nested_values() -> None:
     gw, context = gateway(max_int_digits=3), ctx()
     assert gw.invoke("count", {"n": 999, "purpose": "Count"}, context=context).status is Status.SUCCESS
+    flat = gw.invoke("count", {"n": -1000, "purpose": "Count"}, context=context)  # the by-name fast path
+    assert (flat.status, flat.error_code, flat.field_path) == (Status.INVALID_ARGUMENTS, "int_too_large", "n")
     nested = gw.invoke("loose", {"value": {"a": [1, 1000]}, "purpose": "Look"}, context=context)
     assert (nested.status, nested.error_code, nested.field_path) == (
         Status.INVALID_ARGUMENTS,

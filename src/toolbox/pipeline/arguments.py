@@ -57,6 +57,8 @@ class ArgumentLimits:
     """Decimal digits of any one integer (CPython's own limit for printing an int)."""
     int_bound: int = dataclasses.field(init=False, repr=False, compare=False)
     """``10 ** max_int_digits``: integers must lie strictly between its negative and it."""
+    fast_int_range: tuple[int, int] = dataclasses.field(init=False, repr=False, compare=False)
+    """The integers `flat_and_small` passes with one comparison: within the bound and 2**62."""
 
     def __post_init__(self) -> None:
         for name in ("max_bytes", "max_depth", "max_items", "max_int_digits"):
@@ -66,6 +68,8 @@ class ArgumentLimits:
         if self.max_int_digits > 100_000:
             raise ConfigurationError("ArgumentLimits.max_int_digits must be at most 100000")
         object.__setattr__(self, "int_bound", 10**self.max_int_digits)
+        small = min(self.int_bound, 2**62)
+        object.__setattr__(self, "fast_int_range", (-small, small))
 
 
 def check_limits(arguments: object, limits: ArgumentLimits, non_finite: frozenset[str] = frozenset()) -> None:
@@ -119,7 +123,7 @@ def check_limits(arguments: object, limits: ArgumentLimits, non_finite: frozense
 
 
 def _check_number(value: object, path: str, bound: int, limits: ArgumentLimits, non_finite_ok: bool) -> None:
-    if isinstance(value, int) and not -bound < value < bound:
+    if isinstance(value, int) and abs(value) >= bound:
         raise InvalidArgumentsError(
             f"an integer has more than {limits.max_int_digits} digits",
             error_code="int_too_large",
@@ -133,23 +137,25 @@ def _check_number(value: object, path: str, bound: int, limits: ArgumentLimits, 
         )
 
 
-_SCALARS = frozenset({int, float, bool, type(None)})
-
-
 def flat_and_small(arguments: Mapping[str, Any], limits: ArgumentLimits) -> bool:
     """Whether ``arguments`` is a dict of scalars and strings within ``limits`` (the common case, cheaply)."""
     if type(arguments) is not dict or len(arguments) > limits.max_items:
         return False
     size = 2
-    bound = limits.int_bound
+    low, high = limits.fast_int_range
     for key, value in arguments.items():
         kind = type(value)
         if kind is str:
             size += len(value) + len(key) + 6
-        elif kind in _SCALARS:
-            # A huge int, NaN or an infinity: check_limits decides (a parameter may opt in).
-            if (kind is int and not -bound < value < bound) or (kind is float and value - value != 0.0):
-                return False
+        elif kind is int:
+            if not low < value < high:
+                return False  # possibly too many digits: check_limits counts them
+            size += len(key) + 12
+        elif kind is float:
+            if value - value != 0.0:
+                return False  # NaN or an infinity: check_limits decides (a parameter may opt in)
+            size += len(key) + 12
+        elif kind is bool or value is None:
             size += len(key) + 12
         else:
             return False
