@@ -117,6 +117,15 @@ def test_malformed_values_are_policy_file_errors_naming_the_key(path: Any, value
     assert message.startswith(f"{SOURCE}: ") and named in message
 
 
+def test_a_url_in_url_env_is_refused_unechoed() -> None:
+    """A database URL written where the variable's name belongs never reaches the message."""
+    sink = {"type": "postgres", "url_env": "postgresql://u:hunter2@db/audit"}
+    with pytest.raises(PolicyFileError) as info:
+        policy_from_mapping(replace(base_document(), ("audit", "sinks", 0), sink), source=SOURCE)
+    assert "audit.sinks[0].url_env: takes the NAME of an environment variable" in str(info.value)
+    assert "hunter2" not in str(info.value)
+
+
 def test_the_base_document_is_valid() -> None:
     policy = policy_from_mapping(base_document(), source=SOURCE)
     assert policy.governance["tools"] == {"calculator": {"precision": 3}}

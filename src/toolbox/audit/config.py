@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -49,6 +50,7 @@ _TRAIL_KEYS = {
     "queue_size",
     "sinks",
 }
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SINK_KEYS = {"memory": set(), "jsonl": {"path"}, "sqlite": {"path"}, "postgres": {"url_env", "schema"}}
 
 
@@ -91,6 +93,13 @@ def _settings(config: Mapping[str, Any], *, source: str) -> dict[str, Any]:
                 sink.optional_string(key)
             else:
                 sink.string(key)
+        if kind == "postgres" and not _ENV_NAME.match(sink.string("url_env")):
+            # Never echoed: a URL put here by mistake holds the database password.
+            raise sink.error(
+                "url_env",
+                "takes the NAME of an environment variable holding the PostgreSQL URL "
+                "(e.g. TOOLBOX_AUDIT_DATABASE_URL), never the URL itself",
+            )
     return settings
 
 
