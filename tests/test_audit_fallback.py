@@ -90,6 +90,8 @@ FIELD_BREAKERS = [
     {"duration": True},
     {"attempt": "1"},
     {"attempt": 2**63},
+    {"event_id": "x" * 65},
+    {"event_id": "a b"},
     {"rule_ids": "a"},
     {"rule_ids": [1]},
     {"intent_text": "\ud800"},
@@ -124,18 +126,38 @@ def test_bad_lines_are_quarantined_and_the_rest_replayed(
     assert report.quarantine_path.read_bytes().count(b"\n") == len(bad)
 
 
-def test_a_failing_sink_leaves_the_file_as_it_was(tmp_path: Path) -> None:
+def test_a_failing_sink_keeps_the_valid_lines(tmp_path: Path) -> None:
+    """The store is down: nothing is lost, the bad line is quarantined once, the rest waits."""
     sink = FlakySink()
     sink.failing = True
     trail = AuditTrail(sink, fallback_path=tmp_path / "fb.jsonl")
-    content = good_line("t1") + b"\nnot json\n"
-    (tmp_path / "fb.jsonl").write_bytes(content)
+    good = good_line("t1")
+    (tmp_path / "fb.jsonl").write_bytes(good + b"\nnot json\n")
     with pytest.raises(AuditSinkError):
         trail.replay_fallback()
-    assert (tmp_path / "fb.jsonl").read_bytes() == content
+    assert (tmp_path / "fb.jsonl").read_bytes() == good + b"\n"
+    assert (tmp_path / "fb.jsonl.quarantine").read_bytes() == b"not json\n"
     sink.failing = False
     assert trail.replay_fallback() == 1
     assert [r.trace_id for r in sink.records] == ["t1"]
+    assert (tmp_path / "fb.jsonl.quarantine").read_bytes() == b"not json\n"
+
+
+def test_events_the_sink_refuses_one_by_one_are_quarantined(tmp_path: Path) -> None:
+    """A duplicate event id (kept twice, e.g. a fan-out that stored it in one sink) blocks nothing."""
+    from toolbox.audit import SqliteSink  # type: ignore[attr-defined]
+
+    sink = SqliteSink(str(tmp_path / "audit.db"))
+    first = AuditEvent(EventType.SYSTEM_ERROR, trace_id="t1", reason_code="X")
+    sink.append([first])
+    trail = AuditTrail(sink, fallback_path=tmp_path / "fb.jsonl")
+    duplicate = json.dumps(first.as_dict()).encode()
+    (tmp_path / "fb.jsonl").write_bytes(b"\n".join([good_line("t2"), duplicate, good_line("t3")]) + b"\n")
+    report = trail.replay_fallback_report()
+    assert (report.stored, report.quarantined) == (2, (2,))
+    assert (tmp_path / "fb.jsonl.quarantine").read_bytes() == duplicate + b"\n"
+    assert [len(sink.read_trace(t)) for t in ("t1", "t2", "t3")] == [1, 1, 1]
+    assert (tmp_path / "fb.jsonl").read_bytes() == b""
 
 
 def test_no_fallback_file_means_nothing_to_replay(tmp_path: Path) -> None:

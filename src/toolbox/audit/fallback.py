@@ -13,6 +13,7 @@ import json
 import logging
 import math
 import os
+import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ _OPTIONAL_TEXT = (
     "payload_hash",
     "status",
 )
+_EVENT_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 #: Assigned by the sink when the event is stored: never taken from the file.
 _CHAIN_FIELDS = frozenset({"sequence", "previous_hash", "hash"})
 
@@ -103,6 +105,8 @@ def _check_fields(data: Mapping[str, Any]) -> None:
             raise ValueError(f"{name} must be a string or null")
     if data["type"] not in EventType._value2member_map_:
         raise ValueError("type is not an event type")
+    if not _EVENT_ID.match(data["event_id"]):
+        raise ValueError("event_id is not an event id")  # a key column: 64 characters at most
     _check_values(data)
 
 
@@ -163,36 +167,73 @@ class FallbackFile:
     def replay(self, append: Callable[[Sequence[AuditEvent]], None]) -> FallbackReplay:
         """Store the kept events with ``append``, quarantine the bad lines, then empty the file.
 
-        The quarantine file is written (with ``fsync``) before anything is stored; if
-        ``append`` raises, the fallback file is left as it was and the error propagates.
+        Lines that are not valid events are quarantined (with ``fsync``) before anything
+        is stored. If the sink refuses the batch, each event is offered on its own: the
+        ones it refuses while it accepts others (a duplicate event id, say) are
+        quarantined too. If it accepts none, the store is taken to be down: the
+        fallback file keeps its valid lines and the sink's error propagates.
         """
         if not self.path.exists():
             return FallbackReplay(0)
         with self._lock:
-            events: list[AuditEvent] = []
+            kept: list[tuple[int, bytes, AuditEvent]] = []
             bad: list[tuple[int, bytes]] = []
             for number, line in enumerate(self.path.read_bytes().split(b"\n"), start=1):
                 if not line.strip():
                     continue
                 try:
-                    events.append(event_from_line(line))
+                    kept.append((number, line, event_from_line(line)))
                 except (ValueError, RecursionError):  # JSON, Unicode and field errors are ValueErrors
                     bad.append((number, line))
             if bad:
                 self._quarantine(bad)
-            if events:
-                append(events)
+            refused = self._store(append, kept)
+            if refused:
+                self._quarantine([(number, line) for number, line, _ in refused])
             self.path.write_bytes(b"")
-        if not bad:
-            return FallbackReplay(len(events))
-        numbers = tuple(number for number, _ in bad)
+        stored = len(kept) - len(refused)
+        if not bad and not refused:
+            return FallbackReplay(stored)
+        numbers = tuple(sorted([number for number, _ in bad] + [number for number, _, _ in refused]))
         LOGGER.warning(
-            "audit fallback replay: %d line(s) were not valid events and were moved to %s (lines %s)",
-            len(numbers),
+            "audit fallback replay: %d line(s) were not valid events and %d were refused by the sink; "
+            "moved to %s (lines %s)",
+            len(bad),
+            len(refused),
             self.quarantine_path,
             ", ".join(map(str, numbers)),
         )
-        return FallbackReplay(len(events), numbers, self.quarantine_path)
+        return FallbackReplay(stored, numbers, self.quarantine_path)
+
+    def _store(
+        self, append: Callable[[Sequence[AuditEvent]], None], kept: list[tuple[int, bytes, AuditEvent]]
+    ) -> list[tuple[int, bytes, AuditEvent]]:
+        """Append the events of ``kept``; the entries the sink refused one by one."""
+        if not kept:
+            return []
+        try:
+            append([event for _, _, event in kept])
+        except Exception as batch_error:
+            refused = []
+            for entry in kept:
+                try:
+                    append([entry[2]])
+                except Exception:  # noqa: BLE001 - judged below, against the whole batch
+                    refused.append(entry)
+            if len(refused) == len(kept):  # nothing accepted: the store is down, keep everything
+                self._rewrite([line for _, line, _ in kept])
+                raise batch_error
+            return refused
+        return []
+
+    def _rewrite(self, lines: Sequence[bytes]) -> None:
+        """Replace the file by ``lines`` (atomically: a sibling file, then a rename)."""
+        temporary = self.path.with_name(self.path.name + ".replay")
+        with temporary.open("wb") as handle:
+            handle.write(b"".join(line + b"\n" for line in lines))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, self.path)
 
     def _quarantine(self, lines: Sequence[tuple[int, bytes]]) -> None:
         with self.quarantine_path.open("ab") as handle:

@@ -368,9 +368,10 @@ class AuditTrail:
     def replay_fallback(self) -> int:
         """Store the events kept in the fallback file, then empty it; returns how many were stored.
 
-        A line that is not a valid event never blocks the others: it is moved to
-        ``<fallback>.quarantine`` and its line number logged (`replay_fallback_report` says which).
-        If the sink fails, this raises and the fallback file stays as it was.
+        A line that is not a valid event, or an event the sink refuses on its own, never
+        blocks the others: it is moved to ``<fallback>.quarantine`` and its line number
+        logged (`replay_fallback_report` says which). If the sink accepts nothing, this
+        raises and the fallback file keeps its valid lines.
         """
         return self.replay_fallback_report().stored
 
