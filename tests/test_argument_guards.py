@@ -310,6 +310,14 @@ def test_check_limits_raises_only_invalid_arguments(value: object) -> None:
         assert exc.field_path.startswith("value")
 
 
+@pytest.mark.parametrize("value", ["http://a/\ud800", "https://u:p@a/\udc00?token=\ud800", "x\ud800"])
+def test_redaction_keeps_lone_surrogates_storable(value: str) -> None:
+    summary, digest = Redaction().payload_fields({"u": value, "k\ud800": 1})
+    assert summary is not None and digest is not None
+    summary.encode("utf-8")
+    assert "p@" not in summary
+
+
 def test_redaction_marks_huge_ints_without_printing_them() -> None:
     summary, digest = Redaction().payload_fields({"n": -(10**5000)})
     assert summary == '{"n":"<int of 16610 bits>"}' and digest is not None

@@ -86,11 +86,13 @@ class Redaction:
         if isinstance(value, bytes):
             return f"<{len(value)} bytes>"
         if isinstance(value, str):
+            if not value.isascii():
+                value = storable_text(value)
             if _BEARER.match(value):
                 return MASK
             if _URL.match(value):
                 return redact_url(value)
-            return value if value.isascii() else storable_text(value)
+            return value
         if isinstance(value, int) and value.bit_length() > _MAX_INT_BITS:
             return f"<int of {value.bit_length()} bits>"
         if value is None or isinstance(value, (bool, int, float)):
