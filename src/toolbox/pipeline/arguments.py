@@ -90,7 +90,7 @@ def check_limits(arguments: object, limits: ArgumentLimits, non_finite: frozense
     bound = limits.int_bound
     stack: list[tuple[object, str, int, bool]] = [(arguments, "", 1, False)]
     while stack:
-        value, path, depth, finite_optional = stack.pop()
+        value, path, depth, non_finite_ok = stack.pop()
         if isinstance(value, (Mapping, list, tuple)):
             if depth > limits.max_depth:
                 raise InvalidArgumentsError(
@@ -107,12 +107,12 @@ def check_limits(arguments: object, limits: ArgumentLimits, non_finite: frozense
             items = value.items() if isinstance(value, Mapping) else enumerate(value)
             for key, child in items:
                 size += len(str(key)) + 4
-                opted_in = finite_optional or (depth == 1 and key in non_finite)
+                opted_in = non_finite_ok or (depth == 1 and key in non_finite)
                 stack.append((child, f"{path}.{key}" if path else str(key), depth + 1, opted_in))
         elif isinstance(value, (str, bytes)):
             size += len(value) + 2
         else:
-            _check_number(value, path, bound, limits, finite_optional)
+            _check_number(value, path, bound, limits, non_finite_ok)
             size += 8
         if size > limits.max_bytes:
             raise InvalidArgumentsError(

@@ -158,7 +158,7 @@ def _expected(rule: TableReader, test_name: str) -> Any:
     """The value a predicate compares with, checked for the test's type."""
     if test_name == "in":
         value = rule.value("in")
-        if not isinstance(value, list):
+        if not isinstance(value, (list, tuple)):
             raise rule.error("in", f"must be an array, got {toml_type(value)}")
         return value
     if test_name in ("greater_than", "less_than"):
