@@ -101,7 +101,7 @@ class TableReader:
     def tables(self, key: str) -> list[TableReader]:
         """The array of tables at ``key`` (``[[key]]``); empty when absent."""
         value = self._get(key, [])
-        if not isinstance(value, list):
+        if not isinstance(value, (list, tuple)):  # a tuple: the same table built in code
             raise self.error(key, f"must be an array of tables, got {toml_type(value)}")
         where = self.where(key)
         return [TableReader(item, source=self.source, path=f"{where}[{i}]") for i, item in enumerate(value)]
@@ -164,7 +164,7 @@ class TableReader:
     ) -> list[str]:
         """The array of non-empty strings at ``key``, each matching ``pattern`` / in ``choices``."""
         value = self._get(key, list(default))
-        if not isinstance(value, list):
+        if not isinstance(value, (list, tuple)):
             raise self.error(key, f"must be an array of strings, got {toml_type(value)}")
         where = self.where(key)
         compiled = re.compile(pattern) if pattern is not None else None
