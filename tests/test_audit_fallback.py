@@ -165,6 +165,20 @@ def test_no_fallback_file_means_nothing_to_replay(tmp_path: Path) -> None:
     assert AuditTrail(MemorySink(), fallback_path=tmp_path / "none.jsonl").replay_fallback() == 0
 
 
+def test_an_unserialisable_event_costs_no_other(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from toolbox.audit.fallback import FallbackFile
+
+    fallback = FallbackFile(tmp_path / "fb.jsonl")
+    broken = AuditEvent(EventType.SYSTEM_ERROR, trace_id="t1", duration=float("nan"))
+    fine = AuditEvent(EventType.SYSTEM_ERROR, trace_id="t2")
+    with caplog.at_level(logging.ERROR, logger="toolbox.audit"):
+        assert fallback.keep([broken, fine]) is False
+    assert "not serialisable (ValueError)" in caplog.text
+    stored: list[AuditEvent] = []
+    assert fallback.replay(stored.extend).stored == 1
+    assert [e.trace_id for e in stored] == ["t2"]
+
+
 def test_an_unwritable_fallback_file_is_reported_not_raised(tmp_path: Path) -> None:
     from toolbox.audit.fallback import FallbackFile
 

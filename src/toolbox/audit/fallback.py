@@ -152,17 +152,26 @@ class FallbackFile:
         return self.path.with_name(self.path.name + ".quarantine")
 
     def keep(self, events: Sequence[AuditEvent]) -> bool:
-        """Append ``events`` (unchained); False when the file could not be written."""
+        """Append ``events`` (unchained); False when the file could not be written.
+
+        An event that cannot be serialised (a NaN duration, say) is logged and
+        skipped: it never costs the others.
+        """
+        lines = []
+        for event in events:
+            try:
+                lines.append(event_line(event))
+            except (ValueError, OverflowError) as exc:
+                LOGGER.error("audit event not serialisable (%s); 1 event lost", type(exc).__name__)
         try:
             with self._lock, self.path.open("a", encoding="ascii") as handle:
-                handle.write("".join(event_line(event) for event in events))
+                handle.write("".join(lines))
                 handle.flush()
                 os.fsync(handle.fileno())
-        except (OSError, ValueError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) else type(exc).__name__
-            LOGGER.error("audit fallback file unwritable (%s); %d event(s) lost", reason, len(events))
+        except OSError as exc:
+            LOGGER.error("audit fallback file unwritable (%s); %d event(s) lost", exc.strerror, len(lines))
             return False
-        return True
+        return len(lines) == len(events)
 
     def replay(self, append: Callable[[Sequence[AuditEvent]], None]) -> FallbackReplay:
         """Store the kept events with ``append``, quarantine the bad lines, then empty the file.
