@@ -290,3 +290,23 @@ def test_nan_and_infinity_in_a_predicate_are_refused() -> None:
         rule = {"id": "R", "action": "DENY", "argument": "a", "greater_than": number}
         with pytest.raises(PolicyFileError, match=r"guardrails.rules\[0\].greater_than"):
             policy_from_mapping(replace(base_document(), ("guardrails", "rules", 0), rule), source=SOURCE)
+
+
+# -- the reader itself -------------------------------------------------------------------------
+
+
+def test_table_reader_names_types_not_values() -> None:
+    from toolbox.table_reader import TableReader
+
+    table = TableReader({"n": True, "s": "x", "f": math.inf, "a": ["ok", ""]}, source=SOURCE, path="t")
+    with pytest.raises(PolicyFileError, match=r"^policy.toml: t.n: must be an integer, got a boolean$"):
+        table.integer("n")
+    with pytest.raises(PolicyFileError, match=r"^policy.toml: t.f: must be a finite number$"):
+        table.number("f")
+    with pytest.raises(PolicyFileError, match=r"^policy.toml: t.a\[1\]: must not be empty$"):
+        table.strings("a")
+    with pytest.raises(PolicyFileError, match=r"^policy.toml: t.missing: missing$"):
+        table.string("missing")
+    with pytest.raises(PolicyFileError, match=r"^policy.toml: t.s: must be a table, got a string$"):
+        table.table("s")
+    assert table.string("s") == "x" and table.boolean("absent", False) is False
