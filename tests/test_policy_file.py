@@ -49,8 +49,8 @@ def test_deny_all_base(tmp_path):
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ('version = 1\nbsae = "standard"\n', "field 'bsae'"),
-        ('version = 1\n[allow]\ntool = ["http"]\n', "field 'allow.tool'"),
+        ('version = 1\nbsae = "standard"\n', "unknown key\\(s\\) bsae"),
+        ('version = 1\n[allow]\ntool = ["http"]\n', "allow: unknown key\\(s\\) tool"),
         ('version = 1\n[allow]\nrisks = ["HARMLESS"]\n', r"allow.risks\[0\]: unknown risk class 'HARMLESS'"),
         ('version = 1\n[deny]\nrisks = ["PRIVILEGED", "root"]\n', r"deny.risks\[1\]: unknown risk class"),
         (
@@ -58,11 +58,14 @@ def test_deny_all_base(tmp_path):
             "both \\[allow\\] and \\[deny\\]",
         ),
         ('version = 1\n[allow]\nrisks = ["PRIVILEGED"]\n[deny]\nrisks = ["PRIVILEGED"]\n', "both"),
-        ('version = 1\n[allow]\ntools = ["Not A Name"]\n', r"field 'allow.tools.0'"),
-        ("version = 2\n", "field 'version'"),
-        ('base = "standard"\n', "field 'version'"),
-        ('version = 1\nbase = "allow_all"\n', "field 'base'"),
-        ('version = 1\n[allow]\ntools = "http"\n', "field 'allow.tools'"),
+        (
+            'version = 1\n[allow]\ntools = ["Not A Name"]\n',
+            r"allow.tools\[0\]: 'Not A Name' is not a valid tool name",
+        ),
+        ("version = 2\n", "version: unsupported version 2"),
+        ('base = "standard"\n', "version: missing"),
+        ('version = 1\nbase = "allow_all"\n', "base: unknown base 'allow_all'"),
+        ('version = 1\n[allow]\ntools = "http"\n', "allow.tools: must be an array of strings, got a string"),
         ("version = [", "not valid TOML"),
     ],
 )
@@ -124,7 +127,9 @@ def test_errors_name_file_and_key(tmp_path, text):
         ToolPolicy.from_file(write(tmp_path, text))
     message = str(info.value)
     assert str(tmp_path) in message
-    assert "field 'providers.block.0'" in message or "field 'allow'" in message
+    assert "providers.block[0]: ' ' is not a valid distribution name" in message or (
+        "allow: must be a table, got an array" in message
+    )
 
 
 def test_tool_options_table(tmp_path):
@@ -172,8 +177,8 @@ def test_tool_options_for_unknown_tool(tmp_path):
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("version = 1\n[tools]\nhttp = 1\n", "field 'tools.http'"),
-        ('version = 1\n[tools."Bad Name"]\nx = 1\n', "field 'tools"),
+        ("version = 1\n[tools]\nhttp = 1\n", "tools.http: must be a table, got an integer"),
+        ('version = 1\n[tools."Bad Name"]\nx = 1\n', "tools.Bad Name: not a valid tool name"),
     ],
 )
 def test_tool_options_must_be_tables(tmp_path, text, message):

@@ -31,6 +31,7 @@ def test_all_is_sorted_and_complete():
         "route",
         "runtime",
         "selection",
+        "table_reader",
         "testing",
         "tools",
         "wire_names",

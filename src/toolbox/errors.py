@@ -115,10 +115,14 @@ class AcknowledgementRequiredError(ToolDeniedError):
 
 
 class PathOutsideRootsError(ToolDeniedError):
-    """A filesystem path escapes the configured roots (reason ``PATH_OUTSIDE_ROOTS``)."""
+    """A filesystem path escapes, or may escape, the configured roots (reason ``PATH_OUTSIDE_ROOTS``).
 
-    def __init__(self, message: str, *, tool: str) -> None:
-        super().__init__(message, tool=tool, reason_code="PATH_OUTSIDE_ROOTS", rule="fs:roots")
+    The rule is ``fs:roots`` for a path or link leading outside, ``fs:hardlinks`` for a
+    file with several hard links (one of them may be outside).
+    """
+
+    def __init__(self, message: str, *, tool: str, rule: str = "fs:roots") -> None:
+        super().__init__(message, tool=tool, reason_code="PATH_OUTSIDE_ROOTS", rule=rule)
 
 
 class InvalidDescriptorError(ToolboxError, ValueError):

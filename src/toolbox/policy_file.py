@@ -42,15 +42,15 @@ deny are errors; tool names nobody provides are rejected by ``Tools.load``.
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
-from toolbox.descriptor import MAX_NAME_LENGTH, TOOL_NAME_PATTERN, RiskClass, describe_validation_error
+from toolbox.descriptor import MAX_NAME_LENGTH, TOOL_NAME_PATTERN, RiskClass
 from toolbox.errors import ConfigurationError, PolicyFileError
 from toolbox.policy import ToolPolicy
+from toolbox.table_reader import TableReader
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -59,49 +59,29 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 
 __all__ = ["load_policy_file", "policy_from_mapping"]
 
-_Strict = ConfigDict(extra="forbid", frozen=True, strict=True)
-_ToolName = Annotated[str, Field(pattern=TOOL_NAME_PATTERN, max_length=MAX_NAME_LENGTH)]
+_TOP_KEYS = (
+    "version",
+    "base",
+    "allow",
+    "deny",
+    "providers",
+    "roles",
+    "authorization",
+    "guardrails",
+    "audit",
+    "tools",
+)
+_DISTRIBUTION = r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$"
+_RISKS = tuple(r.value for r in RiskClass)
+_TOOL_NAME = re.compile(TOOL_NAME_PATTERN)
 
 
-class RuleTable(BaseModel):
-    model_config = _Strict
-    tools: list[_ToolName] = []
-    risks: list[RiskClass] = []
-
-
-class ProvidersTable(BaseModel):
-    model_config = _Strict
-    block: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")]] = []
-
-
-class AuthorizationTable(BaseModel):
-    model_config = _Strict
-    cedar_policies: Annotated[str, Field(min_length=1)]
-    cedar_schema: Annotated[str, Field(min_length=1)]
-
-
-class _PolicyFile(BaseModel):
-    model_config = _Strict
-    version: Literal[1]
-    base: Literal["standard", "deny_all"] = "standard"
-    allow: RuleTable = RuleTable()
-    deny: RuleTable = RuleTable()
-    providers: ProvidersTable = ProvidersTable()
-    roles: dict[str, list[Annotated[str, Field(min_length=1)]]] | None = None
-    authorization: AuthorizationTable | None = None
-    guardrails: dict[str, Any] | None = None
-    audit: dict[str, Any] | None = None
-    tools: dict[_ToolName, dict[str, Any]] | None = None
-
-
-def _risks(values: object, where: str, source: str) -> None:
-    valid = {r.value for r in RiskClass}
-    for index, value in enumerate(values if isinstance(values, list) else []):
-        if value not in valid:
-            raise PolicyFileError(
-                f"{source}: {where}[{index}]: unknown risk class {value!r}; "
-                f"use one of {', '.join(sorted(valid))}"
-            )
+def _rules(table: TableReader) -> tuple[list[str], list[RiskClass]]:
+    """The tool names and risk classes of an ``[allow]`` or ``[deny]`` table."""
+    table.only(("tools", "risks"))
+    tools = table.strings("tools", pattern=TOOL_NAME_PATTERN, max_length=MAX_NAME_LENGTH, what="tool name")
+    risks = table.strings("risks", choices=_RISKS, what="risk class")
+    return tools, [RiskClass(r) for r in risks]
 
 
 def policy_from_mapping(data: dict[str, object], *, source: str, directory: Path | None = None) -> ToolPolicy:
@@ -111,87 +91,95 @@ def policy_from_mapping(data: dict[str, object], *, source: str, directory: Path
     (default: the working directory).
 
     Raises:
-        PolicyFileError: the data breaks the schema.
+        PolicyFileError: the data breaks the schema; the message names the key path.
     """
-    for section in ("allow", "deny"):
-        rules = data.get(section)
-        if isinstance(rules, dict):
-            _risks(rules.get("risks"), f"{section}.risks", source)
-    try:
-        parsed = _PolicyFile.model_validate(_risk_enums(data))
-    except ValidationError as exc:
-        raise PolicyFileError(f"{source}: {describe_validation_error(exc)}") from None
+    root = TableReader(data, source=source)
+    root.only(_TOP_KEYS)
+    version = root.integer("version")
+    if version != 1:
+        raise root.error("version", f"unsupported version {version}; this toolbox reads version 1")
+    base = root.string("base", "standard", choices=("standard", "deny_all"), what="base")
+    allow_tools, allow_risks = _rules(root.table("allow"))
+    deny_tools, deny_risks = _rules(root.table("deny"))
+    providers = root.table("providers")
+    providers.only(("block",))
+    blocked = providers.strings("block", pattern=_DISTRIBUTION, what="distribution name")
 
-    both = set(parsed.allow.tools) & set(parsed.deny.tools)
-    both |= {r.value for r in set(parsed.allow.risks) & set(parsed.deny.risks)}
+    both = set(allow_tools) & set(deny_tools)
+    both |= {r.value for r in set(allow_risks) & set(deny_risks)}
     if both:
         raise PolicyFileError(
             f"{source}: {', '.join(sorted(both))} listed under both [allow] and [deny]; "
             "remove it from one of them"
         )
-    governance = _governance(parsed, source)
-    if parsed.authorization is not None:
-        governance["cedar"] = _cedar(parsed.authorization, directory or Path(), source)
-    file_names = {name: f"allow.tools[{i}]" for i, name in enumerate(parsed.allow.tools)}
-    file_names.update({name: f"deny.tools[{i}]" for i, name in enumerate(parsed.deny.tools)})
-    for name in parsed.tools or {}:
+    governance = _governance(root)
+    if "authorization" in root:
+        governance["cedar"] = _cedar(root.table("authorization"), directory or Path())
+    file_names = {name: f"allow.tools[{i}]" for i, name in enumerate(allow_tools)}
+    file_names.update({name: f"deny.tools[{i}]" for i, name in enumerate(deny_tools)})
+    for name in governance.get("tools", {}):
         file_names.setdefault(name, f"tools.{name}")
     return ToolPolicy(
-        default_risks=[RiskClass.MEMORY_ONLY] if parsed.base == "standard" else [],
-        allow=[*parsed.allow.tools, *parsed.allow.risks],
-        deny=[*parsed.deny.tools, *parsed.deny.risks],
-        blocked_distributions=parsed.providers.block,
+        default_risks=[RiskClass.MEMORY_ONLY] if base == "standard" else [],
+        allow=[*allow_tools, *allow_risks],
+        deny=[*deny_tools, *deny_risks],
+        blocked_distributions=blocked,
         source=source,
         file_names=file_names,
         governance=governance,
     )
 
 
-def _governance(parsed: _PolicyFile, source: str) -> dict[str, Any]:
+def _governance(root: TableReader) -> dict[str, Any]:
     # Validated now, so a bad action or mode fails at load time, not on a call.
     from toolbox.pipeline.authorization import RolePolicy
     from toolbox.pipeline.guardrails import guardrails_from_config
 
     governance: dict[str, Any] = {}
-    try:
-        if parsed.roles is not None:
-            RolePolicy(parsed.roles)
-            governance["roles"] = parsed.roles
-        if parsed.guardrails is not None:
-            guardrails_from_config(parsed.guardrails, source=source)
-            governance["guardrails"] = parsed.guardrails
-        if parsed.audit is not None:
-            from toolbox.audit.config import check_config
+    source = root.source
+    if "roles" in root:
+        roles_table = root.table("roles")
+        roles = {role: roles_table.strings(role, what="pattern") for role in roles_table}
+        try:
+            RolePolicy(roles)
+        except ConfigurationError as exc:
+            raise roles_table.error("", str(exc)) from None
+        governance["roles"] = roles
+    if "guardrails" in root:
+        guardrails = root.table("guardrails").raw()
+        guardrails_from_config(guardrails, source=source)
+        governance["guardrails"] = guardrails
+    if "audit" in root:
+        from toolbox.audit.config import check_config
 
-            check_config(parsed.audit, source=source)
-            governance["audit"] = parsed.audit
-        if parsed.tools is not None:
-            governance["tools"] = parsed.tools
-    except ConfigurationError as exc:
-        message = str(exc)
-        raise PolicyFileError(message if message.startswith(source) else f"{source}: {message}") from None
+        audit = root.table("audit").raw()
+        check_config(audit, source=source)
+        governance["audit"] = audit
+    if "tools" in root:
+        tools = root.table("tools")
+        options: dict[str, Any] = {}
+        for name in tools:
+            if not isinstance(name, str) or len(name) > MAX_NAME_LENGTH or not _TOOL_NAME.fullmatch(name):
+                raise tools.error(name, f"not a valid tool name ({TOOL_NAME_PATTERN})")
+            options[name] = dict(tools.table(name).raw())
+        governance["tools"] = options
     return governance
 
 
-def _cedar(table: AuthorizationTable, directory: Path, source: str) -> object:
+def _cedar(table: TableReader, directory: Path) -> object:
+    """The ``[authorization]`` table's CedarAuthorizer, paths relative to the policy file."""
     from toolbox.pipeline.cedar import CedarAuthorizer
 
+    table.only(("cedar_policies", "cedar_schema"))
+    policies = table.string("cedar_policies")
+    schema = table.string("cedar_schema")
+    for key, value in (("cedar_policies", policies), ("cedar_schema", schema)):
+        if not value:
+            raise table.error(key, "must not be empty")
     try:
-        return CedarAuthorizer.from_files(directory / table.cedar_policies, directory / table.cedar_schema)
-    except ImportError as exc:
-        raise PolicyFileError(f"{source}: [authorization]: {exc}") from None
-    except PolicyFileError as exc:
-        raise PolicyFileError(f"{source}: [authorization]: {exc}") from None
-
-
-def _risk_enums(data: dict[str, object]) -> dict[str, object]:
-    # Strict mode rejects plain strings for enums; convert the already-checked values.
-    converted = dict(data)
-    for section in ("allow", "deny"):
-        rules = converted.get(section)
-        if isinstance(rules, dict) and isinstance(rules.get("risks"), list):
-            converted[section] = {**rules, "risks": [RiskClass(r) for r in rules["risks"]]}
-    return converted
+        return CedarAuthorizer.from_files(directory / policies, directory / schema)
+    except (ImportError, PolicyFileError) as exc:
+        raise PolicyFileError(f"{table.source}: [authorization]: {exc}") from None
 
 
 def load_policy_file(path: Path) -> ToolPolicy:

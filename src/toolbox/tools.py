@@ -19,6 +19,8 @@ from toolbox.descriptor import Acknowledgement, RiskClass, ToolDescriptor
 from toolbox.discovery import BrokenProvider
 from toolbox.errors import (
     AcknowledgementRequiredError,
+    PolicyFileError,
+    ToolboxError,
     ToolPolicyDeniedError,
     ToolUnavailableError,
 )
@@ -373,7 +375,13 @@ class Tools:
                 runtime = ToolRuntime(
                     registered.descriptor, self._context, self._catalog.options_for(name), tools=self
                 )
-                instance = registered.provider.create(runtime)
+                try:
+                    instance = registered.provider.create(runtime)
+                except (ValueError, TypeError) as exc:
+                    error = self._options_error(name, exc)
+                    if error is exc:
+                        raise
+                    raise error from exc
                 self._instances[name] = instance
                 self._runtimes[name] = runtime
                 if cache:
@@ -382,6 +390,23 @@ class Tools:
             return instance
 
     # -- messages -----------------------------------------------------------
+
+    def _options_error(self, name: str, error: ValueError | TypeError) -> ValueError | TypeError:
+        """A tool refused its options: a `PolicyFileError` naming ``tools.<name>`` when the file set them.
+
+        Options given only in code keep the provider's own error. A message is shown
+        only from a ``ValueError`` (providers phrase those for people); anything else
+        is named by its type, so no option value is echoed.
+        """
+        policy = self._catalog.policy
+        if name not in (policy.governance.get("tools") or {}):
+            return error
+        shown = (
+            str(error)
+            if isinstance(error, ToolboxError) or type(error) is ValueError
+            else type(error).__name__
+        )
+        return PolicyFileError(f"{policy.source}: tools.{name}: {shown}")
 
     def _unavailable_detail(self) -> str:
         detail = (

@@ -3,6 +3,7 @@
 from typing import TYPE_CHECKING
 
 from toolbox.audit.events import AuditEvent, AuditRecord, EventType
+from toolbox.audit.fallback import FallbackReplay
 from toolbox.audit.fanout import FanOutSink
 from toolbox.audit.jsonl import JsonlSink
 from toolbox.audit.memory import MemorySink
@@ -26,6 +27,7 @@ __all__ = [
     "AuditTrail",
     "ChainProblem",
     "EventType",
+    "FallbackReplay",
     "FanOutSink",
     "JsonlSink",
     "MemorySink",

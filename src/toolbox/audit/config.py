@@ -27,14 +27,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 from collections.abc import Mapping
 from typing import Any
 
-from toolbox.audit.redaction import Redaction
+from toolbox.audit.redaction import PayloadMode, Redaction
 from toolbox.audit.sink import AuditSink
 from toolbox.audit.trail import AuditMode, AuditTrail
 from toolbox.errors import ConfigurationError
+from toolbox.table_reader import TableReader
 
 __all__ = ["check_config", "sink_from_config", "trail_from_config"]
 
@@ -48,6 +50,7 @@ _TRAIL_KEYS = {
     "queue_size",
     "sinks",
 }
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SINK_KEYS = {"memory": set(), "jsonl": {"path"}, "sqlite": {"path"}, "postgres": {"url_env", "schema"}}
 
 
@@ -55,38 +58,49 @@ def check_config(config: Mapping[str, Any], *, source: str) -> None:
     """Validate the shape of ``[audit]`` without opening anything.
 
     Raises:
-        ConfigurationError: naming the key.
+        PolicyFileError: (a `ConfigurationError`) naming the key path.
     """
-    if not isinstance(config, Mapping):
-        raise ConfigurationError(f"{source}: [audit] must be a table")
-    unknown = set(config) - _TRAIL_KEYS
-    if unknown:
-        raise ConfigurationError(f"{source}: audit: unknown key(s) {', '.join(sorted(unknown))}")
-    if config.get("mode", "STRICT") not in AuditMode._value2member_map_:
-        raise ConfigurationError(
-            f"{source}: audit.mode: unknown mode {config.get('mode')!r}; use STRICT, ASYNC or BEST_EFFORT"
-        )
-    Redaction.of(
-        config.get("redact_keys", ()), config.get("max_summary", 512), config.get("payload", "SUMMARY")
-    )
-    roles = config.get("auditor_roles", ["auditor"])
-    if not isinstance(roles, list) or not all(isinstance(r, str) and r for r in roles):
-        raise ConfigurationError(
-            f'{source}: audit.auditor_roles must be a list of role names, e.g. ["auditor"]'
-        )
-    sinks = config.get("sinks", [])
-    if not isinstance(sinks, list) or not sinks:
-        raise ConfigurationError(f"{source}: audit.sinks: give at least one [[audit.sinks]] table")
-    for index, sink in enumerate(sinks):
-        where = f"{source}: audit.sinks[{index}]"
-        if not isinstance(sink, Mapping) or sink.get("type") not in _SINK_KEYS:
-            raise ConfigurationError(f"{where}: type must be one of {', '.join(_SINK_KEYS)}")
-        extra = set(sink) - _SINK_KEYS[sink["type"]] - {"type"}
-        if extra:
-            raise ConfigurationError(f"{where}: unknown key(s) {', '.join(sorted(extra))}")
-        missing = _SINK_KEYS[sink["type"]] - {"schema"} - set(sink)
-        if missing:
-            raise ConfigurationError(f"{where}: missing {', '.join(sorted(missing))}")
+    _settings(config, source=source)
+
+
+def _settings(config: Mapping[str, Any], *, source: str) -> dict[str, Any]:
+    """The checked keyword arguments of `AuditTrail` (the sink tables aside)."""
+    table = TableReader(config, source=source, path="audit")
+    table.only(_TRAIL_KEYS)
+    modes = AuditMode._value2member_map_
+    settings: dict[str, Any] = {
+        "mode": table.string("mode", "STRICT", choices=modes, what="mode"),
+        "fallback_path": table.string("fallback", "toolbox-audit-fallback.jsonl"),
+        "queue_size": table.integer("queue_size", 10_000, minimum=1),
+        "auditor_roles": table.strings("auditor_roles", ["auditor"], what="role"),
+    }
+    keys = table.strings("redact_keys", what="argument name")
+    max_summary = table.integer("max_summary", 512, minimum=16)
+    payload = table.string("payload", "SUMMARY")
+    if payload.upper() not in PayloadMode._value2member_map_:
+        raise table.error("payload", f"unknown payload mode {payload!r}; use SUMMARY, HASH or NONE")
+    settings["redaction"] = Redaction.of(keys, max_summary, payload)
+    sinks = table.tables("sinks")
+    if not sinks:
+        raise table.error("sinks", "give at least one [[audit.sinks]] table")
+    for sink in sinks:
+        kind = sink.string("type")
+        if kind not in _SINK_KEYS:
+            raise sink.error("type", f"type must be one of {', '.join(_SINK_KEYS)}, got {kind!r}")
+        sink.only(_SINK_KEYS[kind] | {"type"})
+        for key in sorted(_SINK_KEYS[kind]):
+            if key == "schema":
+                sink.optional_string(key)
+            else:
+                sink.string(key)
+        if kind == "postgres" and not _ENV_NAME.match(sink.string("url_env")):
+            # Never echoed: a URL put here by mistake holds the database password.
+            raise sink.error(
+                "url_env",
+                "takes the NAME of an environment variable holding the PostgreSQL URL "
+                "(e.g. TOOLBOX_AUDIT_DATABASE_URL), never the URL itself",
+            )
+    return settings
 
 
 def sink_from_config(sink: Mapping[str, Any], *, source: str) -> AuditSink:
@@ -122,26 +136,17 @@ def trail_from_config(config: Mapping[str, Any], *, source: str) -> AuditTrail:
     Loading the same policy twice must not open a second writer on the same
     store (a JSON Lines file chained by two writers would fork its chains).
     """
-    check_config(config, source=source)
+    settings = _settings(config, source=source)
     key = json.dumps(config, sort_keys=True, default=str)
     with _TRAILS_LOCK:
         trail = _TRAILS.get(key)
         if trail is None or trail.closed:
-            trail = _TRAILS[key] = _build(config, source=source)
+            trail = _TRAILS[key] = _build(config, settings, source=source)
         return trail
 
 
-def _build(config: Mapping[str, Any], *, source: str) -> AuditTrail:
+def _build(config: Mapping[str, Any], settings: dict[str, Any], *, source: str) -> AuditTrail:
     from toolbox.audit.fanout import FanOutSink
 
     sinks = [sink_from_config(s, source=source) for s in config["sinks"]]
-    return AuditTrail(
-        sinks[0] if len(sinks) == 1 else FanOutSink(sinks),
-        mode=config.get("mode", "STRICT"),
-        fallback_path=config.get("fallback", "toolbox-audit-fallback.jsonl"),
-        redaction=Redaction.of(
-            config.get("redact_keys", ()), config.get("max_summary", 512), config.get("payload", "SUMMARY")
-        ),
-        queue_size=config.get("queue_size", 10_000),
-        auditor_roles=config.get("auditor_roles", ("auditor",)),
-    )
+    return AuditTrail(sinks[0] if len(sinks) == 1 else FanOutSink(sinks), **settings)

@@ -20,7 +20,7 @@ from typing import Any, final
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["GENESIS_HASH", "AuditEvent", "AuditRecord", "EventType", "chain_hash"]
+__all__ = ["GENESIS_HASH", "AuditEvent", "AuditRecord", "EventType", "chain_hash", "storable_text"]
 
 GENESIS_HASH = "0" * 64
 
@@ -67,6 +67,17 @@ FIELDS = (
 )
 
 
+def storable_text(text: str) -> str:
+    """``text``, with lone surrogates (which no UTF-8 store accepts) written as ``\\udXXX`` escapes."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
 @final
 class AuditEvent:
     """One audit event before storage. Sinks assign ``sequence``, ``previous_hash`` and ``hash``."""
@@ -104,16 +115,19 @@ class AuditEvent:
         self.sequence = 0
         self.timestamp = time.time()
         self.type = type
-        self.name = name
-        self.tool = tool
-        self.operation = operation
+        # A by-name call's name (tool, operation) and intent text come from the model: keep them storable.
+        self.name = name if name.isascii() else storable_text(name)
+        self.tool = tool if tool.isascii() else storable_text(tool)
+        self.operation = operation if operation.isascii() else storable_text(operation)
         self.risk = risk
         self.effect = effect
         self.decision = decision
         self.reason_code = reason_code
         self.rule_ids = rule_ids
         self.intent_kind = intent_kind
-        self.intent_text = intent_text
+        self.intent_text = (
+            intent_text if intent_text is None or intent_text.isascii() else storable_text(intent_text)
+        )
         self.tenant = tenant
         self.principal = principal
         self.payload_summary = payload_summary

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any, final
 
-from toolbox.audit.batch import LAZY_BATCHES, LazyBatch
-from toolbox.audit.events import AuditEvent, AuditRecord
+from toolbox.audit.batch import LAZY_BATCHES, Closing, LazyBatch, Opening
+from toolbox.audit.events import AuditEvent, AuditRecord, EventType, storable_text
 from toolbox.audit.filtering import select
 from toolbox.audit.sink import AuditQuery, ChainState, chain_dicts
 
 __all__ = ["MemorySink"]
+
+LOGGER = logging.getLogger("toolbox.audit")
+UNSTORABLE = "AUDIT_EVENT_UNSTORABLE"
 
 
 @final
@@ -20,13 +24,18 @@ class MemorySink:
     An append only queues the batch; batches are chained, in append order,
     when the sink is next read. Nothing can observe the difference: the
     chain a reader sees is the one an eager sink would have written.
+
+    A batch whose events cannot be made or stored (a bug, or a value no
+    serialiser accepts) never costs another batch: it is replaced by one
+    ``SYSTEM_ERROR`` event with reason ``AUDIT_EVENT_UNSTORABLE`` in its
+    trace, and logged.
     """
 
     __slots__ = ("_chain", "_pending", "_rows", "hold")
 
     def __init__(self) -> None:
-        # Rows are validated into AuditRecord when read: writes stay cheap.
-        self._rows: list[dict[str, Any]] = []
+        # Rows are chained and validated into AuditRecord when the sink is read: writes stay cheap.
+        self._rows: list[AuditRecord] = []
         # Lazy batches as given (they are immutable); any other batch as storage rows made now.
         self._pending: list[LazyBatch | list[dict[str, Any]]] = []
         self._chain = ChainState()
@@ -49,17 +58,30 @@ class MemorySink:
             batches = self._pending[:count]
             del self._pending[:count]
             for batch in batches:
-                rows = [e.as_dict() for e in batch] if isinstance(batch, LazyBatch) else batch
-                chained, heads = chain_dicts(rows, self._chain.head)
-                self._rows.extend(chained)
-                for trace_id, (sequence, digest) in heads.items():
-                    self._chain.set_head(trace_id, sequence, digest)
+                try:
+                    records = self._chained(batch)
+                except Exception as exc:  # noqa: BLE001 - one bad batch must not cost the others
+                    LOGGER.error(
+                        "audit: a batch could not be stored (%s); recorded as %s in its trace",
+                        type(exc).__name__,
+                        UNSTORABLE,
+                    )
+                    records = self._chained([_unstorable(batch).as_dict()])
+                self._rows.extend(records)
+
+    def _chained(self, batch: LazyBatch | list[dict[str, Any]]) -> list[AuditRecord]:
+        """``batch`` chained and validated; the heads move only when all of it is valid."""
+        rows = [e.as_dict() for e in batch] if isinstance(batch, LazyBatch) else batch
+        chained, heads = chain_dicts(rows, self._chain.head)
+        records = [AuditRecord.model_validate(row) for row in chained]
+        for trace_id, (sequence, digest) in heads.items():
+            self._chain.set_head(trace_id, sequence, digest)
+        return records
 
     def read_trace(self, trace_id: str) -> list[AuditRecord]:
         """Every event of ``trace_id`` in sequence order."""
         self._settle()
-        rows = sorted((r for r in list(self._rows) if r["trace_id"] == trace_id), key=lambda r: r["sequence"])
-        return [AuditRecord.model_validate(row) for row in rows]
+        return sorted((r for r in list(self._rows) if r.trace_id == trace_id), key=lambda r: r.sequence)
 
     def query(self, query: AuditQuery) -> list[AuditRecord]:
         """Events matching ``query``."""
@@ -69,7 +91,22 @@ class MemorySink:
     def records(self) -> list[AuditRecord]:
         """Every stored event, in write order."""
         self._settle()
-        return [AuditRecord.model_validate(row) for row in list(self._rows)]
+        return list(self._rows)
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+def _unstorable(batch: LazyBatch | list[dict[str, Any]]) -> AuditEvent:
+    """The event that stands for a batch that could not be stored, in the batch's trace."""
+    if isinstance(batch, Opening):
+        trace_id = batch.context.run_id
+    elif isinstance(batch, Closing):
+        trace_id = batch.opening.context.run_id
+    elif isinstance(batch, list) and batch:
+        trace_id = str(batch[0].get("trace_id", "unattributed"))
+    else:
+        trace_id = "unattributed"
+    return AuditEvent(
+        EventType.SYSTEM_ERROR, trace_id=storable_text(trace_id), reason_code=UNSTORABLE, decision="ERROR"
+    )

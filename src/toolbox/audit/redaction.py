@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, final
 from urllib.parse import urlsplit, urlunsplit
 
-from toolbox.audit.events import canonical
+from toolbox.audit.events import canonical, storable_text
 from toolbox.errors import ConfigurationError
 from toolbox.redact import MASK, is_secret_name, normalize_name, redact_query, redact_url
 
@@ -33,6 +33,9 @@ _BEARER = re.compile(r"^(bearer|basic|token)\s+\S+", re.IGNORECASE)
 #: ``name=value&name=value`` (or ``;``-separated): a form body or a bare query string.
 _FORM = re.compile(r"^[&;]*[^=&;\s]+(?:=[^&;\s]*)?(?:[&;]+[^=&;\s]+(?:=[^&;\s]*)?)*[&;]*$")
 _MAX_DEPTH = 32
+#: Integers longer than this are stored as their size: CPython refuses to print more than
+#: 4300 digits, and an event that cannot be serialised cannot be stored.
+_MAX_INT_BITS = 4000 * 10 // 3
 
 
 def _json_int(text: str) -> object:
@@ -89,14 +92,19 @@ class Redaction:
             return "[TOO DEEP]"
         if isinstance(value, Mapping):
             return {
-                str(k): MASK if self.masks(str(k)) else self.clean(v, depth + 1) for k, v in value.items()
+                storable_text(str(k)): MASK if self.masks(str(k)) else self.clean(v, depth + 1)
+                for k, v in value.items()
             }
         if isinstance(value, (list, tuple)):
             return [self.clean(v, depth + 1) for v in value]
         if isinstance(value, bytes):
             return f"<{len(value)} bytes>"
         if isinstance(value, str):
+            if not value.isascii():
+                value = storable_text(value)
             return self._text(value, depth)
+        if isinstance(value, int) and value.bit_length() > _MAX_INT_BITS:
+            return f"<int of {value.bit_length()} bits>"
         if value is None or isinstance(value, (bool, int, float)):
             return value
         return f"<{type(value).__name__}>"

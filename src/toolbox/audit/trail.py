@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import atexit
 import enum
-import json
 import logging
 import os
 import queue
@@ -30,6 +29,7 @@ from typing import TYPE_CHECKING, Any, final
 
 from toolbox.audit.batch import CallSubject, Closing, LazyBatch, Opening, call_event, immutable_copy
 from toolbox.audit.events import AuditEvent, AuditRecord, EventType
+from toolbox.audit.fallback import FallbackFile, FallbackReplay
 from toolbox.audit.redaction import Redaction
 from toolbox.audit.sink import AuditQuery, AuditSink
 from toolbox.audit.verify import ChainProblem, verify_chain
@@ -102,8 +102,8 @@ class AuditTrail:
         self._hold: Callable[[LazyBatch], None] | None = hold if direct else None
         self.redaction = redaction or Redaction()
         self.fallback_path = Path(fallback_path) if fallback_path is not None else None
+        self._fallback = FallbackFile(self.fallback_path) if self.fallback_path is not None else None
         self.auditor_roles = frozenset(auditor_roles)
-        self._fallback_lock = threading.Lock()
         self._queue: queue.Queue[object] | None = None
         self._writer: threading.Thread | None = None
         self._writer_failed = False
@@ -159,18 +159,7 @@ class AuditTrail:
 
     def _keep(self, events: Sequence[AuditEvent]) -> bool:
         """Append ``events`` (unchained) to the fallback file for a later replay."""
-        if self.fallback_path is None:
-            return False
-        try:
-            with self._fallback_lock, self.fallback_path.open("a", encoding="utf-8") as handle:
-                for event in events:
-                    handle.write(json.dumps(event.as_dict(), ensure_ascii=False) + "\n")
-                handle.flush()
-                os.fsync(handle.fileno())
-        except OSError as exc:
-            LOGGER.error("audit fallback file unwritable (%s); %d event(s) lost", exc.strerror, len(events))
-            return False
-        return True
+        return self._fallback is not None and self._fallback.keep(events)
 
     # -- pipeline hook points ---------------------------------------------------------
 
@@ -378,16 +367,20 @@ class AuditTrail:
         return not self._writer_failed and self._writer is not None and self._writer.is_alive()
 
     def replay_fallback(self) -> int:
-        """Store the events kept in the fallback file, then empty it; returns how many."""
-        if self.fallback_path is None or not self.fallback_path.exists():
-            return 0
-        with self._fallback_lock:
-            lines = self.fallback_path.read_text(encoding="utf-8").splitlines()
-            events = [_event_from_dict(json.loads(line)) for line in lines if line.strip()]
-            if events:
-                self.sink.append(events)
-            self.fallback_path.write_text("", encoding="utf-8")
-        return len(events)
+        """Store the events kept in the fallback file, then empty it; returns how many were stored.
+
+        A line that is not a valid event, or an event the sink refuses on its own, never
+        blocks the others: it is moved to ``<fallback>.quarantine`` and its line number
+        logged (`replay_fallback_report` says which). If the sink accepts nothing, this
+        raises and the fallback file keeps its valid lines.
+        """
+        return self.replay_fallback_report().stored
+
+    def replay_fallback_report(self) -> FallbackReplay:
+        """`replay_fallback`, returning how many events were stored and which lines were quarantined."""
+        if self._fallback is None:
+            return FallbackReplay(0)
+        return self._fallback.replay(self.sink.append)
 
     # -- read-back ----------------------------------------------------------------
 
@@ -450,13 +443,3 @@ def _decision(result: ToolResult) -> str:
     if result.status is Status.APPROVAL_REQUIRED:
         return "APPROVAL_REQUIRED"
     return "DENY" if result.status is Status.DENIED else "ALLOW"
-
-
-def _event_from_dict(data: Mapping[str, Any]) -> AuditEvent:
-    event = AuditEvent(EventType(data["type"]), trace_id=data["trace_id"])
-    for name, value in data.items():
-        if name in ("type", "timestamp", "sequence", "previous_hash", "hash"):
-            continue
-        setattr(event, name, tuple(value) if name == "rule_ids" else value)
-    event.timestamp = datetime.fromisoformat(data["timestamp"]).timestamp()
-    return event

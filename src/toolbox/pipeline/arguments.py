@@ -1,20 +1,25 @@
 """By-name arguments: size guards, schemas derived from signatures, validation.
 
 A model emits JSON; before anything runs it must be an object of bounded size,
-depth and collection length, and match the operation's schema exactly
-(required fields, types, enums, bounds, no additional properties).
+depth, collection length and integer length, without NaN or infinities (unless
+the parameter opts in with pydantic's ``AllowInfNan``), and match the
+operation's schema exactly (required fields, types, enums, bounds, no
+additional properties).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
+import math
 import threading
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, final
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import AllowInfNan, BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic.fields import FieldInfo
 
 from toolbox.descriptor import Effect
 from toolbox.errors import ConfigurationError, InvalidArgumentsError, ToolboxError, ToolDeniedError
@@ -32,7 +37,9 @@ __all__ = [
     "validate_arguments",
 ]
 
-_FORBID = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+# allow_inf_nan=False: "NaN" and "Infinity" (as numbers or strings) are refused unless a
+# parameter opts in with AllowInfNan(True) or Field(allow_inf_nan=True).
+_FORBID = ConfigDict(extra="forbid", arbitrary_types_allowed=True, allow_inf_nan=False)
 
 
 @final
@@ -46,17 +53,29 @@ class ArgumentLimits:
     """Nesting depth of objects and arrays."""
     max_items: int = 1000
     """Items in any one object or array."""
+    max_int_digits: int = 4300
+    """Decimal digits of any one integer (CPython's own limit for printing an int)."""
+    int_bound: int = dataclasses.field(init=False, repr=False, compare=False)
+    """``10 ** max_int_digits``: integers must lie strictly between its negative and it."""
+    fast_int_range: tuple[int, int] = dataclasses.field(init=False, repr=False, compare=False)
+    """The integers `flat_and_small` passes with one comparison: within the bound and 2**62."""
 
     def __post_init__(self) -> None:
-        for field in ("max_bytes", "max_depth", "max_items"):
-            value = getattr(self, field)
+        for name in ("max_bytes", "max_depth", "max_items", "max_int_digits"):
+            value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigurationError(f"ArgumentLimits.{field} must be a positive integer, got {value!r}")
+                raise ConfigurationError(f"ArgumentLimits.{name} must be a positive integer, got {value!r}")
+        if self.max_int_digits > 100_000:
+            raise ConfigurationError("ArgumentLimits.max_int_digits must be at most 100000")
+        object.__setattr__(self, "int_bound", 10**self.max_int_digits)
+        small = min(self.int_bound, 2**62)
+        object.__setattr__(self, "fast_int_range", (-small, small))
 
 
-def check_limits(arguments: object, limits: ArgumentLimits) -> None:
+def check_limits(arguments: object, limits: ArgumentLimits, non_finite: frozenset[str] = frozenset()) -> None:
     """Raise `InvalidArgumentsError` unless ``arguments`` is a JSON object within ``limits``.
 
+    NaN and infinities are refused except under the top-level keys in ``non_finite``.
     Walks the value once, iteratively (a deep value cannot exhaust the stack).
     """
     if not isinstance(arguments, Mapping):
@@ -68,9 +87,10 @@ def check_limits(arguments: object, limits: ArgumentLimits) -> None:
     if flat_and_small(arguments, limits):
         return
     size = 2
-    stack: list[tuple[object, str, int]] = [(arguments, "", 1)]
+    bound = limits.int_bound
+    stack: list[tuple[object, str, int, bool]] = [(arguments, "", 1, False)]
     while stack:
-        value, path, depth = stack.pop()
+        value, path, depth, non_finite_ok = stack.pop()
         if isinstance(value, (Mapping, list, tuple)):
             if depth > limits.max_depth:
                 raise InvalidArgumentsError(
@@ -87,10 +107,12 @@ def check_limits(arguments: object, limits: ArgumentLimits) -> None:
             items = value.items() if isinstance(value, Mapping) else enumerate(value)
             for key, child in items:
                 size += len(str(key)) + 4
-                stack.append((child, f"{path}.{key}" if path else str(key), depth + 1))
+                opted_in = non_finite_ok or (depth == 1 and key in non_finite)
+                stack.append((child, f"{path}.{key}" if path else str(key), depth + 1, opted_in))
         elif isinstance(value, (str, bytes)):
             size += len(value) + 2
         else:
+            _check_number(value, path, bound, limits, non_finite_ok)
             size += 8
         if size > limits.max_bytes:
             raise InvalidArgumentsError(
@@ -100,7 +122,19 @@ def check_limits(arguments: object, limits: ArgumentLimits) -> None:
             )
 
 
-_SCALARS = frozenset({int, float, bool, type(None)})
+def _check_number(value: object, path: str, bound: int, limits: ArgumentLimits, non_finite_ok: bool) -> None:
+    if isinstance(value, int) and abs(value) >= bound:
+        raise InvalidArgumentsError(
+            f"an integer has more than {limits.max_int_digits} digits",
+            error_code="int_too_large",
+            field_path=path,
+        )
+    if isinstance(value, float) and not non_finite_ok and not math.isfinite(value):
+        raise InvalidArgumentsError(
+            "NaN and infinite numbers are not accepted here",
+            error_code="non_finite_number",
+            field_path=path,
+        )
 
 
 def flat_and_small(arguments: Mapping[str, Any], limits: ArgumentLimits) -> bool:
@@ -108,11 +142,20 @@ def flat_and_small(arguments: Mapping[str, Any], limits: ArgumentLimits) -> bool
     if type(arguments) is not dict or len(arguments) > limits.max_items:
         return False
     size = 2
+    low, high = limits.fast_int_range
     for key, value in arguments.items():
         kind = type(value)
         if kind is str:
             size += len(value) + len(key) + 6
-        elif kind in _SCALARS:
+        elif kind is int:
+            if not low < value < high:
+                return False  # possibly too many digits: check_limits counts them
+            size += len(key) + 12
+        elif kind is float:
+            if value - value != 0.0:
+                return False  # NaN or an infinity: check_limits decides (a parameter may opt in)
+            size += len(key) + 12
+        elif kind is bool or value is None:
             size += len(key) + 12
         else:
             return False
@@ -123,7 +166,17 @@ def flat_and_small(arguments: Mapping[str, Any], limits: ArgumentLimits) -> bool
 class OperationSchema:
     """The argument model and JSON Schema of one operation, derived from its signature."""
 
-    __slots__ = ("_json_schema", "_lock", "intent_field", "method", "model", "name", "renames", "summary")
+    __slots__ = (
+        "_json_schema",
+        "_lock",
+        "intent_field",
+        "method",
+        "model",
+        "name",
+        "non_finite",
+        "renames",
+        "summary",
+    )
 
     def __init__(
         self,
@@ -143,6 +196,12 @@ class OperationSchema:
         self.summary = summary
         #: Model field -> parameter, for parameters that shadow a BaseModel attribute (``json``).
         self.renames = renames or {}
+        #: Parameters (public names) that opt in to NaN and infinities with ``AllowInfNan``.
+        self.non_finite = frozenset(
+            self.renames.get(name, info.alias or name)
+            for name, info in model.model_fields.items()
+            if _allows_non_finite(info)
+        )
         self._json_schema: dict[str, Any] | None = None
         self._lock = threading.Lock()
 
@@ -158,6 +217,23 @@ class OperationSchema:
     def definition(self) -> dict[str, Any]:
         """An LLM function definition: name, description, parameters."""
         return {"name": self.name, "description": self.summary, "parameters": self.json_schema()}
+
+
+def _allows_non_finite(info: FieldInfo) -> bool:
+    """Whether a field says ``AllowInfNan(True)``, on itself or anywhere inside its type."""
+    pending: list[object] = [*info.metadata, info.annotation]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, AllowInfNan):
+            if item.allow_inf_nan:
+                return True
+            continue
+        if isinstance(item, FieldInfo):  # Annotated[float, Field(allow_inf_nan=True)]
+            pending.extend(item.metadata)
+            continue
+        pending.extend(typing.get_args(item))
+        pending.extend(getattr(item, "__metadata__", ()))
+    return False
 
 
 def check_local_refs(schema: object, path: str = "") -> None:
@@ -281,11 +357,11 @@ class ArgumentValidation:
     def __call__(self, invocation: Invocation) -> ToolResult | None:
         if invocation.door != BY_NAME:
             return None
-        check_limits(invocation.arguments, self._limits)
         tools = invocation.tools
         if tools is None:  # pragma: no cover - the by-name door always attaches tools
             raise RuntimeError("invocation has no tools attached")
         schema = tools.catalog.schema(invocation.tool, invocation.operation)
+        check_limits(invocation.arguments, self._limits, schema.non_finite)
         values, text = validate_arguments(schema, invocation.arguments)
         try:
             intent = getattr(invocation.instance, schema.method)(**values)

@@ -17,9 +17,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, final
 
-from toolbox.errors import ConfigurationError
+from toolbox.errors import ConfigurationError, PolicyFileError
 from toolbox.pipeline.invocation import Invocation
 from toolbox.pipeline.result import ToolResult
+from toolbox.table_reader import TableReader, toml_type
 
 __all__ = ["Guardrail", "GuardrailAction", "GuardrailMode", "Guardrails", "guardrails_from_config"]
 
@@ -143,8 +144,8 @@ _PREDICATES: dict[str, Callable[[Any, Any], bool]] = {
     "equals": lambda value, expected: value == expected,
     "in": lambda value, expected: value in expected,
     "matches": lambda value, expected: isinstance(value, str) and re.search(expected, value) is not None,
-    "greater_than": lambda value, expected: isinstance(value, (int, float)) and value > expected,
-    "less_than": lambda value, expected: isinstance(value, (int, float)) and value < expected,
+    "greater_than": lambda value, expected: _is_number(value) and value > expected,
+    "less_than": lambda value, expected: _is_number(value) and value < expected,
 }
 _RULE_KEYS = frozenset({"id", "action", "tool", "operation", "message", "argument", *_PREDICATES})
 
@@ -161,31 +162,54 @@ def _lookup(arguments: Mapping[str, Any], path: tuple[str, ...]) -> object:
     return value
 
 
-def _predicate(rule_id: str, spec: Mapping[str, Any]) -> ArgumentPredicate | None:
-    argument = spec.get("argument")
-    tests = [(k, spec[k]) for k in _PREDICATES if k in spec]
-    if argument is None and not tests:
-        return None
-    # A string names a top-level argument; a list is a path into nested ones (["headers", "x-pay-to"]).
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _argument_path(rule: TableReader) -> tuple[str, ...]:
+    """A string names a top-level argument; an array is a path into nested ones (["headers", "x-pay-to"])."""
+    argument = rule.value("argument")
     path = (argument,) if isinstance(argument, str) else argument
     if (
         not isinstance(path, (tuple, list))
         or not path
-        or not all(isinstance(key, str) for key in path)
-        or len(tests) != 1
+        or not all(isinstance(key, str) and key for key in path)
     ):
-        raise ConfigurationError(
-            f"guardrail {rule_id}: give 'argument' (a name, or a list of names for a nested value) "
-            f"and exactly one of {', '.join(_PREDICATES)}"
+        raise rule.error(
+            "argument", f"must be a name or an array of names (a nested value), got {toml_type(argument)}"
         )
-    test_name, expected = tests[0]
+    return tuple(path)
+
+
+def _expected(rule: TableReader, test_name: str) -> Any:
+    """The value a predicate compares with, checked for the test's type."""
+    if test_name == "in":
+        value = rule.value("in")
+        if not isinstance(value, (list, tuple)):
+            raise rule.error("in", f"must be an array, got {toml_type(value)}")
+        return value
+    if test_name in ("greater_than", "less_than"):
+        return rule.number(test_name)
     if test_name == "matches":
+        pattern = rule.string("matches")
         try:
-            re.compile(expected)
-        except (re.error, TypeError) as exc:
-            raise ConfigurationError(f"guardrail {rule_id}: invalid regular expression ({exc})") from None
+            re.compile(pattern)
+        except re.error as exc:
+            raise rule.error("matches", f"invalid regular expression ({exc})") from None
+        return pattern
+    return rule.value(test_name)
+
+
+def _predicate(rule: TableReader) -> ArgumentPredicate | None:
+    tests = [k for k in _PREDICATES if k in rule]
+    if "argument" not in rule and not tests:
+        return None
+    if len(tests) != 1:
+        raise rule.error("", f"give 'argument' and exactly one of {', '.join(_PREDICATES)}")
+    keys = _argument_path(rule)
+    test_name = tests[0]
+    expected = _expected(rule, test_name)
     test = _PREDICATES[test_name]
-    keys = tuple(path)
 
     def predicate(arguments: Mapping[str, Any]) -> bool:
         value = _lookup(arguments, keys)
@@ -209,44 +233,38 @@ def guardrails_from_config(config: Mapping[str, Any], *, source: str = "configur
     value matches when it, or any of its items, passes the test.
 
     Raises:
-        ConfigurationError: an unknown key, action or mode, naming the rule.
+        PolicyFileError: (a `ConfigurationError`) an unknown key, action or mode, or a
+            value of the wrong type, naming its key path.
     """
-    unknown = set(config) - {"mode", "rules"}
-    if unknown:
-        raise ConfigurationError(f"{source}: guardrails: unknown key(s) {', '.join(sorted(unknown))}")
+    table = TableReader(config, source=source, path="guardrails")
+    table.only({"mode", "rules"})
     rules = []
-    for index, spec in enumerate(config.get("rules", [])):
-        where = f"{source}: guardrails.rules[{index}]"
-        if not isinstance(spec, Mapping):
-            raise ConfigurationError(f"{where}: must be a table")
-        extra = set(spec) - _RULE_KEYS
-        if extra:
-            raise ConfigurationError(f"{where}: unknown key(s) {', '.join(sorted(extra))}")
-        action = spec.get("action")
-        if action not in GuardrailAction._value2member_map_:
-            raise ConfigurationError(
-                f"{where}: unknown action {action!r}; "
-                f"use one of {', '.join(a.value for a in GuardrailAction)}"
-            )
-        rule_id = spec.get("id")
+    for spec in table.tables("rules"):
+        spec.only(_RULE_KEYS)
+        action = spec.string("action", choices=GuardrailAction._value2member_map_, what="action")
+        rule_id = spec.string("id")
         try:
             rules.append(
                 Guardrail(
-                    id=rule_id,  # type: ignore[arg-type]  # validated by Guardrail itself
+                    id=rule_id,
                     action=GuardrailAction(action),
-                    tool=str(spec.get("tool", "*")),
-                    operation=str(spec.get("operation", "*")),
-                    when=_predicate(str(rule_id), spec),
-                    message=str(spec.get("message", "")),
+                    tool=spec.string("tool", "*"),
+                    operation=spec.string("operation", "*"),
+                    when=_predicate(spec),
+                    message=spec.string("message", ""),
                 )
             )
         except ConfigurationError as exc:
-            raise ConfigurationError(f"{where}: {exc}") from None
-    mode = config.get("mode", GuardrailMode.ENFORCE.value)
+            if isinstance(exc, PolicyFileError):
+                raise
+            raise spec.error("", str(exc)) from None
+    mode = table.string(
+        "mode", GuardrailMode.ENFORCE.value, choices=GuardrailMode._value2member_map_, what="guardrail mode"
+    )
     try:
         checked = Guardrails(rules, mode=mode)
     except ConfigurationError as exc:
-        raise ConfigurationError(f"{source}: {exc}") from None
+        raise table.error("", str(exc)) from None
     if checked.mode is GuardrailMode.REPORT:
         return Guardrails([dataclasses.replace(r, report_only=True) for r in rules])
     return checked

@@ -17,7 +17,7 @@ from toolbox import ResponseTooLargeError
 from toolbox.dispatch import require_dispatch
 from toolbox_fs._paths import Resolved, missing, open_entry, walk
 
-__all__ = ["delete_file", "list_dir", "read_file", "write_file"]
+__all__ = ["delete_file", "list_dir", "read_file", "require_single_link", "write_file"]
 
 _CHUNK = 1024 * 1024
 
@@ -47,19 +47,33 @@ def _require_file(info: os.stat_result, where: Resolved) -> None:
         raise ValueError(f"fs path {where.display!r} is not a regular file; only files can be read")
 
 
-def read_file(where: Resolved, limit: int) -> bytes:
-    """The file's content, refused unread if it is larger than ``limit`` bytes."""
+def require_single_link(info: os.stat_result, where: Resolved) -> None:
+    """Refuse a regular file with several hard links: one of them may lie outside the roots."""
+    if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+        raise where.hardlinked(info.st_nlink)
+
+
+def read_file(where: Resolved, limit: int, *, allow_hardlinks: bool = False) -> bytes:
+    """The file's content, refused unread if it is larger than ``limit`` bytes.
+
+    Unless ``allow_hardlinks``, a file with several hard links is refused unread,
+    both before it is opened and on the opened descriptor.
+    """
     require_dispatch(where.tool)
     with walk(where, -1) as dir_fd:
         info = _lstat(dir_fd, where)
         if info is None:
             raise missing(where)
         _require_file(info, where)  # before opening: opening a device or FIFO can have effects of its own
+        if not allow_hardlinks:
+            require_single_link(info, where)
         # O_NONBLOCK: should a FIFO be swapped in meanwhile, opening it must not hang.
         fd = open_entry(dir_fd, where.parts[-1], os.O_RDONLY | os.O_NONBLOCK, where)
     try:
         info = os.fstat(fd)
         _require_file(info, where)
+        if not allow_hardlinks:
+            require_single_link(info, where)  # a link made between the two checks
         if info.st_size > limit:
             raise _too_large(where, str(info.st_size), limit)
         chunks: list[bytes] = []

@@ -15,7 +15,8 @@ __all__ = ["FsOptions", "parse_options"]
 MiB = 1024 * 1024
 _USAGE = (
     'pass Tools.load(..., options={"fs": {"roots": ["/path/to/dir"]}}); roots is a non-empty list '
-    "of existing directories, max_read_bytes and max_write_bytes are optional positive integers"
+    "of existing directories, max_read_bytes and max_write_bytes are optional positive integers, "
+    "allow_hardlinks an optional boolean"
 )
 
 _Size = Annotated[int, Field(strict=True, gt=0)]
@@ -33,6 +34,9 @@ class FsOptions(BaseModel):
     """Largest file a read returns; a larger one fails without being read."""
     max_write_bytes: _Size = 10 * MiB
     """Largest payload a write accepts."""
+    allow_hardlinks: Annotated[bool, Field(strict=True)] = False
+    """Read regular files that have several hard links. Off: a hard link inside a root can
+    name a file outside it, and nothing in the root shows which link is the original."""
 
     @field_validator("roots", mode="before")
     @classmethod

@@ -38,6 +38,16 @@ class Resolved:
         """The path relative to its root, as shown in traces and messages."""
         return "/".join(self.parts) or "."
 
+    def hardlinked(self, links: int) -> PathOutsideRootsError:
+        """The denial for a regular file with ``links`` hard links (one may lie outside the roots)."""
+        return PathOutsideRootsError(
+            f"fs file {self.display!r} has {links} hard links, and a hard link can make a file outside "
+            "the roots readable, so it was not read; copy the file into the root, or set "
+            "allow_hardlinks=true in the fs options if every link to it is trusted",
+            tool=self.tool,
+            rule="fs:hardlinks",
+        )
+
     def outside(self, link: str) -> PathOutsideRootsError:
         """The denial for a path in which ``link`` became a symbolic link after the check."""
         return PathOutsideRootsError(

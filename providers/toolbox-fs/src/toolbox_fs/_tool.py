@@ -5,11 +5,12 @@ from __future__ import annotations
 import builtins
 import codecs
 import hashlib
+import os
 from collections.abc import Callable
 from typing import TypeVar, final
 
 from toolbox import PathOutsideRootsError, ReadIntent, ToolRuntime, WriteIntent
-from toolbox_fs._io import delete_file, list_dir, read_file, write_file
+from toolbox_fs._io import delete_file, list_dir, read_file, require_single_link, write_file
 from toolbox_fs._options import FsOptions, parse_options
 from toolbox_fs._paths import Resolved, resolve
 
@@ -27,7 +28,10 @@ class FsTool:
     resolve against the first root; absolute paths must lie inside a root.
     Symbolic links are followed only while they stay inside a root. A path
     outside raises `toolbox.PathOutsideRootsError` when the operation is
-    called, before anything is opened.
+    called, before anything is opened. So does a read of a file with several
+    hard links (rule ``fs:hardlinks``), unless the ``allow_hardlinks`` option
+    is set: a hard link cannot be told apart from the file it links to.
+    Writes and deletes replace or remove the name only, never a linked file.
     """
 
     __slots__ = ("_options", "_runtime")
@@ -53,10 +57,12 @@ class FsTool:
             PathOutsideRootsError: ``path`` leads outside the roots.
             ValueError: ``path`` is not a file path or ``encoding`` is unknown.
         """
-        where = self._file(path)
+        where = self._readable(path)
         codec = _codec(encoding)
-        limit = self._options.max_read_bytes
-        return self._read("read_text", where, lambda: read_file(where, limit).decode(codec))
+        limit, links = self._options.max_read_bytes, self._options.allow_hardlinks
+        return self._read(
+            "read_text", where, lambda: read_file(where, limit, allow_hardlinks=links).decode(codec)
+        )
 
     def read_bytes(self, path: str) -> ReadIntent[bytes]:
         """Intent to read the file at ``path`` as bytes.
@@ -65,9 +71,9 @@ class FsTool:
             PathOutsideRootsError: ``path`` leads outside the roots.
             ValueError: ``path`` is not a file path.
         """
-        where = self._file(path)
-        limit = self._options.max_read_bytes
-        return self._read("read_bytes", where, lambda: read_file(where, limit))
+        where = self._readable(path)
+        limit, links = self._options.max_read_bytes, self._options.allow_hardlinks
+        return self._read("read_bytes", where, lambda: read_file(where, limit, allow_hardlinks=links))
 
     def list(self, path: str = ".") -> ReadIntent[builtins.list[str]]:
         """Intent to list the entry names of the directory at ``path``, sorted.
@@ -119,6 +125,22 @@ class FsTool:
         where = self._resolve(path)
         if not where.parts:
             raise ValueError(f"fs path {path!r} is a root directory; name a file inside it")
+        return where
+
+    def _readable(self, path: str) -> Resolved:
+        """``path`` resolved for a read: a file with several hard links is denied now, unopened."""
+        where = self._file(path)
+        if self._options.allow_hardlinks:
+            return where
+        try:
+            info = os.stat(os.path.join(where.root, *where.parts), follow_symlinks=False)
+        except OSError:
+            return where  # missing or unreadable: the read itself reports it
+        try:
+            require_single_link(info, where)
+        except PathOutsideRootsError as exc:
+            self._deny(exc)
+            raise
         return where
 
     def _payload(self, data: object) -> bytes:
