@@ -361,5 +361,5 @@ def test_policies_refuse_names_no_tool_can_have(tmp_path, name):
         ToolPolicy.standard().allow(name)
     policy = tmp_path / "policy.toml"
     policy.write_text(f"version = 1\n[allow]\ntools = [{json.dumps(name)}]\n", encoding="utf-8")
-    with pytest.raises(PolicyFileError, match=r"allow\.tools\.0"):
+    with pytest.raises(PolicyFileError, match=r"allow\.tools\[0\]"):
         ToolPolicy.from_file(policy)

@@ -176,7 +176,7 @@ def _argument_path(rule: TableReader) -> tuple[str, ...]:
         or not all(isinstance(key, str) and key for key in path)
     ):
         raise rule.error(
-            "argument", f"must be a name or an array of names (a nested value), got {toml_type(argument)}"
+            "argument", f"must be a name, or a list of names for a nested value; got {toml_type(argument)}"
         )
     return tuple(path)
 
