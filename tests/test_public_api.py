@@ -18,6 +18,7 @@ def test_all_is_sorted_and_complete():
         "errors",
         "function_tool",
         "gateway",
+        "governance",
         "intent",
         "pipeline",
         "policy",

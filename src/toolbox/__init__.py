@@ -34,11 +34,11 @@ from toolbox.errors import (
 )
 from toolbox.function_tool import FunctionTool, tool
 from toolbox.gateway import ContextResolver, Gateway
+from toolbox.governance import Governance
 from toolbox.intent import ReadIntent, Ready, WriteIntent
 from toolbox.pipeline.approval import Approval, ApprovalRequest, Approver, HmacApprover
 from toolbox.pipeline.arguments import ArgumentLimits
 from toolbox.pipeline.authorization import Authorizer, Decision, RolePolicy, TenantScope
-from toolbox.pipeline.governance import Governance
 from toolbox.pipeline.guardrails import Guardrail, GuardrailAction, GuardrailMode
 from toolbox.pipeline.interceptor import Interceptor
 from toolbox.pipeline.invocation import Invocation

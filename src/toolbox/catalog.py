@@ -17,9 +17,9 @@ from toolbox.descriptor import ToolDescriptor
 from toolbox.discovery import BrokenProvider, RegisteredTool
 from toolbox.discovery import discover as discover_tools
 from toolbox.errors import InvalidArgumentsError
+from toolbox.governance import Governance
 from toolbox.pipeline.arguments import OperationSchema, operation_schema
 from toolbox.pipeline.chain import Pipeline
-from toolbox.pipeline.governance import Governance
 from toolbox.policy import PolicyDecision, ToolPolicy
 
 if TYPE_CHECKING:

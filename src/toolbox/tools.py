@@ -22,7 +22,7 @@ from toolbox.errors import (
     ToolPolicyDeniedError,
     ToolUnavailableError,
 )
-from toolbox.pipeline.governance import Governance
+from toolbox.governance import Governance
 
 if TYPE_CHECKING:
     from toolbox.function_tool import FunctionTool, ReadCall, ReadFunctionTool, WriteCall, WriteFunctionTool
