@@ -20,6 +20,7 @@ def test_all_is_sorted_and_complete():
         "gateway",
         "governance",
         "intent",
+        "intent_text",
         "pipeline",
         "policy",
         "policy_file",

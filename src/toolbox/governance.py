@@ -6,6 +6,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, final
 
+from toolbox.audit.trail import AuditTrail
 from toolbox.errors import ConfigurationError
 from toolbox.pipeline.approval import ApprovalCheck, Approver
 from toolbox.pipeline.arguments import ArgumentLimits, ArgumentValidation
@@ -18,7 +19,6 @@ from toolbox.pipeline.outcomes import OutcomeMapper, OutcomeMappers
 from toolbox.pipeline.retry import Reconciler, RetryPolicy
 
 if TYPE_CHECKING:
-    from toolbox.audit.trail import AuditTrail
     from toolbox.policy import ToolPolicy
 
 __all__ = ["Governance"]
@@ -147,13 +147,17 @@ class Governance:
         # Approval and budget come last, so a call refused by any other check spends neither.
         checks.append(ApprovalCheck(s["approver"], guardrails=guardrails))
         checks.append(BudgetCheck())
+        hooks = (s["audit"],) * (s["audit"] is not None) + s["audit_hooks"]
+        # The typed fast path records through the trail itself, when it is the only hook.
+        only = hooks[0] if len(hooks) == 1 else None
         return Pipeline(
             checks,
             retry=s["retry"],
             reconcilers=s["reconcilers"],
             mappers=OutcomeMappers(s["mappers"]),
             timeouts=s["timeouts"],
-            hooks=(s["audit"],) * (s["audit"] is not None) + s["audit_hooks"],
+            hooks=hooks,
+            recorder=only if type(only) is AuditTrail else None,
         )
 
     @property

@@ -14,7 +14,6 @@ The split is visible to the type checker, so ``mypy --strict`` rejects
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar, cast, final
@@ -30,6 +29,7 @@ from toolbox.errors import (
     ToolExecutionError,
     UncertainEffectError,
 )
+from toolbox.intent_text import MAX_INTENT_LENGTH, VALID_TEXTS, validate_intent_text
 from toolbox.pipeline.chain import NOT_INLINE, Fallback
 from toolbox.pipeline.invocation import TYPED, Invocation
 from toolbox.pipeline.result import Status, ToolResult
@@ -42,34 +42,8 @@ __all__ = ["MAX_INTENT_LENGTH", "ReadIntent", "Ready", "WriteIntent", "validate_
 
 R = TypeVar("R")
 
-MAX_INTENT_LENGTH = 1000
 # One lock for all claims: the critical section is two attribute operations.
 _CLAIM_LOCK = threading.Lock()
-_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-# Intent texts are usually literals repeated on every call; remember the good ones.
-_VALID_TEXTS: dict[str, None] = {}
-_VALID_TEXTS_MAX = 4096
-
-
-def validate_intent_text(text: object) -> str:
-    """Return ``text`` if it is a valid intent text, else raise `ValueError`.
-
-    Valid: a string, non-empty after stripping, at most 1000 characters, no
-    control characters.
-    """
-    if type(text) is str and text in _VALID_TEXTS:
-        return text
-    if not isinstance(text, str):
-        raise ValueError(f"intent text must be a string, got {type(text).__name__}")
-    if not text.strip():
-        raise ValueError("intent text is empty: say why this call is made, e.g. 'Fetch rates'")
-    if len(text) > MAX_INTENT_LENGTH:
-        raise ValueError(f"intent text is {len(text)} characters; shorten it to at most {MAX_INTENT_LENGTH}")
-    if _CONTROL_CHARS.search(text):
-        raise ValueError("intent text contains control characters; use a single plain line")
-    if len(_VALID_TEXTS) < _VALID_TEXTS_MAX:
-        _VALID_TEXTS[text] = None
-    return text
 
 
 class _Intent(Generic[R]):
@@ -131,7 +105,7 @@ class _Intent(Generic[R]):
         return self._call, self._acall
 
     def _ready(self, kind: str, text: str) -> Ready[R]:
-        if type(text) is not str or text not in _VALID_TEXTS:
+        if type(text) is not str or text not in VALID_TEXTS:
             text = validate_intent_text(text)
         runtime = self._runtime
         record = OperationRecord(runtime.tool_name, self._operation, kind, text, self._target)

@@ -12,7 +12,7 @@ from toolbox.intent import ReadIntent, WriteIntent
 
 if TYPE_CHECKING:
     from toolbox.pipeline.chain import Pipeline
-    from toolbox.tools import Tools
+    from toolbox.pipeline.ports import CallTools
 
 __all__ = ["ToolRuntime"]
 
@@ -48,7 +48,7 @@ class ToolRuntime:
         context: ExecutionContext,
         options: Mapping[str, Any] | None = None,
         *,
-        tools: Tools,
+        tools: CallTools,
     ) -> None:
         self.descriptor = descriptor
         self.context = context

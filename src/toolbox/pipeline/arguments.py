@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from toolbox.descriptor import Effect
 from toolbox.errors import ConfigurationError, InvalidArgumentsError, ToolboxError, ToolDeniedError
-from toolbox.intent import validate_intent_text
+from toolbox.intent_text import validate_intent_text
 from toolbox.pipeline.invocation import BY_NAME, Invocation
 from toolbox.pipeline.result import ToolResult
 

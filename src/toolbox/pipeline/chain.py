@@ -16,8 +16,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, final
 
-from toolbox.audit.batch import Closing, Opening
-from toolbox.audit.trail import AuditTrail, audit_unavailable
 from toolbox.context import ExecutionContext, OperationRecord
 from toolbox.descriptor import Effect, RiskClass
 from toolbox.errors import InvalidArgumentsError, ToolboxError, ToolDeniedError, ToolTimeoutError
@@ -37,9 +35,17 @@ from toolbox.pipeline.retry import (
 )
 
 if TYPE_CHECKING:
-    from toolbox.runtime import ToolRuntime
+    from toolbox.pipeline.ports import CallRuntime
 
-__all__ = ["PLAIN_RESULTS", "AuditHook", "OperationTimeoutError", "Pipeline", "Plan"]
+__all__ = [
+    "PLAIN_RESULTS",
+    "AuditHook",
+    "CallRecorder",
+    "OperationTimeoutError",
+    "Pipeline",
+    "Plan",
+    "audit_unavailable",
+]
 
 _EXECUTOR: concurrent.futures.ThreadPoolExecutor | None = None
 #: Results of these types cannot declare themselves transient: the probe is skipped.
@@ -99,6 +105,34 @@ class AuditHook(Protocol):
         """Called with every final result, denials included."""
 
 
+class CallRecorder(AuditHook, Protocol):
+    """An audit hook that records a fast-path call itself (`toolbox.audit.AuditTrail`).
+
+    The chain never imports the audit package: the trail implements this, and
+    `toolbox.Governance` hands it to the `Pipeline` when it is the only hook.
+    """
+
+    def subject_of(  # noqa: PLR0917 - the trail's signature
+        self, name: str, tool: str, operation: str, risk: str | None, effect: str, intent_kind: str
+    ) -> Any:
+        """What every event of such calls repeats."""
+
+    def open_call(
+        self, subject: Any, context: ExecutionContext, intent_text: str, arguments: Mapping[str, Any]
+    ) -> Any | None:
+        """Store the opening events of a call about to run; None means refuse the call."""
+
+    def close_call(self, opening: Any, status: str, duration: float, attempts: int, ended: float) -> bool:
+        """Store the response event of an opened call; False means it is missing."""
+
+
+def audit_unavailable(invocation: Invocation) -> ToolResult:
+    """DENIED/AUDIT_UNAVAILABLE: the opening events of ``invocation`` could not be stored."""
+    return invocation.denied(
+        "AUDIT_UNAVAILABLE", "audit", "the audit trail cannot record this call, so it was refused"
+    )
+
+
 def _executor() -> concurrent.futures.ThreadPoolExecutor:
     global _EXECUTOR  # noqa: PLW0603 - one lazily created pool for timed sync calls
     if _EXECUTOR is None:
@@ -138,6 +172,7 @@ class Pipeline:
         mappers: OutcomeMappers,
         timeouts: Mapping[str, float],
         hooks: Sequence[AuditHook] = (),
+        recorder: CallRecorder | None = None,
     ) -> None:
         self._before = tuple(interceptors)
         self._retry = retry
@@ -149,7 +184,7 @@ class Pipeline:
         self._kill_switch = next((c for c in self._before if isinstance(c, KillSwitch)), None)
         # The audit trail, when it is the only hook: the typed fast path records through it.
         only = self._hooks[0] if len(self._hooks) == 1 else None
-        self._trail = only if type(only) is AuditTrail else None
+        self._trail = recorder if recorder is not None and recorder is only else None
 
     @property
     def interceptors(self) -> tuple[Interceptor, ...]:
@@ -281,7 +316,7 @@ class Pipeline:
 
     def run_inline(
         self,
-        runtime: ToolRuntime,
+        runtime: CallRuntime,
         record: OperationRecord,
         call: Callable[[], Any],
         build: Callable[[], Invocation],
@@ -333,8 +368,8 @@ class Pipeline:
         record.ended_at = ended = time.time()
         record.duration = duration = ended - started
         record.status = "SUCCESS"
-        if opening is not None and not trail.store_closing(  # type: ignore[union-attr]
-            Closing(opening, "SUCCESS", None, duration, 1, ended)
+        if opening is not None and not trail.close_call(  # type: ignore[union-attr]
+            opening, "SUCCESS", duration, 1, ended
         ):
             # It ran, but its response is not recorded: the typed door raises AuditIncompleteError.
             result = _opened(build(), opening).result(Status.SUCCESS, content=content)
@@ -547,7 +582,7 @@ class Pipeline:
         return result
 
 
-def _opened(invocation: Invocation, opening: Opening | None) -> Invocation:
+def _opened(invocation: Invocation, opening: object | None) -> Invocation:
     """``invocation`` with the audit opening its fast path already stored."""
     invocation.opening = opening
     return invocation
