@@ -6,9 +6,10 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, final
 
+from toolbox.audit.redaction import Redaction
 from toolbox.audit.trail import AuditTrail
 from toolbox.errors import ConfigurationError
-from toolbox.pipeline.approval import ApprovalCheck, Approver
+from toolbox.pipeline.approval import ApprovalCheck, Approver, use_cleaner
 from toolbox.pipeline.arguments import ArgumentLimits, ArgumentValidation
 from toolbox.pipeline.authorization import AuthorizationCheck, Authorizer, RolePolicy
 from toolbox.pipeline.chain import AuditHook, Pipeline
@@ -22,6 +23,9 @@ if TYPE_CHECKING:
     from toolbox.policy import ToolPolicy
 
 __all__ = ["Governance"]
+
+# Approval requests show arguments with the audit trail's default redaction.
+use_cleaner(Redaction().clean)
 
 
 @final

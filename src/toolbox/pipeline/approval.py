@@ -16,19 +16,36 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol, final
 
-from toolbox.audit.redaction import Redaction
+from toolbox.pipeline.grants import Approval, ApprovalRequest
 from toolbox.pipeline.guardrails import GuardrailAction, Guardrails
 from toolbox.pipeline.invocation import Invocation
 from toolbox.pipeline.result import Status, ToolResult
+from toolbox.redact import MASK
 
 __all__ = ["Approval", "ApprovalCheck", "ApprovalRequest", "Approver", "HmacApprover", "fingerprint"]
 
 _MAX_SHOWN = 200
-_REDACTION = Redaction()
+
+#: Masks secrets in a value shown to a human.
+Cleaner = Callable[[object], object]
+
+
+def _mask_all(value: object) -> object:
+    return MASK
+
+
+# The audit trail's redaction, which toolbox.governance installs (the chain never imports the
+# audit package); until then every value is masked.
+_clean: Cleaner = _mask_all
+
+
+def use_cleaner(clean: Cleaner) -> None:
+    """Set how approval requests mask arguments; `toolbox.Governance` installs the audit trail's."""
+    global _clean  # noqa: PLW0603 - installed once by the layer above, at import
+    _clean = clean
 
 
 def _canonical(value: object) -> str:
@@ -46,8 +63,9 @@ def fingerprint(invocation: Invocation) -> str:
 
 def _redact(arguments: Mapping[str, Any]) -> dict[str, Any]:
     # The same redaction as the audit trail: nested secrets, URLs and bearer strings are masked.
-    cleaned = _REDACTION.clean(dict(arguments))
-    assert isinstance(cleaned, dict)
+    cleaned = _clean(dict(arguments))
+    if not isinstance(cleaned, dict):
+        return {key: MASK for key in arguments}
     return {key: _shorten(value) for key, value in cleaned.items()}
 
 
@@ -58,47 +76,6 @@ def _shorten(value: object) -> object:
         text = _canonical(value)
         return value if len(text) <= _MAX_SHOWN else text[:_MAX_SHOWN] + "..."
     return value
-
-
-@final
-@dataclass(frozen=True)
-class ApprovalRequest:
-    """What a human is asked to approve. Arguments are redacted for display."""
-
-    id: str
-    tool: str
-    operation: str
-    arguments: Mapping[str, Any]
-    fingerprint: str
-    rules: tuple[str, ...]
-    tenant: str
-    principal: str
-    created_at: float = field(default_factory=time.time)
-
-    def as_dict(self) -> dict[str, Any]:
-        """A JSON-ready mapping."""
-        return {
-            "id": self.id,
-            "tool": self.tool,
-            "operation": self.operation,
-            "arguments": dict(self.arguments),
-            "fingerprint": self.fingerprint,
-            "rules": list(self.rules),
-            "tenant": self.tenant,
-            "principal": self.principal,
-        }
-
-
-@final
-@dataclass(frozen=True)
-class Approval:
-    """A grant for one `ApprovalRequest`, issued by the application's approver."""
-
-    request_id: str
-    fingerprint: str
-    approved_by: str
-    expires_at: float
-    signature: str = ""
 
 
 class Approver(Protocol):

@@ -11,7 +11,7 @@ from toolbox.pipeline.ports import CallRuntime, CallTools
 from toolbox.pipeline.result import Status, ToolResult
 
 if TYPE_CHECKING:
-    from toolbox.pipeline.approval import Approval
+    from toolbox.pipeline.grants import Approval
 
 __all__ = ["Invocation"]
 
