@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar, cast, final
+from typing import TYPE_CHECKING, Any, Generic, NoReturn, Protocol, TypeVar, cast, final
 
 from toolbox.context import OperationRecord
 from toolbox.errors import (
@@ -30,17 +30,38 @@ from toolbox.errors import (
     UncertainEffectError,
 )
 from toolbox.intent_text import MAX_INTENT_LENGTH, VALID_TEXTS, validate_intent_text
-from toolbox.pipeline.chain import NOT_INLINE, Fallback
+from toolbox.pipeline.chain import NOT_INLINE, Fallback, Pipeline
 from toolbox.pipeline.invocation import TYPED, Invocation
+from toolbox.pipeline.ports import CallRuntime, CallTools
 from toolbox.pipeline.result import Status, ToolResult
 
 if TYPE_CHECKING:
     from toolbox.pipeline.approval import Approval
-    from toolbox.runtime import ToolRuntime
 
 __all__ = ["MAX_INTENT_LENGTH", "ReadIntent", "Ready", "WriteIntent", "validate_intent_text"]
 
 R = TypeVar("R")
+
+
+class IntentRuntime(CallRuntime, Protocol):
+    """What an intent uses of its tool's `toolbox.ToolRuntime` (which imports this module)."""
+
+    @property
+    def tool_name(self) -> str:
+        """The tool's name."""
+
+    @property
+    def tools(self) -> CallTools:
+        """The `Tools` that built the tool."""
+
+    @property
+    def pipeline(self) -> Pipeline:
+        """The governed chain intents execute through."""
+
+    @property
+    def record(self) -> Callable[[OperationRecord], None]:
+        """Appends a record to the context's trace."""
+
 
 # One lock for all claims: the critical section is two attribute operations.
 _CLAIM_LOCK = threading.Lock()
@@ -51,7 +72,7 @@ class _Intent(Generic[R]):
 
     def __init__(  # noqa: PLR0917 - built on every call: positional arguments are cheaper
         self,
-        runtime: ToolRuntime,
+        runtime: IntentRuntime,
         operation: str,
         target: str | None,
         call: Callable[[], R],
@@ -172,7 +193,7 @@ class Ready(Generic[R]):
 
     def __init__(  # noqa: PLR0917 - built on every call: positional arguments are cheaper
         self,
-        runtime: ToolRuntime,
+        runtime: IntentRuntime,
         record: OperationRecord,
         call: Callable[[], R],
         acall: Callable[[], Awaitable[R]] | None,
