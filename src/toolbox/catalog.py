@@ -1,8 +1,9 @@
 """`Catalog`: discovered tools, their policy decisions and the governed chain.
 
 A catalog is context-free and shared: one per process (or per policy). Bind
-it to a trusted `ExecutionContext` to get `Tools` for the typed door, or hand
-it to a `Gateway` for the by-name door.
+it to a trusted `ExecutionContext` with ``Tools(catalog, context)`` for the
+typed door, or hand it to a `Gateway` for the by-name door. (`toolbox.tools`
+imports this module, never the other way round.)
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, final
 
-from toolbox.context import ExecutionContext
 from toolbox.descriptor import ToolDescriptor
 from toolbox.discovery import BrokenProvider, RegisteredTool
 from toolbox.discovery import discover as discover_tools
@@ -24,7 +24,6 @@ from toolbox.policy import PolicyDecision, ToolPolicy
 
 if TYPE_CHECKING:
     from toolbox.audit.trail import AuditTrail
-    from toolbox.tools import Tools
 
 __all__ = ["Catalog", "CatalogEntry"]
 
@@ -151,12 +150,6 @@ class Catalog:
             options=options,
             governance=governance,
         )
-
-    def bind(self, context: ExecutionContext) -> Tools:
-        """The tools ``context`` may use (the typed front door)."""
-        from toolbox.tools import Tools
-
-        return Tools(self, context)
 
     # -- queries --------------------------------------------------------------
 

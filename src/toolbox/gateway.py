@@ -143,7 +143,7 @@ class Gateway:
                 self._tools.move_to_end(key)
                 self._last = cached
                 return cached[1]
-            tools = self._catalog.bind(context)
+            tools = Tools(self._catalog, context)
             self._tools[key] = self._last = (context, tools)
             if len(self._tools) > _CACHED_CONTEXTS:
                 _, (_, evicted) = self._tools.popitem(last=False)

@@ -101,7 +101,7 @@ def _ref_name(ref: object) -> str:
 class Tools:
     """The tools available to one `ExecutionContext`, filtered by a `ToolPolicy`.
 
-    Build it with `Tools.load` (or `Catalog.bind`). Use `has`, `get` and
+    Build it with `Tools.load` (or ``Tools(catalog, context)``). Use `has`, `get` and
     `explain` with a tool type (``HttpTool``) or a tool name (``"http"``).
     """
 
