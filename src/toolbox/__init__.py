@@ -46,6 +46,7 @@ from toolbox.pipeline.outcomes import BusinessFailure
 from toolbox.pipeline.result import Status, ToolResult
 from toolbox.pipeline.retry import ReconcileOutcome, Reconciliation, RetryPolicy
 from toolbox.policy import ReasonCode, ToolPolicy
+from toolbox.policy_file import load_policy_file as _load_policy_file  # noqa: F401 - installs from_file's reader
 from toolbox.provider import ToolProvider, hookimpl
 from toolbox.runtime import ToolRuntime
 from toolbox.tools import AcknowledgementState, ToolDecision, Tools

@@ -46,7 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from toolbox.descriptor import TOOL_NAME_PATTERN, RiskClass, describe_validation_error
 from toolbox.errors import ConfigurationError, PolicyFileError
-from toolbox.policy import ToolPolicy
+from toolbox.policy import ToolPolicy, install_file_reader
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -184,3 +184,6 @@ def load_policy_file(path: Path) -> ToolPolicy:
     except tomllib.TOMLDecodeError as exc:
         raise PolicyFileError(f"{path}: not valid TOML: {exc}") from None
     return policy_from_mapping(data, source=str(path))
+
+
+install_file_reader(load_policy_file)
