@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING, Any, Protocol, final
 from toolbox.context import ExecutionContext, OperationRecord
 from toolbox.descriptor import Effect, RiskClass
 from toolbox.errors import InvalidArgumentsError, ToolboxError, ToolDeniedError, ToolTimeoutError
-from toolbox.pipeline.checks import BudgetCheck, DeadlineCheck, KillSwitch
+from toolbox.pipeline.checks import KillSwitch
 from toolbox.pipeline.interceptor import Interceptor
 from toolbox.pipeline.invocation import TYPED, Invocation
 from toolbox.pipeline.outcomes import BusinessFailure, OutcomeMappers
+from toolbox.pipeline.paths import Plan, typed_fast_path
 from toolbox.pipeline.result import Status, ToolResult
 from toolbox.pipeline.retry import (
     ReconcileOutcome,
@@ -50,31 +51,10 @@ __all__ = [
 _EXECUTOR: concurrent.futures.ThreadPoolExecutor | None = None
 #: Results of these types cannot declare themselves transient: the probe is skipped.
 PLAIN_RESULTS = frozenset({int, float, str, bool, bytes, dict, list, tuple, type(None)})
-_CONTEXT_GATES = (KillSwitch, DeadlineCheck, BudgetCheck)
 
 
 def _always(invocation: Invocation) -> bool:
     return True
-
-
-@final
-class Plan:
-    """What applies to one tool, operation and door: decided on the first call, then reused."""
-
-    __slots__ = ("checks", "inline", "mapper", "per_attempt", "timeout")
-
-    def __init__(
-        self,
-        checks: tuple[Interceptor, ...],
-        per_attempt: tuple[Interceptor, ...],
-        timeout: float | None,
-        mapper: Any,
-    ) -> None:
-        self.checks = checks
-        self.per_attempt = per_attempt
-        self.timeout = timeout
-        self.mapper = mapper
-        self.inline = False
 
 
 #: `Pipeline.run_inline` did not apply: nothing ran.
@@ -229,6 +209,11 @@ class Pipeline:
         """The audit hooks, in order."""
         return self._hooks
 
+    @property
+    def recorder(self) -> CallRecorder | None:
+        """The audit trail, when it is the only hook: the fast paths record through it."""
+        return self._trail
+
     def report_denial(self, context: ExecutionContext, tool: str, reason_code: str, rule: str) -> None:
         """Tell hooks that implement ``on_denial`` about a refusal outside the chain (e.g. ``get()``)."""
         for hook in self._hooks:
@@ -259,13 +244,7 @@ class Pipeline:
                 None if inline else timeout,
                 self._mappers.find(tool, operation) if self._mappers else None,
             )
-            # Only the kill switch and the context's own gates: the typed door may take the fast path.
-            plan.inline = (
-                (not self._hooks or self._trail is not None)
-                and plan.mapper is None
-                and plan.timeout is None
-                and all(type(c) in _CONTEXT_GATES for c in applies)
-            )
+            plan.inline = typed_fast_path(plan, self._hooks, self._trail)
             self._plans[key] = plan
         return plan
 
