@@ -176,3 +176,34 @@ def test_a_recorder_that_is_not_the_only_hook_is_ignored() -> None:
     assert mixed._trail is None
     assert stranger._trail is None
     assert alone._trail is trail
+
+
+class Counting:
+    """An application interceptor the fast paths do not know: it must see every call."""
+
+    name = "counting"
+    per_attempt = False
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, invocation: Invocation) -> ToolResult | None:
+        self.calls += 1
+        return None
+
+
+def test_an_unknown_interceptor_keeps_both_doors_on_the_full_chain() -> None:
+    """toolbox.pipeline.paths takes a fast path only over checks it knows; yours runs on every call."""
+    check = Counting()
+    trail = AuditTrail(MemorySink())
+    gateway = Gateway.load(
+        providers=[add], discover=False, env={}, governance=Governance(audit=trail, interceptors=[check])
+    )
+    context = ExecutionContext(tenant="t", principal="p")
+    bound = gateway.tools_for(context).get(add)
+    for _ in range(3):
+        assert bound.call(1, 2).purpose("Sum").execute() == 3
+        result = gateway.invoke("add", {"a": 1, "b": 2, "purpose": "Sum"}, context=context)
+        assert result.content == 3
+    assert check.calls == 6
+    assert gateway._routes == {"add": None}
