@@ -35,7 +35,7 @@ SECRETS = {"headers": {"Authorization": "Bearer abc"}, "url": "https://u:p@h/x?t
 
 def test_approval_display_fails_closed_without_a_cleaner(monkeypatch: pytest.MonkeyPatch) -> None:
     """Before the audit layer installs its redaction, an approval request masks every value."""
-    monkeypatch.setattr(approval, "_clean", approval._mask_all)
+    monkeypatch.setattr(approval, "_cleaner", approval.MaskAll())
     shown = approval._redact(SECRETS)
     assert shown == dict.fromkeys(SECRETS, "[REDACTED]")
     assert "abc" not in repr(shown)
@@ -44,8 +44,13 @@ def test_approval_display_fails_closed_without_a_cleaner(monkeypatch: pytest.Mon
 
 def test_approval_display_fails_closed_on_a_cleaner_returning_no_mapping() -> None:
     """A cleaner that answers something other than a mapping never lets the raw arguments through."""
-    before = approval._clean
-    approval.use_cleaner(lambda value: "not a mapping")
+
+    class Odd:
+        def clean(self, value: object) -> object:
+            return "not a mapping"
+
+    before = approval._cleaner
+    approval.use_cleaner(Odd())
     try:
         assert approval._redact(SECRETS) == dict.fromkeys(SECRETS, "[REDACTED]")
     finally:

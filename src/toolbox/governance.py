@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 __all__ = ["Governance"]
 
 # Approval requests show arguments with the audit trail's default redaction.
-use_cleaner(Redaction().clean)
+use_cleaner(Redaction())
 
 
 @final

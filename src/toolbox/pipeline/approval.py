@@ -16,7 +16,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Protocol, final
 
 from toolbox.pipeline.grants import Approval, ApprovalRequest
@@ -29,23 +29,34 @@ __all__ = ["Approval", "ApprovalCheck", "ApprovalRequest", "Approver", "HmacAppr
 
 _MAX_SHOWN = 200
 
-#: Masks secrets in a value shown to a human.
-Cleaner = Callable[[object], object]
+
+class Cleaner(Protocol):
+    """Masks the secrets in a value shown to a human (`toolbox.audit.Redaction` is one)."""
+
+    def clean(self, value: object) -> object:
+        """``value`` with its secrets masked."""
 
 
-def _mask_all(value: object) -> object:
-    return MASK
+@final
+class MaskAll:
+    """Masks every value: what approval requests show until a redaction is installed."""
+
+    __slots__ = ()
+
+    def clean(self, value: object) -> object:
+        """`MASK`, whatever ``value`` is."""
+        return MASK
 
 
 # The audit trail's redaction, which toolbox.governance installs (the chain never imports the
 # audit package); until then every value is masked.
-_clean: Cleaner = _mask_all
+_cleaner: Cleaner = MaskAll()
 
 
-def use_cleaner(clean: Cleaner) -> None:
+def use_cleaner(cleaner: Cleaner) -> None:
     """Set how approval requests mask arguments; `toolbox.Governance` installs the audit trail's."""
-    global _clean  # noqa: PLW0603 - installed once by the layer above, at import
-    _clean = clean
+    global _cleaner  # noqa: PLW0603 - installed once by the layer above, at import
+    _cleaner = cleaner
 
 
 def _canonical(value: object) -> str:
@@ -63,7 +74,7 @@ def fingerprint(invocation: Invocation) -> str:
 
 def _redact(arguments: Mapping[str, Any]) -> dict[str, Any]:
     # The same redaction as the audit trail: nested secrets, URLs and bearer strings are masked.
-    cleaned = _clean(dict(arguments))
+    cleaned = _cleaner.clean(dict(arguments))
     if not isinstance(cleaned, dict):
         return {key: MASK for key in arguments}
     return {key: _shorten(value) for key, value in cleaned.items()}
