@@ -36,12 +36,12 @@ from toolbox.errors import (
 )
 from toolbox.function_tool import FunctionTool, tool
 from toolbox.gateway import ContextResolver, Gateway
+from toolbox.governance import Governance
 from toolbox.intent import ReadIntent, Ready, WriteIntent
 from toolbox.pipeline.approval import Approval, ApprovalRequest, Approver, HmacApprover
 from toolbox.pipeline.arguments import ArgumentLimits
 from toolbox.pipeline.authorization import Authorizer, Decision, InvocationAuthorizer, RolePolicy, TenantScope
 from toolbox.pipeline.cedar import CedarAuthorizer
-from toolbox.pipeline.governance import Governance
 from toolbox.pipeline.guardrails import Guardrail, GuardrailAction, GuardrailMode
 from toolbox.pipeline.interceptor import Interceptor
 from toolbox.pipeline.invocation import Invocation
@@ -49,6 +49,7 @@ from toolbox.pipeline.outcomes import BusinessFailure
 from toolbox.pipeline.result import Status, ToolResult
 from toolbox.pipeline.retry import ReconcileOutcome, Reconciliation, RetryPolicy
 from toolbox.policy import ReasonCode, ToolPolicy
+from toolbox.policy_file import load_policy_file as _load_policy_file  # noqa: F401 - installs from_file's reader
 from toolbox.provider import ToolProvider, hookimpl
 from toolbox.runtime import ToolRuntime
 from toolbox.tools import AcknowledgementState, ToolDecision, Tools

@@ -1,8 +1,9 @@
 """`Catalog`: discovered tools, their policy decisions and the governed chain.
 
 A catalog is context-free and shared: one per process (or per policy). Bind
-it to a trusted `ExecutionContext` to get `Tools` for the typed door, or hand
-it to a `Gateway` for the by-name door.
+it to a trusted `ExecutionContext` with ``Tools(catalog, context)`` for the
+typed door, or hand it to a `Gateway` for the by-name door. (`toolbox.tools`
+imports this module, never the other way round.)
 """
 
 from __future__ import annotations
@@ -12,21 +13,19 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, final
 
-from toolbox.context import ExecutionContext
 from toolbox.descriptor import ToolDescriptor
 from toolbox.discovery import BrokenProvider, RegisteredTool, explain_missing
 from toolbox.discovery import discover as discover_tools
 from toolbox.errors import InvalidArgumentsError
+from toolbox.governance import Governance
 from toolbox.namespace import check_namespace
 from toolbox.pipeline.arguments import OperationSchema, operation_schema
 from toolbox.pipeline.chain import Pipeline
-from toolbox.pipeline.governance import Governance
 from toolbox.policy import PolicyDecision, ToolPolicy
 from toolbox.wire_names import dotted_name, to_wire_name
 
 if TYPE_CHECKING:
     from toolbox.audit.trail import AuditTrail
-    from toolbox.tools import Tools
 
 __all__ = ["Catalog", "CatalogEntry"]
 
@@ -157,12 +156,6 @@ class Catalog:
             options=options,
             governance=governance,
         )
-
-    def bind(self, context: ExecutionContext) -> Tools:
-        """The tools ``context`` may use (the typed front door)."""
-        from toolbox.tools import Tools
-
-        return Tools(self, context)
 
     # -- queries --------------------------------------------------------------
 

@@ -22,9 +22,9 @@ from toolbox.catalog import Catalog
 from toolbox.context import ExecutionContext, OperationRecord, Trace
 from toolbox.descriptor import Effect
 from toolbox.errors import InvalidArgumentsError
+from toolbox.governance import Governance
 from toolbox.intent import validate_intent_text
 from toolbox.pipeline.approval import Approval
-from toolbox.pipeline.governance import Governance
 from toolbox.pipeline.invocation import BY_NAME, Invocation
 from toolbox.pipeline.result import Status, ToolResult
 from toolbox.policy import ToolPolicy
@@ -147,7 +147,7 @@ class Gateway:
                 self._tools.move_to_end(key)
                 self._last = cached
                 return cached[1]
-            tools = self._catalog.bind(context)
+            tools = Tools(self._catalog, context)
             self._tools[key] = self._last = (context, tools)
             if len(self._tools) > _CACHED_CONTEXTS:
                 _, (_, evicted) = self._tools.popitem(last=False)

@@ -14,10 +14,9 @@ The split is visible to the type checker, so ``mypy --strict`` rejects
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar, cast, final
+from typing import TYPE_CHECKING, Any, Generic, NoReturn, Protocol, TypeVar, cast, final
 
 from toolbox.context import OperationRecord
 from toolbox.errors import (
@@ -30,46 +29,50 @@ from toolbox.errors import (
     ToolExecutionError,
     UncertainEffectError,
 )
-from toolbox.pipeline.chain import NOT_INLINE, Fallback
+from toolbox.intent_text import MAX_INTENT_LENGTH, VALID_TEXTS, validate_intent_text
+from toolbox.pipeline.arguments import dispatch_calls
+from toolbox.pipeline.chain import NOT_INLINE, Fallback, Pipeline
 from toolbox.pipeline.invocation import TYPED, Invocation
+from toolbox.pipeline.ports import CallRuntime, CallTools
 from toolbox.pipeline.result import Status, ToolResult
 
 if TYPE_CHECKING:
     from toolbox.pipeline.approval import Approval
-    from toolbox.runtime import ToolRuntime
 
-__all__ = ["MAX_INTENT_LENGTH", "ReadIntent", "Ready", "WriteIntent", "validate_intent_text"]
+__all__ = [
+    "MAX_INTENT_LENGTH",
+    "ReadIntent",
+    "Ready",
+    "WriteIntent",
+    "dispatch_calls",
+    "validate_intent_text",
+]
 
 R = TypeVar("R")
 
-MAX_INTENT_LENGTH = 1000
+
+class IntentRuntime(CallRuntime, Protocol):
+    """What an intent uses of its tool's `toolbox.ToolRuntime` (which imports this module)."""
+
+    @property
+    def tool_name(self) -> str:
+        """The tool's name."""
+
+    @property
+    def tools(self) -> CallTools:
+        """The `Tools` that built the tool."""
+
+    @property
+    def pipeline(self) -> Pipeline:
+        """The governed chain intents execute through."""
+
+    @property
+    def record(self) -> Callable[[OperationRecord], None]:
+        """Appends a record to the context's trace."""
+
+
 # One lock for all claims: the critical section is two attribute operations.
 _CLAIM_LOCK = threading.Lock()
-_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-# Intent texts are usually literals repeated on every call; remember the good ones.
-_VALID_TEXTS: dict[str, None] = {}
-_VALID_TEXTS_MAX = 4096
-
-
-def validate_intent_text(text: object) -> str:
-    """Return ``text`` if it is a valid intent text, else raise `ValueError`.
-
-    Valid: a string, non-empty after stripping, at most 1000 characters, no
-    control characters.
-    """
-    if type(text) is str and text in _VALID_TEXTS:
-        return text
-    if not isinstance(text, str):
-        raise ValueError(f"intent text must be a string, got {type(text).__name__}")
-    if not text.strip():
-        raise ValueError("intent text is empty: say why this call is made, e.g. 'Fetch rates'")
-    if len(text) > MAX_INTENT_LENGTH:
-        raise ValueError(f"intent text is {len(text)} characters; shorten it to at most {MAX_INTENT_LENGTH}")
-    if _CONTROL_CHARS.search(text):
-        raise ValueError("intent text contains control characters; use a single plain line")
-    if len(_VALID_TEXTS) < _VALID_TEXTS_MAX:
-        _VALID_TEXTS[text] = None
-    return text
 
 
 class _Intent(Generic[R]):
@@ -77,7 +80,7 @@ class _Intent(Generic[R]):
 
     def __init__(  # noqa: PLR0917 - built on every call: positional arguments are cheaper
         self,
-        runtime: ToolRuntime,
+        runtime: IntentRuntime,
         operation: str,
         target: str | None,
         call: Callable[[], R],
@@ -127,7 +130,7 @@ class _Intent(Generic[R]):
         return self._warnings
 
     def _ready(self, kind: str, text: str) -> Ready[R]:
-        if type(text) is not str or text not in _VALID_TEXTS:
+        if type(text) is not str or text not in VALID_TEXTS:
             text = validate_intent_text(text)
         runtime = self._runtime
         record = OperationRecord(runtime.tool_name, self._operation, kind, text, self._target)
@@ -194,7 +197,7 @@ class Ready(Generic[R]):
 
     def __init__(  # noqa: PLR0917 - built on every call: positional arguments are cheaper
         self,
-        runtime: ToolRuntime,
+        runtime: IntentRuntime,
         record: OperationRecord,
         call: Callable[[], R],
         acall: Callable[[], Awaitable[R]] | None,
@@ -302,17 +305,6 @@ class Ready(Generic[R]):
     def __repr__(self) -> str:
         r = self._record
         return f"Ready({r.tool}.{r.operation} {r.intent_kind}={r.intent_text!r} status={r.status})"
-
-
-def dispatch_calls(
-    intent: ReadIntent[R] | WriteIntent[R],
-) -> tuple[Callable[[], R], Callable[[], Awaitable[R]] | None]:
-    """The sync and async calls of ``intent``, for the by-name door's chain to dispatch.
-
-    Not a way around the chain: a runtime's calls raise `GovernanceBypassError`
-    unless the chain is dispatching them.
-    """
-    return intent._call, intent._acall
 
 
 def raise_for_result(result: ToolResult, invocation: Invocation) -> NoReturn:

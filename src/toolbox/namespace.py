@@ -14,17 +14,33 @@ the operation is the last dotted part (`toolbox.Catalog.resolve_name`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from toolbox.descriptor import ToolDescriptor
 from toolbox.errors import ProviderConflictError
 from toolbox.wire_names import to_wire_name
-
-if TYPE_CHECKING:
-    from toolbox.discovery import RegisteredTool
 
 __all__ = ["EXPLICIT", "check_namespace", "claimant"]
 
 EXPLICIT = "<explicit>"
+
+
+class RegisteredTool(Protocol):
+    """What the check reads of a registered tool (`toolbox.discovery.RegisteredTool` is one)."""
+
+    @property
+    def descriptor(self) -> ToolDescriptor:
+        """The tool's validated descriptor."""
+
+    @property
+    def distribution(self) -> str:
+        """The distribution that registered it, or `EXPLICIT`."""
+
+    @property
+    def origin(self) -> str:
+        """Where it came from, for messages."""
+
+
 _REMEDY = (
     "by-name calls must reach exactly one tool: uninstall one of them, block its distribution "
     "in the policy ([providers].block) or rename the tool"

@@ -24,7 +24,18 @@ from typing import Any, final
 from toolbox.descriptor import MAX_NAME_LENGTH, TOOL_NAME_PATTERN, RiskClass, ToolDescriptor
 from toolbox.errors import PolicyFileError
 
-__all__ = ["PolicyDecision", "ReasonCode", "ToolPolicy"]
+__all__ = ["PolicyDecision", "ReasonCode", "ToolPolicy", "install_file_reader"]
+
+# The policy file reader validates the file's governance tables too (roles, guardrails,
+# audit), so it sits above the chain and the audit trail: `toolbox.policy_file` installs
+# itself here when `toolbox` is imported, and this module never imports it.
+_read_file: Callable[[Path], ToolPolicy] | None = None
+
+
+def install_file_reader(reader: Callable[[Path], ToolPolicy]) -> None:
+    """Set what `ToolPolicy.from_file` calls (`toolbox.policy_file` installs its reader)."""
+    global _read_file  # noqa: PLW0603 - installed once by the layer above, at import
+    _read_file = reader
 
 
 class ReasonCode(str, enum.Enum):
@@ -122,9 +133,9 @@ class ToolPolicy:
             PolicyFileError: the file is missing, not TOML, or breaks the schema;
                 the message names the file and the key.
         """
-        from toolbox.policy_file import load_policy_file
-
-        return load_policy_file(Path(path))
+        if _read_file is None:  # pragma: no cover - importing toolbox installs it
+            raise RuntimeError("no policy file reader is installed; import toolbox.policy_file")
+        return _read_file(Path(path))
 
     def _replace(self, **changes: Any) -> ToolPolicy:
         fields: dict[str, Any] = {

@@ -49,7 +49,7 @@ from typing import Any
 
 from toolbox.descriptor import MAX_NAME_LENGTH, TOOL_NAME_PATTERN, RiskClass
 from toolbox.errors import ConfigurationError, PolicyFileError
-from toolbox.policy import ToolPolicy
+from toolbox.policy import ToolPolicy, install_file_reader
 from toolbox.table_reader import TableReader
 
 if sys.version_info >= (3, 11):
@@ -199,3 +199,6 @@ def load_policy_file(path: Path) -> ToolPolicy:
     except tomllib.TOMLDecodeError as exc:
         raise PolicyFileError(f"{path}: not valid TOML: {exc}") from None
     return policy_from_mapping(data, source=str(path), directory=path.parent)
+
+
+install_file_reader(load_policy_file)

@@ -6,7 +6,8 @@ whose parameters validate to immutable values and whose plan holds nothing
 but the built-in checks (kill switch, access, deadline, argument validation,
 budget), no outcome mapper, no timeout and no hook but the audit trail, the
 gateway compiles a route after the first call of the name that reached the
-tool. The decisions that cannot change between calls (registry, policy,
+tool (`toolbox.pipeline.paths.by_name_route` decides, beside the typed fast
+path's decision). The decisions that cannot change between calls (registry, policy,
 version, which checks apply) are then taken once; what can change is checked
 on every call, and anything out of the ordinary goes to the full chain before
 anything is recorded:
@@ -33,12 +34,13 @@ from typing import TYPE_CHECKING, Any, Literal, Union, final, get_args, get_orig
 from toolbox.audit.batch import IMMUTABLE_TYPES, Closing, Opening
 from toolbox.audit.trail import AuditTrail, audit_unavailable
 from toolbox.context import ExecutionContext, OperationRecord
-from toolbox.descriptor import RiskClass, ToolDescriptor
+from toolbox.descriptor import ToolDescriptor
 from toolbox.intent import validate_intent_text
 from toolbox.pipeline.arguments import ArgumentLimits, ArgumentValidation, OperationSchema, flat_and_small
 from toolbox.pipeline.chain import PLAIN_RESULTS, Pipeline, Plan
-from toolbox.pipeline.checks import AccessCheck, BudgetCheck, DeadlineCheck, DelegationCheck, KillSwitch
+from toolbox.pipeline.checks import KillSwitch
 from toolbox.pipeline.invocation import BY_NAME, Invocation
+from toolbox.pipeline.paths import by_name_route
 from toolbox.pipeline.result import ToolResult, succeeded
 from toolbox.pipeline.retry import is_transient_result
 
@@ -48,7 +50,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Route", "compile_route"]
 
-_ROUTABLE_CHECKS = (KillSwitch, DelegationCheck, AccessCheck, DeadlineCheck, ArgumentValidation, BudgetCheck)
 # Validated values of these types cannot change after the call: the audit redacts them lazily.
 _IMMUTABLE = IMMUTABLE_TYPES | {Any}
 
@@ -69,38 +70,24 @@ _now = time.time
 
 def compile_route(invocation: Invocation, pipeline: Pipeline, schema: OperationSchema) -> Route | None:
     """A route for the name of ``invocation``, a by-name call that ran through ``pipeline``; else None."""
-    descriptor = invocation.descriptor
-    runtime = invocation.runtime
-    function = getattr(invocation.instance, "function", None)
     plan = pipeline.plan_of(invocation.tool, invocation.operation, BY_NAME)
-    if (
-        plan is None
-        or runtime is None
-        or descriptor is None
-        or descriptor.risk is not RiskClass.MEMORY_ONLY
-        or descriptor.acknowledgement is not None
-        or not getattr(invocation.instance, "is_function_tool", False)
-        or not callable(function)
-        or getattr(invocation.instance, "is_async", True)
-        or schema.renames
-        or not all(_immutable(f.annotation) for f in schema.model.model_fields.values())
-        or plan.mapper is not None
-        or plan.timeout is not None
-        or not all(type(check) in _ROUTABLE_CHECKS for check in plan.checks)
-        or len(pipeline.hooks) > 1
-        or not all(type(hook) is AuditTrail for hook in pipeline.hooks)
+    if plan is None or not by_name_route(
+        invocation,
+        plan,
+        schema,
+        hooks=pipeline.hooks,
+        recorder=pipeline.recorder,
+        immutable_values=all(_immutable(f.annotation) for f in schema.model.model_fields.values()),
     ):
         return None
-    kill_switch = next((c for c in plan.checks if type(c) is KillSwitch), None)
-    validation = next((c for c in plan.checks if type(c) is ArgumentValidation), None)
-    if kill_switch is None or validation is None:
-        return None
+    kill_switch = next(c for c in plan.checks if type(c) is KillSwitch)
+    validation = next(c for c in plan.checks if type(c) is ArgumentValidation)
     return Route(
         invocation,
         plan=plan,
         pipeline=pipeline,
         schema=schema,
-        function=function,
+        function=invocation.instance.function,  # type: ignore[attr-defined]
         kill_switch=kill_switch,
         limits=validation.limits,
         trail=pipeline.hooks[0] if pipeline.hooks else None,  # type: ignore[arg-type]

@@ -13,7 +13,7 @@ from toolbox.intent import ReadIntent, WriteIntent
 
 if TYPE_CHECKING:
     from toolbox.pipeline.chain import Pipeline
-    from toolbox.tools import Tools
+    from toolbox.pipeline.ports import CallTools
 
 __all__ = ["ToolRuntime"]
 
@@ -53,7 +53,7 @@ class ToolRuntime:
         context: ExecutionContext,
         options: Mapping[str, Any] | None = None,
         *,
-        tools: Tools,
+        tools: CallTools,
     ) -> None:
         self.descriptor = descriptor
         self.context = context

@@ -24,7 +24,7 @@ from toolbox.errors import (
     ToolPolicyDeniedError,
     ToolUnavailableError,
 )
-from toolbox.pipeline.governance import Governance
+from toolbox.governance import Governance
 
 if TYPE_CHECKING:
     from toolbox.function_tool import FunctionTool, ReadCall, ReadFunctionTool, WriteCall, WriteFunctionTool
@@ -103,7 +103,7 @@ def _ref_name(ref: object) -> str:
 class Tools:
     """The tools available to one `ExecutionContext`, filtered by a `ToolPolicy`.
 
-    Build it with `Tools.load` (or `Catalog.bind`). Use `has`, `get` and
+    Build it with `Tools.load` (or ``Tools(catalog, context)``). Use `has`, `get` and
     `explain` with a tool type (``HttpTool``) or a tool name (``"http"``).
     """
 

@@ -35,6 +35,7 @@ from toolbox.audit.sink import AuditQuery, AuditSink
 from toolbox.audit.verify import ChainProblem, verify_chain
 from toolbox.context import ExecutionContext
 from toolbox.errors import ConfigurationError
+from toolbox.pipeline.chain import audit_unavailable
 from toolbox.pipeline.result import Status, ToolResult
 
 if TYPE_CHECKING:
@@ -207,6 +208,10 @@ class AuditTrail:
             opening.payload = self.redaction.payload_fields(arguments)
         opening.rules = rules
         return opening if self.store_opening(opening) else None
+
+    def close_call(self, opening: Opening, status: str, duration: float, attempts: int, ended: float) -> bool:
+        """Store the response event of a call the chain's fast path opened; False means it is missing."""
+        return self.store_closing(Closing(opening, status, None, duration, attempts, ended))
 
     @property
     def direct_hold(self) -> Callable[[LazyBatch], None] | None:
@@ -417,13 +422,6 @@ class AuditTrail:
         if not self._is_auditor(context):
             raise PermissionError("verifying a trace needs an auditor role")
         return verify_chain(self.sink.read_trace(trace_id))
-
-
-def audit_unavailable(invocation: Invocation) -> ToolResult:
-    """DENIED/AUDIT_UNAVAILABLE: the opening events of ``invocation`` could not be stored."""
-    return invocation.denied(
-        "AUDIT_UNAVAILABLE", "audit", "the audit trail cannot record this call, so it was refused"
-    )
 
 
 def _arguments(invocation: Invocation) -> Mapping[str, Any]:

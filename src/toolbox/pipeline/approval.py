@@ -22,20 +22,48 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any, Protocol, final
 
-from toolbox.audit.redaction import Redaction
 from toolbox.errors import ConfigurationError
 from toolbox.pipeline.fingerprint import keyed_fingerprint
+from toolbox.pipeline.grants import Approval, ApprovalRequest
 from toolbox.pipeline.guardrails import GuardrailAction, Guardrails
 from toolbox.pipeline.invocation import Invocation
 from toolbox.pipeline.result import Status, ToolResult
+from toolbox.redact import MASK
 
 __all__ = ["Approval", "ApprovalCheck", "ApprovalRequest", "Approver", "HmacApprover", "fingerprint"]
 
 _MAX_SHOWN = 200
-_REDACTION = Redaction()
+
+
+class Cleaner(Protocol):
+    """Masks the secrets in a value shown to a human (`toolbox.audit.Redaction` is one)."""
+
+    def clean(self, value: object) -> object:
+        """``value`` with its secrets masked."""
+
+
+@final
+class MaskAll:
+    """Masks every value: what approval requests show until a redaction is installed."""
+
+    __slots__ = ()
+
+    def clean(self, value: object) -> object:
+        """`MASK`, whatever ``value`` is."""
+        return MASK
+
+
+# The audit trail's redaction, which toolbox.governance installs (the chain never imports the
+# audit package); until then every value is masked.
+_cleaner: Cleaner = MaskAll()
+
+
+def use_cleaner(cleaner: Cleaner) -> None:
+    """Set how approval requests mask arguments; `toolbox.Governance` installs the audit trail's."""
+    global _cleaner  # noqa: PLW0603 - installed once by the layer above, at import
+    _cleaner = cleaner
 
 
 def _canonical(value: object) -> str:
@@ -54,10 +82,11 @@ def fingerprint(invocation: Invocation, key: bytes) -> str:
     )
 
 
-def _redact(arguments: Mapping[str, Any], redaction: Redaction = _REDACTION) -> dict[str, Any]:
+def _redact(arguments: Mapping[str, Any], cleaner: Cleaner | None = None) -> dict[str, Any]:
     # The same redaction as the audit trail: nested secrets, URLs, forms and bearer strings are masked.
-    cleaned = redaction.clean(dict(arguments))
-    assert isinstance(cleaned, dict)
+    cleaned = (cleaner or _cleaner).clean(dict(arguments))
+    if not isinstance(cleaned, dict):
+        return {key: MASK for key in arguments}
     return {key: _shorten(value) for key, value in cleaned.items()}
 
 
@@ -68,47 +97,6 @@ def _shorten(value: object) -> object:
         text = _canonical(value)
         return value if len(text) <= _MAX_SHOWN else text[:_MAX_SHOWN] + "..."
     return value
-
-
-@final
-@dataclass(frozen=True)
-class ApprovalRequest:
-    """What a human is asked to approve. Arguments are redacted for display."""
-
-    id: str
-    tool: str
-    operation: str
-    arguments: Mapping[str, Any]
-    fingerprint: str
-    rules: tuple[str, ...]
-    tenant: str
-    principal: str
-    created_at: float = field(default_factory=time.time)
-
-    def as_dict(self) -> dict[str, Any]:
-        """A JSON-ready mapping."""
-        return {
-            "id": self.id,
-            "tool": self.tool,
-            "operation": self.operation,
-            "arguments": dict(self.arguments),
-            "fingerprint": self.fingerprint,
-            "rules": list(self.rules),
-            "tenant": self.tenant,
-            "principal": self.principal,
-        }
-
-
-@final
-@dataclass(frozen=True)
-class Approval:
-    """A grant for one `ApprovalRequest`, issued by the application's approver."""
-
-    request_id: str
-    fingerprint: str
-    approved_by: str
-    expires_at: float
-    signature: str = ""
 
 
 class Approver(Protocol):
@@ -172,12 +160,13 @@ class ApprovalCheck:
         approver: Approver | None,
         *,
         guardrails: Guardrails | None = None,
-        redaction: Redaction | None = None,
+        redaction: Cleaner | None = None,
         remember: int = 10_000,
     ) -> None:
         self._approver = approver
         self._guardrails = guardrails
-        self._redaction = redaction or _REDACTION
+        # None: the redaction installed by toolbox.governance (use_cleaner), read per request.
+        self._redaction = redaction
         key = getattr(approver, "fingerprint_key", None)
         if key is not None and (not isinstance(key, bytes) or len(key) < 16):
             raise ConfigurationError("an approver's fingerprint_key must be bytes, at least 16 of them")

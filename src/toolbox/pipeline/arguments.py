@@ -14,7 +14,7 @@ import inspect
 import math
 import threading
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, final
 
@@ -23,7 +23,7 @@ from pydantic.fields import FieldInfo
 
 from toolbox.descriptor import Effect
 from toolbox.errors import ConfigurationError, InvalidArgumentsError, ToolboxError, ToolDeniedError
-from toolbox.intent import dispatch_calls, validate_intent_text
+from toolbox.intent_text import validate_intent_text
 from toolbox.pipeline.invocation import BY_NAME, Invocation
 from toolbox.pipeline.result import ToolResult
 
@@ -380,3 +380,12 @@ class ArgumentValidation:
         invocation.call, invocation.acall = dispatch_calls(intent)
         invocation.target = invocation.record.target = intent.target
         return None
+
+
+def dispatch_calls(intent: Any) -> tuple[Callable[[], Any], Callable[[], Awaitable[Any]] | None]:
+    """The sync and async calls of ``intent``, for the by-name door's chain to dispatch.
+
+    Not a way around the chain: a runtime's calls raise `GovernanceBypassError`
+    unless the chain is dispatching them. Re-exported by `toolbox.intent`.
+    """
+    return intent._call, intent._acall

@@ -17,16 +17,15 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, final
 
-from toolbox.audit.batch import Closing, Opening
-from toolbox.audit.trail import AuditTrail, audit_unavailable
 from toolbox.context import ExecutionContext, OperationRecord
 from toolbox.descriptor import Effect, RiskClass
 from toolbox.dispatch import arun_dispatched, run_dispatched
 from toolbox.errors import InvalidArgumentsError, ToolboxError, ToolDeniedError, ToolTimeoutError
-from toolbox.pipeline.checks import BudgetCheck, DeadlineCheck, DelegationCheck, KillSwitch
+from toolbox.pipeline.checks import KillSwitch
 from toolbox.pipeline.interceptor import Interceptor
 from toolbox.pipeline.invocation import TYPED, Invocation
 from toolbox.pipeline.outcomes import BusinessFailure, OutcomeMappers
+from toolbox.pipeline.paths import Plan, typed_fast_path
 from toolbox.pipeline.result import Status, ToolResult
 from toolbox.pipeline.retry import (
     ReconcileOutcome,
@@ -39,38 +38,25 @@ from toolbox.pipeline.retry import (
 )
 
 if TYPE_CHECKING:
-    from toolbox.runtime import ToolRuntime
+    from toolbox.pipeline.ports import CallRuntime
 
-__all__ = ["PLAIN_RESULTS", "AuditHook", "OperationTimeoutError", "Pipeline", "Plan"]
+__all__ = [
+    "PLAIN_RESULTS",
+    "AuditHook",
+    "CallRecorder",
+    "OperationTimeoutError",
+    "Pipeline",
+    "Plan",
+    "audit_unavailable",
+]
 
 _EXECUTOR: concurrent.futures.ThreadPoolExecutor | None = None
 #: Results of these types cannot declare themselves transient: the probe is skipped.
 PLAIN_RESULTS = frozenset({int, float, str, bool, bytes, dict, list, tuple, type(None)})
-_CONTEXT_GATES = (KillSwitch, DelegationCheck, DeadlineCheck, BudgetCheck)
 
 
 def _always(invocation: Invocation) -> bool:
     return True
-
-
-@final
-class Plan:
-    """What applies to one tool, operation and door: decided on the first call, then reused."""
-
-    __slots__ = ("checks", "inline", "mapper", "per_attempt", "timeout")
-
-    def __init__(
-        self,
-        checks: tuple[Interceptor, ...],
-        per_attempt: tuple[Interceptor, ...],
-        timeout: float | None,
-        mapper: Any,
-    ) -> None:
-        self.checks = checks
-        self.per_attempt = per_attempt
-        self.timeout = timeout
-        self.mapper = mapper
-        self.inline = False
 
 
 #: `Pipeline.run_inline` did not apply: nothing ran.
@@ -99,6 +85,34 @@ class AuditHook(Protocol):
 
     def on_response(self, invocation: Invocation, result: ToolResult) -> None:
         """Called with every final result, denials included."""
+
+
+class CallRecorder(AuditHook, Protocol):
+    """An audit hook that records a fast-path call itself (`toolbox.audit.AuditTrail`).
+
+    The chain never imports the audit package: the trail implements this, and
+    `toolbox.Governance` hands it to the `Pipeline` when it is the only hook.
+    """
+
+    def subject_of(  # noqa: PLR0917 - the trail's signature
+        self, name: str, tool: str, operation: str, risk: str | None, effect: str, intent_kind: str
+    ) -> Any:
+        """What every event of such calls repeats."""
+
+    def open_call(
+        self, subject: Any, context: ExecutionContext, intent_text: str, arguments: Mapping[str, Any]
+    ) -> Any | None:
+        """Store the opening events of a call about to run; None means refuse the call."""
+
+    def close_call(self, opening: Any, status: str, duration: float, attempts: int, ended: float) -> bool:
+        """Store the response event of an opened call; False means it is missing."""
+
+
+def audit_unavailable(invocation: Invocation) -> ToolResult:
+    """DENIED/AUDIT_UNAVAILABLE: the opening events of ``invocation`` could not be stored."""
+    return invocation.denied(
+        "AUDIT_UNAVAILABLE", "audit", "the audit trail cannot record this call, so it was refused"
+    )
 
 
 def _executor() -> concurrent.futures.ThreadPoolExecutor:
@@ -140,6 +154,7 @@ class Pipeline:
         mappers: OutcomeMappers,
         timeouts: Mapping[str, float],
         hooks: Sequence[AuditHook] = (),
+        recorder: CallRecorder | None = None,
     ) -> None:
         self._before = tuple(interceptors)
         self._retry = retry
@@ -151,7 +166,7 @@ class Pipeline:
         self._kill_switch = next((c for c in self._before if isinstance(c, KillSwitch)), None)
         # The audit trail, when it is the only hook: the typed fast path records through it.
         only = self._hooks[0] if len(self._hooks) == 1 else None
-        self._trail = only if type(only) is AuditTrail else None
+        self._trail = recorder if recorder is not None and recorder is only else None
 
     @property
     def interceptors(self) -> tuple[Interceptor, ...]:
@@ -196,6 +211,11 @@ class Pipeline:
         """The audit hooks, in order."""
         return self._hooks
 
+    @property
+    def recorder(self) -> CallRecorder | None:
+        """The audit trail, when it is the only hook: the fast paths record through it."""
+        return self._trail
+
     def report_denial(self, context: ExecutionContext, tool: str, reason_code: str, rule: str) -> None:
         """Tell hooks that implement ``on_denial`` about a refusal outside the chain (e.g. ``get()``)."""
         for hook in self._hooks:
@@ -226,13 +246,7 @@ class Pipeline:
                 None if inline else timeout,
                 self._mappers.find(tool, operation) if self._mappers else None,
             )
-            # Only the kill switch and the context's own gates: the typed door may take the fast path.
-            plan.inline = (
-                (not self._hooks or self._trail is not None)
-                and plan.mapper is None
-                and plan.timeout is None
-                and all(type(c) in _CONTEXT_GATES for c in applies)
-            )
+            plan.inline = typed_fast_path(plan, self._hooks, self._trail)
             self._plans[key] = plan
         return plan
 
@@ -284,7 +298,7 @@ class Pipeline:
 
     def run_inline(
         self,
-        runtime: ToolRuntime,
+        runtime: CallRuntime,
         record: OperationRecord,
         call: Callable[[], Any],
         build: Callable[[], Invocation],
@@ -338,8 +352,8 @@ class Pipeline:
         record.ended_at = ended = time.time()
         record.duration = duration = ended - started
         record.status = "SUCCESS"
-        if opening is not None and not trail.store_closing(  # type: ignore[union-attr]
-            Closing(opening, "SUCCESS", None, duration, 1, ended)
+        if opening is not None and not trail.close_call(  # type: ignore[union-attr]
+            opening, "SUCCESS", duration, 1, ended
         ):
             # It ran, but its response is not recorded: the typed door raises AuditIncompleteError.
             result = _opened(build(), opening).result(Status.SUCCESS, content=content)
@@ -555,7 +569,7 @@ class Pipeline:
         return result
 
 
-def _opened(invocation: Invocation, opening: Opening | None) -> Invocation:
+def _opened(invocation: Invocation, opening: object | None) -> Invocation:
     """``invocation`` with the audit opening its fast path already stored."""
     invocation.opening = opening
     return invocation

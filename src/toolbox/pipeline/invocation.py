@@ -7,13 +7,11 @@ from typing import TYPE_CHECKING, Any, final
 
 from toolbox.context import ExecutionContext, OperationRecord
 from toolbox.descriptor import Effect, ToolDescriptor
+from toolbox.pipeline.ports import CallRuntime, CallTools
 from toolbox.pipeline.result import Status, ToolResult
 
 if TYPE_CHECKING:
-    from toolbox.audit.batch import Opening
-    from toolbox.pipeline.approval import Approval
-    from toolbox.runtime import ToolRuntime
-    from toolbox.tools import Tools
+    from toolbox.pipeline.grants import Approval
 
 __all__ = ["Invocation"]
 
@@ -36,9 +34,9 @@ class Invocation:
     version: str | None = None
     descriptor: ToolDescriptor | None = None
     effect: Effect = Effect.UNSAFE
-    runtime: ToolRuntime | None = None
+    runtime: CallRuntime | None = None
     instance: object | None = None
-    tools: Tools | None = None
+    tools: CallTools | None = None
     target: str | None = None
     call: Callable[[], Any] | None = None
     acall: Callable[[], Awaitable[Any]] | None = None
@@ -48,8 +46,9 @@ class Invocation:
     warnings: tuple[str, ...] = ()
     #: ``<authorizer>:<policy>`` ids of the policies that decided this attempt's authorization.
     authorization_rules: tuple[str, ...] = ()
-    #: The opening events the audit trail stored for this call, once stored.
-    opening: Opening | None = None
+    #: The opening events the audit trail stored for this call, once stored (a
+    #: `toolbox.audit.batch.Opening`; the chain only carries it, so it is not typed here).
+    opening: Any = None
     #: The exception behind an ERROR or UNCERTAIN_EFFECT result, for the typed door.
     error: BaseException | None = None
 

@@ -6,7 +6,7 @@ import enum
 from typing import TYPE_CHECKING, Any, final
 
 if TYPE_CHECKING:
-    from toolbox.pipeline.approval import ApprovalRequest
+    from toolbox.pipeline.grants import ApprovalRequest
 
 __all__ = ["Status", "ToolResult", "succeeded"]
 

@@ -22,8 +22,8 @@ from typing import Any, TypeVar
 from toolbox.context import ExecutionContext
 from toolbox.descriptor import Acknowledgement, Effect, OperationDescriptor, RiskClass, ToolDescriptor
 from toolbox.errors import ToolboxError
+from toolbox.governance import Governance
 from toolbox.intent import ReadIntent, WriteIntent
-from toolbox.pipeline.governance import Governance
 from toolbox.policy import ToolPolicy
 from toolbox.provider import ToolProvider
 from toolbox.runtime import ToolRuntime

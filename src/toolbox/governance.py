@@ -6,8 +6,10 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, final
 
+from toolbox.audit.redaction import Redaction
+from toolbox.audit.trail import AuditTrail
 from toolbox.errors import ConfigurationError
-from toolbox.pipeline.approval import ApprovalCheck, Approver
+from toolbox.pipeline.approval import ApprovalCheck, Approver, use_cleaner
 from toolbox.pipeline.arguments import ArgumentLimits, ArgumentValidation
 from toolbox.pipeline.authorization import AuthorizationCheck, Authorizer, InvocationAuthorizer, RolePolicy
 from toolbox.pipeline.chain import AuditHook, Pipeline
@@ -18,10 +20,12 @@ from toolbox.pipeline.outcomes import OutcomeMapper, OutcomeMappers
 from toolbox.pipeline.retry import Reconciler, RetryPolicy
 
 if TYPE_CHECKING:
-    from toolbox.audit.trail import AuditTrail
     from toolbox.policy import ToolPolicy
 
 __all__ = ["Governance"]
+
+# Approval requests show arguments with the audit trail's default redaction.
+use_cleaner(Redaction())
 
 
 @final
@@ -155,13 +159,17 @@ class Governance:
         redaction = s["audit"].redaction if s["audit"] is not None else None
         checks.append(ApprovalCheck(s["approver"], guardrails=guardrails, redaction=redaction))
         checks.append(BudgetCheck())
+        hooks = (s["audit"],) * (s["audit"] is not None) + s["audit_hooks"]
+        # The typed fast path records through the trail itself, when it is the only hook.
+        only = hooks[0] if len(hooks) == 1 else None
         return Pipeline(
             checks,
             retry=s["retry"],
             reconcilers=s["reconcilers"],
             mappers=OutcomeMappers(s["mappers"]),
             timeouts=s["timeouts"],
-            hooks=(s["audit"],) * (s["audit"] is not None) + s["audit_hooks"],
+            hooks=hooks,
+            recorder=only if type(only) is AuditTrail else None,
         )
 
     @property

@@ -1,0 +1,39 @@
+"""What makes an intent text valid: the one check both front doors and the chain share.
+
+A foundation module: the intent phase (`toolbox.intent`), the chain's argument
+validation and the by-name door all check declared texts with it, so none of
+them has to import another for it.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["MAX_INTENT_LENGTH", "VALID_TEXTS", "validate_intent_text"]
+
+MAX_INTENT_LENGTH = 1000
+_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+#: Texts already found valid: they are usually literals repeated on every call.
+VALID_TEXTS: dict[str, None] = {}
+_VALID_TEXTS_MAX = 4096
+
+
+def validate_intent_text(text: object) -> str:
+    """Return ``text`` if it is a valid intent text, else raise `ValueError`.
+
+    Valid: a string, non-empty after stripping, at most 1000 characters, no
+    control characters.
+    """
+    if type(text) is str and text in VALID_TEXTS:
+        return text
+    if not isinstance(text, str):
+        raise ValueError(f"intent text must be a string, got {type(text).__name__}")
+    if not text.strip():
+        raise ValueError("intent text is empty: say why this call is made, e.g. 'Fetch rates'")
+    if len(text) > MAX_INTENT_LENGTH:
+        raise ValueError(f"intent text is {len(text)} characters; shorten it to at most {MAX_INTENT_LENGTH}")
+    if _CONTROL_CHARS.search(text):
+        raise ValueError("intent text contains control characters; use a single plain line")
+    if len(VALID_TEXTS) < _VALID_TEXTS_MAX:
+        VALID_TEXTS[text] = None
+    return text

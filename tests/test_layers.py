@@ -1,0 +1,214 @@
+"""The seams the import layers introduced: what a lower layer is handed by a higher one.
+
+The chain never imports the audit package, the policy never imports its file
+reader; each receives what it needs from the layer above. These tests attack
+those hand-overs: a missing one fails closed, and a look-alike is not trusted.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolbox import (
+    Effect,
+    ExecutionContext,
+    Gateway,
+    Governance,
+    Invocation,
+    RiskClass,
+    ToolPolicy,
+    ToolResult,
+    tool,
+)
+from toolbox import policy as policy_module
+from toolbox.audit import AuditTrail, MemorySink
+from toolbox.pipeline import approval
+from toolbox.pipeline.chain import Pipeline
+from toolbox.pipeline.outcomes import OutcomeMappers
+from toolbox.pipeline.retry import RetryPolicy
+
+SECRETS = {"headers": {"Authorization": "Bearer abc"}, "url": "https://u:p@h/x?token=t", "n": "EUR"}
+
+
+def test_approval_display_fails_closed_without_a_cleaner(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before the audit layer installs its redaction, an approval request masks every value."""
+    monkeypatch.setattr(approval, "_cleaner", approval.MaskAll())
+    shown = approval._redact(SECRETS)
+    assert shown == dict.fromkeys(SECRETS, "[REDACTED]")
+    assert "abc" not in repr(shown)
+    assert "u:p" not in repr(shown)
+
+
+def test_approval_display_fails_closed_on_a_cleaner_returning_no_mapping() -> None:
+    """A cleaner that answers something other than a mapping never lets the raw arguments through."""
+
+    class Odd:
+        def clean(self, value: object) -> object:
+            return "not a mapping"
+
+    before = approval._cleaner
+    approval.use_cleaner(Odd())
+    try:
+        assert approval._redact(SECRETS) == dict.fromkeys(SECRETS, "[REDACTED]")
+    finally:
+        approval.use_cleaner(before)
+
+
+def test_importing_toolbox_installs_the_audit_redaction_for_approvals() -> None:
+    """The installed cleaner is the audit trail's: nested secrets and URL credentials masked, rest kept."""
+    shown = approval._redact(SECRETS)
+    assert shown["headers"] == {"Authorization": "[REDACTED]"}
+    assert shown["url"] == "https://h/x?token=[REDACTED]"
+    assert shown["n"] == "EUR"
+
+
+def test_from_file_without_an_installed_reader_says_so(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A policy never imports its file reader; without one, from_file refuses clearly."""
+    path = tmp_path / "policy.toml"
+    path.write_text("version = 1\n", encoding="utf-8")
+    monkeypatch.setattr(policy_module, "_read_file", None)
+    with pytest.raises(RuntimeError, match="no policy file reader is installed"):
+        ToolPolicy.from_file(path)
+
+
+def test_from_file_uses_the_installed_reader(tmp_path: Path) -> None:
+    """Importing toolbox installs toolbox.policy_file's reader (file errors name the file)."""
+    path = tmp_path / "policy.toml"
+    path.write_text('version = 1\nbase = "deny_all"\n', encoding="utf-8")
+    assert ToolPolicy.from_file(path).source == str(path)
+
+
+class LookAlike:
+    """An application hook with the audit trail's recording methods, but not the audit trail."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def on_request(self, invocation: Invocation) -> ToolResult | None:
+        self.seen.append("request")
+        return None
+
+    def on_response(self, invocation: Invocation, result: ToolResult) -> None:
+        self.seen.append(f"response:{result.status.value}")
+
+    def subject_of(self, *fields: Any) -> Any:
+        self.seen.append("subject_of")
+
+    def open_call(self, *args: Any) -> Any:
+        self.seen.append("open_call")
+        return object()
+
+    def close_call(self, *args: Any) -> bool:
+        self.seen.append("close_call")
+        return True
+
+
+@tool(risk=RiskClass.MEMORY_ONLY, effect=Effect.READ_ONLY)
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+def test_a_look_alike_hook_is_not_trusted_to_record_the_fast_path() -> None:
+    """Only the audit trail itself records typed fast-path calls; any other hook sees every call."""
+    hook = LookAlike()
+    gateway = Gateway.load(providers=[add], discover=False, env={}, governance=Governance(audit_hooks=[hook]))
+    assert gateway.catalog.pipeline.hooks == (hook,)
+    bound = gateway.tools_for(ExecutionContext(tenant="t", principal="p")).get(add)
+    assert bound.call(1, 2).purpose("Sum").execute() == 3
+    assert bound.call(2, 2).purpose("Sum").execute() == 4
+    assert hook.seen == ["request", "response:SUCCESS"] * 2
+
+
+class TrailSubclass(AuditTrail):
+    """A subclass may change what the trail does on a request: it gets every call through its hooks."""
+
+    def __init__(self) -> None:
+        super().__init__(MemorySink())
+        self.requests = 0
+
+    def on_request(self, invocation: Invocation) -> ToolResult | None:
+        self.requests += 1
+        return super().on_request(invocation)
+
+
+def test_a_trail_subclass_is_called_through_its_hooks() -> None:
+    """The fast path records through the exact AuditTrail only, as before the layers."""
+    trail = TrailSubclass()
+    gateway = Gateway.load(providers=[add], discover=False, env={}, governance=Governance(audit=trail))
+    bound = gateway.tools_for(ExecutionContext(tenant="t", principal="p")).get(add)
+    for _ in range(3):
+        assert bound.call(1, 2).purpose("Sum").execute() == 3
+    assert trail.requests == 3
+
+
+def test_a_recorder_that_is_not_the_only_hook_is_ignored() -> None:
+    """Pipeline(recorder=...) is honoured only when the recorder is the one hook it was given."""
+    trail = AuditTrail(MemorySink())
+    other = LookAlike()
+    mixed = Pipeline(
+        [],
+        retry=RetryPolicy(),
+        reconcilers={},
+        mappers=OutcomeMappers({}),
+        timeouts={},
+        hooks=(trail, other),
+        recorder=trail,
+    )
+    stranger = Pipeline(
+        [],
+        retry=RetryPolicy(),
+        reconcilers={},
+        mappers=OutcomeMappers({}),
+        timeouts={},
+        hooks=(other,),
+        recorder=trail,
+    )
+    alone = Pipeline(
+        [],
+        retry=RetryPolicy(),
+        reconcilers={},
+        mappers=OutcomeMappers({}),
+        timeouts={},
+        hooks=(trail,),
+        recorder=trail,
+    )
+    assert mixed._trail is None
+    assert stranger._trail is None
+    assert alone._trail is trail
+
+
+class Counting:
+    """An application interceptor the fast paths do not know: it must see every call."""
+
+    name = "counting"
+    per_attempt = False
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, invocation: Invocation) -> ToolResult | None:
+        self.calls += 1
+        return None
+
+
+def test_an_unknown_interceptor_keeps_both_doors_on_the_full_chain() -> None:
+    """toolbox.pipeline.paths takes a fast path only over checks it knows; yours runs on every call."""
+    check = Counting()
+    trail = AuditTrail(MemorySink())
+    gateway = Gateway.load(
+        providers=[add], discover=False, env={}, governance=Governance(audit=trail, interceptors=[check])
+    )
+    context = ExecutionContext(tenant="t", principal="p")
+    bound = gateway.tools_for(context).get(add)
+    for _ in range(3):
+        assert bound.call(1, 2).purpose("Sum").execute() == 3
+        result = gateway.invoke("add", {"a": 1, "b": 2, "purpose": "Sum"}, context=context)
+        assert result.content == 3
+    assert check.calls == 6
+    assert gateway._routes == {"add": None}
