@@ -17,6 +17,7 @@ def test_all_is_sorted_and_complete():
         "delegation",
         "descriptor",
         "discovery",
+        "definition_formats",
         "dispatch",
         "errors",
         "function_tool",
@@ -35,6 +36,7 @@ def test_all_is_sorted_and_complete():
         "selection",
         "table_reader",
         "testing",
+        "tool_calls",
         "tools",
         "wire_names",
     }

@@ -20,6 +20,7 @@ from typing import Any, Protocol, final
 from toolbox.audit.trail import AuditTrail
 from toolbox.catalog import Catalog
 from toolbox.context import ExecutionContext, OperationRecord, Trace
+from toolbox.definition_formats import FORMATS, format_definition
 from toolbox.descriptor import Effect
 from toolbox.errors import InvalidArgumentsError
 from toolbox.governance import Governance
@@ -124,13 +125,31 @@ class Gateway:
         """The audit trail calls are recorded in, if one is configured."""
         return self._catalog.audit
 
-    def definitions(self) -> list[dict[str, Any]]:
+    def definitions(self, format: str = "neutral") -> list[dict[str, Any]]:
         """LLM function definitions for every operation the policy allows, under wire names.
 
         Each name matches ``^[a-zA-Z0-9_-]{1,64}$`` (``calculator__evaluate``); see
-        `toolbox.wire_names`.
+        `toolbox.wire_names`. ``format`` picks the shape: ``"neutral"`` (name,
+        description, parameters), ``"openai"`` (strict-mode function tools),
+        ``"anthropic"`` (``input_schema``) or ``"mcp"`` (``inputSchema`` and
+        annotations); see `toolbox.definition_formats`.
+
+        Raises:
+            ValueError: ``format`` is none of those.
         """
-        return self._catalog.definitions()
+        if format not in FORMATS:
+            raise ValueError(f"unknown definitions format {format!r}: use one of {', '.join(FORMATS)}")
+        neutral = self._catalog.definitions()
+        if format == "neutral":
+            return neutral
+        shaped: list[dict[str, Any]] = []
+        for definition in neutral:
+            _, tool, operation, _ = self._catalog.resolve_name(definition["name"])
+            entry = self._catalog.entry(tool)
+            assert entry is not None
+            effect = next(op.effect for op in entry.descriptor.operations if op.name == operation)
+            shaped.append(format_definition(definition, format, effect, entry.descriptor.risk))
+        return shaped
 
     def tools_for(self, context: ExecutionContext) -> Tools:
         """The `Tools` of ``context`` (built once per context, kept for recent contexts)."""

@@ -1,0 +1,226 @@
+"""Run one raw model tool call (OpenAI ``tool_calls`` item, Anthropic ``tool_use`` block).
+
+The application passes the call exactly as the API returned it plus the trusted
+context; the call runs through `Gateway.invoke` and the answer is the message to
+send back: an OpenAI ``tool`` message or an Anthropic ``tool_result`` block.
+Nothing raises for bad model output: a wrong call shape, malformed or oversized
+JSON text, duplicate keys or a non-object become an audited INVALID_ARGUMENTS
+result, and the tool's code never runs.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from toolbox.context import ExecutionContext
+from toolbox.definition_formats import strip_optional_nulls
+from toolbox.gateway import Gateway
+from toolbox.pipeline.approval import Approval
+from toolbox.pipeline.arguments import ArgumentLimits, ArgumentValidation
+from toolbox.pipeline.result import Status, ToolResult
+
+__all__ = ["aanthropic_tool_result", "anthropic_tool_result", "aopenai_tool_result", "openai_tool_result"]
+
+Context = ExecutionContext | str | None
+
+
+class _Refused(Exception):
+    """Model output that cannot become a call; ``code`` names why."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            raise _Refused("duplicate_key", f"the arguments repeat the key {key[:100]!r}")
+        found[key] = value
+    return found
+
+
+def _limits(gateway: Gateway) -> ArgumentLimits:
+    for step in gateway.catalog.pipeline.interceptors:
+        if isinstance(step, ArgumentValidation):
+            return step.limits
+    return ArgumentLimits()
+
+
+def parse_arguments(text: object, limits: ArgumentLimits) -> dict[str, Any]:
+    """JSON argument text as an object: size checked before parsing, duplicate keys refused.
+
+    Depth and item counts are checked afterwards by the gateway's own argument guards.
+    """
+    if type(text) is not str:
+        raise _Refused("bad_call", "function.arguments must be a string of JSON text")
+    if len(text) > limits.max_bytes or len(text.encode("utf-8", "surrogatepass")) > limits.max_bytes:
+        raise _Refused("too_large", f"arguments are larger than {limits.max_bytes} bytes")
+    try:
+        parsed = json.loads(text, object_pairs_hook=_refuse_duplicates)
+    except _Refused:
+        raise
+    except RecursionError:
+        raise _Refused("too_deep", f"arguments nest deeper than {limits.max_depth} levels") from None
+    except ValueError:
+        raise _Refused("malformed_json", "the arguments are not valid JSON") from None
+    if type(parsed) is not dict:
+        raise _Refused("not_an_object", "the arguments must be a JSON object")
+    return parsed
+
+
+def _openai_call(gateway: Gateway, call: object) -> tuple[str, str, dict[str, Any]]:
+    """(id, name, arguments) of an OpenAI ``tool_calls`` item."""
+    if not isinstance(call, dict):
+        raise _Refused("bad_call", "a tool call must be an object")
+    call_id, function = call.get("id"), call.get("function")
+    if type(call_id) is not str or not call_id or call.get("type", "function") != "function":
+        raise _Refused("bad_call", "a tool call needs a string id and type 'function'")
+    if not isinstance(function, dict) or type(function.get("name")) is not str or not function["name"]:
+        raise _Refused("bad_call", "a tool call needs function.name")
+    arguments = parse_arguments(function.get("arguments"), _limits(gateway))
+    return call_id, function["name"], _without_optional_nulls(gateway, function["name"], arguments)
+
+
+def _without_optional_nulls(gateway: Gateway, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    try:
+        _, tool, operation, _ = gateway.catalog.resolve_name(name)
+        schema = gateway.catalog.schema(tool, operation).json_schema()
+    except Exception:  # noqa: BLE001 - an unknown name is refused by the gateway itself
+        return arguments
+    return strip_optional_nulls(arguments, schema)
+
+
+def _anthropic_call(block: object) -> tuple[str, str, object]:
+    """(id, name, input) of an Anthropic ``tool_use`` block."""
+    if not isinstance(block, dict) or block.get("type") != "tool_use":
+        raise _Refused("bad_call", "a tool call must be a tool_use block")
+    call_id, name = block.get("id"), block.get("name")
+    if type(call_id) is not str or not call_id or type(name) is not str or not name:
+        raise _Refused("bad_call", "a tool_use block needs a string id and name")
+    return call_id, name, block.get("input")
+
+
+def _call_id(call: object, *keys: str) -> str:
+    """The id to answer under, even for a malformed call (empty when there is none)."""
+    if isinstance(call, dict):
+        value: object = call
+        for key in keys:
+            value = value.get(key) if isinstance(value, dict) else None
+        if type(value) is str:
+            return value[:200]
+    return ""
+
+
+def _name_of(call: object, *keys: str) -> str:
+    return _call_id(call, *keys) or "unknown"
+
+
+def result_text(result: ToolResult) -> str:
+    """What the model reads: the content on success, else a refusal without internals."""
+    if result.status is Status.SUCCESS:
+        content = result.content
+        return content if isinstance(content, str) else json.dumps(content, default=str)
+    refusal = {
+        "status": result.status.value,
+        "reason_code": result.reason_code,
+        "error_code": result.error_code,
+        "field_path": result.field_path,
+        "message": result.message,
+    }
+    return json.dumps({key: value for key, value in refusal.items() if value not in (None, "")})
+
+
+# A malformed call still goes through the chain, with a non-object for arguments, so it is
+# governed and audited like any bad call (INVALID_ARGUMENTS, or DENIED for an unknown name) and
+# never dispatched; the model reads why its call was malformed.
+
+
+def _refused(gateway: Gateway, name: str, context: Context, refused: _Refused) -> ToolResult:
+    return _malformed(gateway.invoke(name, None, context=context), refused)
+
+
+async def _arefused(gateway: Gateway, name: str, context: Context, refused: _Refused) -> ToolResult:
+    return _malformed(await gateway.ainvoke(name, None, context=context), refused)
+
+
+def _malformed(recorded: ToolResult, refused: _Refused) -> ToolResult:
+    return ToolResult(
+        Status.INVALID_ARGUMENTS,
+        name=recorded.name,
+        reason_code="INVALID_ARGUMENTS",
+        error_code=refused.code,
+        field_path="",
+        message=refused.message,
+        trace_id=recorded.trace_id,
+        audit_failed=recorded.audit_failed,
+    )
+
+
+def _openai_message(call_id: str, result: ToolResult) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": call_id, "content": result_text(result)}
+
+
+def _anthropic_block(call_id: str, result: ToolResult) -> dict[str, Any]:
+    return {
+        "type": "tool_result",
+        "tool_use_id": call_id,
+        "content": result_text(result),
+        "is_error": result.status is not Status.SUCCESS,
+    }
+
+
+def openai_tool_result(
+    gateway: Gateway, call: object, *, context: Context, approval: Approval | None = None
+) -> dict[str, Any]:
+    """Run one OpenAI ``tool_calls`` item; the ``{"role": "tool", ...}`` message to send back.
+
+    A ``null`` for a parameter that is optional (nullable in the strict schema) means absent.
+    """
+    try:
+        call_id, name, arguments = _openai_call(gateway, call)
+    except _Refused as refused:
+        name = _name_of(call, "function", "name")
+        return _openai_message(_call_id(call, "id"), _refused(gateway, name, context, refused))
+    return _openai_message(call_id, gateway.invoke(name, arguments, context=context, approval=approval))
+
+
+async def aopenai_tool_result(
+    gateway: Gateway, call: object, *, context: Context, approval: Approval | None = None
+) -> dict[str, Any]:
+    """Async twin of `openai_tool_result`."""
+    try:
+        call_id, name, arguments = _openai_call(gateway, call)
+    except _Refused as refused:
+        name = _name_of(call, "function", "name")
+        return _openai_message(_call_id(call, "id"), await _arefused(gateway, name, context, refused))
+    result = await gateway.ainvoke(name, arguments, context=context, approval=approval)
+    return _openai_message(call_id, result)
+
+
+def anthropic_tool_result(
+    gateway: Gateway, block: object, *, context: Context, approval: Approval | None = None
+) -> dict[str, Any]:
+    """Run one Anthropic ``tool_use`` block; the ``tool_result`` block to send back."""
+    try:
+        call_id, name, arguments = _anthropic_call(block)
+    except _Refused as refused:
+        refusal = _refused(gateway, _name_of(block, "name"), context, refused)
+        return _anthropic_block(_call_id(block, "id"), refusal)
+    return _anthropic_block(call_id, gateway.invoke(name, arguments, context=context, approval=approval))
+
+
+async def aanthropic_tool_result(
+    gateway: Gateway, block: object, *, context: Context, approval: Approval | None = None
+) -> dict[str, Any]:
+    """Async twin of `anthropic_tool_result`."""
+    try:
+        call_id, name, arguments = _anthropic_call(block)
+    except _Refused as refused:
+        refusal = await _arefused(gateway, _name_of(block, "name"), context, refused)
+        return _anthropic_block(_call_id(block, "id"), refusal)
+    result = await gateway.ainvoke(name, arguments, context=context, approval=approval)
+    return _anthropic_block(call_id, result)

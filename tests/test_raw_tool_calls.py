@@ -1,0 +1,369 @@
+"""Raw API tool calling: definitions per API format, and one model tool call in, one result message out."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+import toolbox.tool_calls
+from toolbox import Effect, ExecutionContext, Gateway, Governance, RiskClass, ToolPolicy, tool
+from toolbox.audit import AuditTrail, MemorySink
+from toolbox.definition_formats import strip_optional_nulls, to_openai_strict
+from toolbox.pipeline.arguments import ArgumentLimits
+from toolbox.tool_calls import (
+    aanthropic_tool_result,
+    anthropic_tool_result,
+    aopenai_tool_result,
+    openai_tool_result,
+)
+from toolbox.wire_names import WIRE_NAME_PATTERN
+
+FIXTURES = Path(__file__).parent / "fixtures"
+WIRE = re.compile(WIRE_NAME_PATTERN)
+CALLS: list[dict[str, Any]] = []
+CONTEXT = ExecutionContext(principal="alice", tenant="acme")
+
+
+@tool(risk=RiskClass.MEMORY_ONLY, effect=Effect.READ_ONLY, name="math.add")
+def add(a: int, b: int = 10) -> int:
+    """Add two integers."""
+    CALLS.append({"a": a, "b": b})
+    return a + b
+
+
+@tool(risk=RiskClass.MEMORY_ONLY, effect=Effect.UNSAFE, name="math.wipe", requires_approval=True)
+def wipe(target: str) -> str:
+    """Wipe a target (needs approval)."""
+    CALLS.append({"target": target})
+    return "wiped"
+
+
+@pytest.fixture(autouse=True)
+def _no_calls_yet():
+    CALLS.clear()
+
+
+def gateway(
+    policy: ToolPolicy | None = None, limits: ArgumentLimits | None = None
+) -> tuple[Gateway, MemorySink]:
+    sink = MemorySink()
+    governance = Governance(audit=AuditTrail(sink), limits=limits)
+    return Gateway.load(
+        policy=policy or ToolPolicy.standard(), providers=[add, wipe], governance=governance
+    ), sink
+
+
+def openai_calls() -> list[dict[str, Any]]:
+    return json.loads((FIXTURES / "openai_tool_calls.json").read_text())["choices"][0]["message"][
+        "tool_calls"
+    ]
+
+
+def anthropic_block() -> dict[str, Any]:
+    content = json.loads((FIXTURES / "anthropic_tool_use.json").read_text())["content"]
+    return next(block for block in content if block["type"] == "tool_use")
+
+
+def openai_call(arguments: str, name: str = "math__add") -> dict[str, Any]:
+    return {"id": "call_x", "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def refusal(content: str) -> dict[str, Any]:
+    parsed = json.loads(content)
+    assert "Traceback" not in content
+    return parsed
+
+
+# -- definitions --------------------------------------------------------------
+
+
+def test_default_format_is_unchanged():
+    g, _ = gateway()
+    assert g.definitions() == g.catalog.definitions() == g.definitions(format="neutral")
+
+
+def test_unknown_format_is_a_clear_value_error():
+    g, _ = gateway()
+    with pytest.raises(ValueError, match="unknown definitions format 'gemini'"):
+        g.definitions(format="gemini")
+
+
+def assert_strict(schema: Any, path: str = "$") -> None:
+    """OpenAI strict mode: every object closed, every property required, no default, refs local."""
+    if isinstance(schema, list):
+        for i, item in enumerate(schema):
+            assert_strict(item, f"{path}[{i}]")
+        return
+    if not isinstance(schema, dict):
+        return
+    assert "default" not in schema, path
+    if "$ref" in schema:
+        assert schema["$ref"].startswith("#/"), path
+    if schema.get("type") == "object" or "properties" in schema:
+        assert schema.get("additionalProperties") is False, path
+        assert sorted(schema.get("required", [])) == sorted(schema.get("properties", {})), path
+    for value in schema.values():
+        assert_strict(value, path)
+
+
+def test_every_format_uses_wire_names_and_openai_is_strict():
+    g, _ = gateway()
+    openai = g.definitions(format="openai")
+    anthropic = g.definitions(format="anthropic")
+    mcp = g.definitions(format="mcp")
+    assert len(openai) == len(anthropic) == len(mcp) == len(g.definitions())
+    for item in openai:
+        assert item["type"] == "function" and item["function"]["strict"] is True
+        assert set(item["function"]) == {"name", "description", "parameters", "strict"}
+        assert WIRE.fullmatch(item["function"]["name"])
+        assert_strict(item["function"]["parameters"])
+    for item in anthropic:
+        assert set(item) == {"name", "description", "input_schema"} and WIRE.fullmatch(item["name"])
+    for item in mcp:
+        assert set(item) == {"name", "description", "inputSchema", "annotations"} and WIRE.fullmatch(
+            item["name"]
+        )
+
+
+def test_openai_optional_parameter_becomes_required_and_nullable():
+    g, _ = gateway()
+    add_def = next(
+        d["function"] for d in g.definitions(format="openai") if d["function"]["name"] == "math__add"
+    )
+    params = add_def["parameters"]
+    assert params["properties"]["b"]["type"] == ["integer", "null"]
+    assert params["properties"]["a"]["type"] == "integer"
+    assert set(params["required"]) == {"a", "b", "purpose"}
+
+
+def test_strict_conversion_handles_nested_refs_and_unions():
+    schema = {
+        "type": "object",
+        "properties": {
+            "point": {"$ref": "#/$defs/Point"},
+            "tag": {"anyOf": [{"type": "string"}, {"type": "integer"}], "default": "x"},
+            "mode": {"enum": ["a", "b"], "default": "a"},
+        },
+        "required": [],
+        "$defs": {
+            "Point": {
+                "type": "object",
+                "properties": {"x": {"type": "number"}, "y": {"type": "number"}},
+                "required": ["x"],
+            }
+        },
+    }
+    strict = to_openai_strict(schema)
+    assert_strict(strict)
+    assert strict["properties"]["point"] == {"anyOf": [{"$ref": "#/$defs/Point"}, {"type": "null"}]}
+    assert {"type": "null"} in strict["properties"]["tag"]["anyOf"]
+    assert strict["properties"]["mode"] == {"anyOf": [{"enum": ["a", "b"]}, {"type": "null"}]}
+    assert strict["$defs"]["Point"]["properties"]["y"]["type"] == ["number", "null"]
+    assert "default" in schema["properties"]["tag"]  # the input is not modified
+
+
+def test_strip_optional_nulls_keeps_required_nulls():
+    schema = {"required": ["a"]}
+    assert strip_optional_nulls({"a": None, "b": None, "c": 1}, schema) == {"a": None, "c": 1}
+
+
+def test_mcp_annotations_follow_effects_and_risk():
+    g, _ = gateway()
+    by_name = {d["name"]: d["annotations"] for d in g.definitions(format="mcp")}
+    assert by_name["math__add"] == {
+        "readOnlyHint": True,
+        "destructiveHint": False,
+        "idempotentHint": False,
+        "openWorldHint": False,
+    }
+    assert by_name["math__wipe"]["destructiveHint"] is True
+    assert by_name["math__wipe"]["readOnlyHint"] is False
+
+
+# -- tool calls: round trips ---------------------------------------------------
+
+
+def test_openai_fixture_round_trip_and_null_means_absent():
+    g, sink = gateway()
+    first, second = openai_calls()
+    assert openai_tool_result(g, first, context=CONTEXT) == {
+        "role": "tool",
+        "tool_call_id": "call_Qz1x2y3z4AbCdEfGh",
+        "content": "5",
+    }
+    assert openai_tool_result(g, second, context=CONTEXT)["content"] == "12"  # b's default, not None
+    assert CALLS == [{"a": 2, "b": 3}, {"a": 2, "b": 10}]
+    assert [r.status for r in sink.records if r.status] == ["SUCCESS", "SUCCESS"]
+
+
+def test_anthropic_fixture_round_trip():
+    g, sink = gateway()
+    assert anthropic_tool_result(g, anthropic_block(), context=CONTEXT) == {
+        "type": "tool_result",
+        "tool_use_id": "toolu_01A09q90qw90lq917835lq9",
+        "content": "5",
+        "is_error": False,
+    }
+    assert len(CALLS) == 1
+    assert [r.status for r in sink.records if r.status] == ["SUCCESS"]
+
+
+def test_async_twins():
+    g, _sink = gateway()
+    openai = asyncio.run(aopenai_tool_result(g, openai_calls()[0], context=CONTEXT))
+    anthropic = asyncio.run(aanthropic_tool_result(g, anthropic_block(), context=CONTEXT))
+    bad = asyncio.run(aopenai_tool_result(g, openai_call("{"), context=CONTEXT))
+    bad_block = asyncio.run(aanthropic_tool_result(g, {"type": "tool_use", "id": 3}, context=CONTEXT))
+    assert openai["content"] == anthropic["content"] == "5"
+    assert refusal(bad["content"])["error_code"] == "malformed_json"
+    assert bad_block["is_error"] is True and refusal(bad_block["content"])["error_code"] == "bad_call"
+    assert len(CALLS) == 2
+
+
+def test_policy_denial_is_a_refusal_message():
+    g, sink = gateway(policy=ToolPolicy.standard().deny("math.add"))
+    message = openai_tool_result(g, openai_calls()[0], context=CONTEXT)
+    block = anthropic_tool_result(g, anthropic_block(), context=CONTEXT)
+    assert refusal(message["content"])["status"] == "DENIED"
+    assert block["is_error"] is True and refusal(block["content"])["status"] == "DENIED"
+    assert CALLS == []
+    assert [r.reason_code for r in sink.records if r.status == "DENIED"] != []
+
+
+def test_approval_required_is_not_run():
+    g, sink = gateway()
+    block = {
+        "type": "tool_use",
+        "id": "toolu_w",
+        "name": "math__wipe",
+        "input": {"target": "db", "audit_as": "wipe"},
+    }
+    result = anthropic_tool_result(g, block, context=CONTEXT)
+    assert refusal(result["content"])["status"] == "APPROVAL_REQUIRED"
+    assert result["is_error"] is True
+    assert CALLS == []
+    assert any(r.status == "APPROVAL_REQUIRED" for r in sink.records)
+
+
+def test_schema_invalid_arguments_name_the_field():
+    g, sink = gateway()
+    result = openai_tool_result(g, openai_call('{"a": "two", "purpose": "p"}'), context=CONTEXT)
+    body = refusal(result["content"])
+    assert body["status"] == "INVALID_ARGUMENTS" and body["field_path"] == "a"
+    assert CALLS == []
+    assert any(r.status == "INVALID_ARGUMENTS" for r in sink.records)
+
+
+# -- tool calls: attacks on the boundary ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("arguments", "code"),
+    [
+        ('{"a": 1, "a": 2, "purpose": "p"}', "duplicate_key"),
+        ('{"a": 1, "purpose": "p", "x": {"k": 1, "k": 2}}', "duplicate_key"),
+        ("{not json", "malformed_json"),
+        ("[1, 2]", "not_an_object"),
+        ("42", "not_an_object"),
+        ("null", "not_an_object"),
+        ("", "malformed_json"),
+        ('{"a": NaN, "purpose": "p"}', None),
+    ],
+)
+def test_bad_json_text_is_an_audited_invalid_arguments_result(arguments, code):
+    g, sink = gateway()
+    result = openai_tool_result(g, openai_call(arguments), context=CONTEXT)
+    body = refusal(result["content"])
+    assert result["tool_call_id"] == "call_x"
+    assert body["status"] == "INVALID_ARGUMENTS"
+    if code is not None:
+        assert body["error_code"] == code
+    assert CALLS == []
+    assert any(r.status == "INVALID_ARGUMENTS" and r.tool == "math.add" for r in sink.records)
+
+
+def test_huge_text_is_refused_before_parsing(monkeypatch):
+    g, sink = gateway(limits=ArgumentLimits(max_bytes=1000))
+
+    def never(*args, **kwargs):
+        raise AssertionError("parsed oversized text")
+
+    monkeypatch.setattr(toolbox.tool_calls, "json", SimpleNamespace(loads=never, dumps=json.dumps))
+    text = '{"a": 1, "purpose": "' + "x" * 5000 + '"}'
+    body = refusal(openai_tool_result(g, openai_call(text), context=CONTEXT)["content"])
+    assert body["error_code"] == "too_large" and body["status"] == "INVALID_ARGUMENTS"
+    multibyte = '{"a": 1, "purpose": "' + "é" * 600 + '"}'  # under 1000 chars, over 1000 bytes
+    assert refusal(openai_tool_result(g, openai_call(multibyte), context=CONTEXT)["content"])[
+        "error_code"
+    ] == ("too_large")
+    assert CALLS == []
+    assert sum(r.status == "INVALID_ARGUMENTS" for r in sink.records) >= 2
+
+
+def test_deep_nesting_and_many_items_hit_the_gateway_guards():
+    g, sink = gateway()
+    deep = '{"a": 1, "purpose": "p", "x": ' + "[" * 5000 + "]" * 5000 + "}"
+    many = '{"a": 1, "purpose": "p", "x": [' + ",".join(["1"] * 2000) + "]}"
+    for text in (deep, many):
+        body = refusal(openai_tool_result(g, openai_call(text), context=CONTEXT)["content"])
+        assert body["status"] == "INVALID_ARGUMENTS"
+    assert CALLS == []
+    assert sum(r.status == "INVALID_ARGUMENTS" for r in sink.records) >= 2
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        None,
+        "call",
+        [],
+        {},
+        {"type": "function", "function": {"name": "math__add", "arguments": "{}"}},
+        {"id": 7, "type": "function", "function": {"name": "math__add", "arguments": "{}"}},
+        {"id": "c", "type": "custom", "function": {"name": "math__add", "arguments": "{}"}},
+        {"id": "c", "type": "function"},
+        {"id": "c", "type": "function", "function": {"arguments": "{}"}},
+        {"id": "c", "type": "function", "function": {"name": 3, "arguments": "{}"}},
+        {"id": "c", "type": "function", "function": {"name": "math__add", "arguments": {"a": 1}}},
+    ],
+)
+def test_wrong_openai_call_shapes_are_refusals_not_exceptions(call):
+    g, sink = gateway()
+    message = openai_tool_result(g, call, context=CONTEXT)
+    assert message["role"] == "tool"
+    assert refusal(message["content"])["status"] == "INVALID_ARGUMENTS"
+    assert CALLS == []
+    assert any(r.status in ("INVALID_ARGUMENTS", "DENIED") for r in sink.records)
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        None,
+        {"type": "text", "text": "hi"},
+        {"type": "tool_use", "name": "math__add", "input": {}},
+        {"type": "tool_use", "id": "t", "input": {}},
+        {"type": "tool_use", "id": "t", "name": "math__add", "input": '{"a": 1}'},
+        {"type": "tool_use", "id": "t", "name": "math__add", "input": [1]},
+    ],
+)
+def test_wrong_anthropic_block_shapes_are_refusals_not_exceptions(block):
+    g, sink = gateway()
+    result = anthropic_tool_result(g, block, context=CONTEXT)
+    assert result["type"] == "tool_result" and result["is_error"] is True
+    assert refusal(result["content"])["status"] == "INVALID_ARGUMENTS"
+    assert CALLS == []
+    assert any(r.status in ("INVALID_ARGUMENTS", "DENIED") for r in sink.records)
+
+
+def test_no_trusted_context_is_refused():
+    g, _ = gateway()
+    result = openai_tool_result(g, openai_calls()[0], context=None)
+    assert refusal(result["content"])["status"] == "DENIED"
+    assert CALLS == []
