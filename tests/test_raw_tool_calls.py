@@ -168,9 +168,50 @@ def test_strict_conversion_handles_nested_refs_and_unions():
     assert "default" in schema["properties"]["tag"]  # the input is not modified
 
 
-def test_strip_optional_nulls_keeps_required_nulls():
-    schema = {"required": ["a"]}
-    assert strip_optional_nulls({"a": None, "b": None, "c": 1}, schema) == {"a": None, "c": 1}
+def test_strip_optional_nulls_keeps_required_nulls_and_follows_nesting():
+    schema = {
+        "type": "object",
+        "properties": {
+            "a": {},
+            "b": {},
+            "c": {},
+            "p": {"$ref": "#/$defs/P"},
+            "ps": {"items": {"$ref": "#/$defs/P"}},
+        },
+        "required": ["a"],
+        "$defs": {"P": {"type": "object", "properties": {"x": {}, "y": {}}, "required": ["x"]}},
+    }
+    arguments = {"a": None, "b": None, "c": 1, "p": {"x": None, "y": None}, "ps": [{"x": 1, "y": None}]}
+    assert strip_optional_nulls(arguments, schema) == {"a": None, "c": 1, "p": {"x": None}, "ps": [{"x": 1}]}
+    deep: dict[str, Any] = {}
+    for _ in range(2000):
+        deep = {"p": deep}
+    node = {"type": "object", "properties": {"p": {"$ref": "#/$defs/N"}, "q": {}}}
+    recursive = {**node, "$defs": {"N": node}}
+    deep["q"] = None
+    assert strip_optional_nulls(deep, recursive) == {"p": deep["p"]}  # bounded walk, nothing else lost
+
+
+def test_shipped_tools_have_strict_openai_definitions(tmp_path):
+    from toolbox_fs import FS_ACKNOWLEDGEMENT, FsTool
+    from toolbox_http import HttpTool
+
+    g = Gateway.load(
+        policy=ToolPolicy.standard().allow(HttpTool, FsTool),
+        providers=[add, wipe],
+        env={FS_ACKNOWLEDGEMENT.env: FS_ACKNOWLEDGEMENT.value},
+        options={"fs": {"roots": [str(tmp_path)]}},
+    )
+    definitions = g.definitions(format="openai")
+    assert {"http__get", "fs__read_text", "calculator__evaluate"} <= {
+        d["function"]["name"] for d in definitions
+    }
+    for item in definitions:
+        assert WIRE.fullmatch(item["function"]["name"])
+        assert_strict(item["function"]["parameters"])
+    openworld = {d["name"]: d["annotations"]["openWorldHint"] for d in g.definitions(format="mcp")}
+    assert openworld["http__get"] is True and openworld["fs__read_text"] is True
+    assert openworld["calculator__evaluate"] is False
 
 
 def test_mcp_annotations_follow_effects_and_risk():

@@ -24,6 +24,8 @@ FORMATS = ("neutral", "openai", "anthropic", "mcp")
 _STRICT_UNSUPPORTED = frozenset({"default", "examples", "deprecated", "readOnly", "writeOnly"})
 _SUBSCHEMA_LISTS = ("anyOf", "allOf", "oneOf", "prefixItems")
 _NULL: dict[str, Any] = {"type": "null"}
+# The gateway's depth guard (64 by default) refuses deeper arguments anyway; this only bounds the walk.
+_MAX_STRIP_DEPTH = 256
 
 
 def to_openai_strict(schema: Mapping[str, Any]) -> dict[str, Any]:
@@ -89,10 +91,31 @@ def strip_optional_nulls(arguments: dict[str, Any], schema: Mapping[str, Any]) -
 
     In OpenAI strict mode an optional parameter is required-but-nullable, so the
     model sends ``null`` to leave it out; the call then runs as if it were absent
-    (the parameter's default applies). Only top-level parameters are stripped.
+    (the parameter's default applies). Nested objects are followed through
+    properties, array items and local ``$ref``; inside a union (``anyOf``) nothing
+    is stripped, since which branch applies is the validator's decision.
     """
-    required = set(schema.get("required", ()))
-    return {key: value for key, value in arguments.items() if value is not None or key in required}
+    stripped = _strip(arguments, schema, schema.get("$defs", {}), 0)
+    assert isinstance(stripped, dict)
+    return stripped
+
+
+def _strip(value: Any, schema: Any, defs: Mapping[str, Any], depth: int) -> Any:
+    if not isinstance(schema, Mapping) or depth > _MAX_STRIP_DEPTH:
+        return value
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        schema = defs.get(ref.removeprefix("#/$defs/"), {})
+    if isinstance(value, dict) and isinstance(schema.get("properties"), Mapping):
+        properties, required = schema["properties"], set(schema.get("required", ()))
+        return {
+            key: _strip(item, properties.get(key), defs, depth + 1)
+            for key, item in value.items()
+            if item is not None or key in required
+        }
+    if isinstance(value, list) and isinstance(schema.get("items"), Mapping):
+        return [_strip(item, schema["items"], defs, depth + 1) for item in value]
+    return value
 
 
 def format_definition(
