@@ -10,6 +10,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import toolbox.tool_calls
 from toolbox import Effect, ExecutionContext, Gateway, Governance, RiskClass, ToolPolicy, tool
@@ -408,3 +410,15 @@ def test_no_trusted_context_is_refused():
     result = openai_tool_result(g, openai_calls()[0], context=None)
     assert refusal(result["content"])["status"] == "DENIED"
     assert CALLS == []
+
+
+@given(
+    st.text(max_size=300)
+    | st.recursive(st.none() | st.integers() | st.text(max_size=5), st.lists, max_leaves=8)
+)
+def test_any_arguments_text_gives_a_tool_message_and_never_raises(value):
+    g, _ = gateway()
+    text = value if isinstance(value, str) else json.dumps(value)
+    message = openai_tool_result(g, openai_call(text), context=CONTEXT)
+    assert message["role"] == "tool" and message["tool_call_id"] == "call_x"
+    assert CALLS == []  # none of these is a valid {"a": int, "purpose": str} object
