@@ -99,6 +99,7 @@ FIELD_BREAKERS = [
     {"timestamp": "2026-01-01T00:00:00"},
     {"timestamp": "0001-01-01T00:00:00+23:59"},
     {"tenant": ["a"]},
+    {"parent_run_id": 7},
 ]
 
 
@@ -229,3 +230,11 @@ def test_any_event_survives_write_and_replay(
     sink = MemorySink()
     sink.append(stored)
     assert len(sink.records) == len(batch)  # and every one of them is storable
+
+
+def test_a_delegated_run_s_parent_run_id_survives_replay(tmp_path: Path) -> None:
+    sink = MemorySink()
+    trail = AuditTrail(sink, fallback_path=tmp_path / "fb.jsonl")
+    (tmp_path / "fb.jsonl").write_bytes(good_line("child", parent_run_id="parent-run") + b"\n")
+    assert trail.replay_fallback_report().stored == 1
+    assert [r.parent_run_id for r in sink.records] == ["parent-run"]
