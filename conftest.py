@@ -23,12 +23,5 @@ settings.register_profile(
     database=DirectoryBasedExampleDatabase(_DATABASE),
     suppress_health_check=[HealthCheck.too_slow],
 )
-settings.register_profile(
-    "ci",
-    max_examples=200,
-    deadline=None,
-    database=DirectoryBasedExampleDatabase(_DATABASE),
-    suppress_health_check=[HealthCheck.too_slow],
-    print_blob=True,
-)
+settings.register_profile("ci", settings.get_profile("dev"), max_examples=200, print_blob=True)
 settings.load_profile(os.environ.get("TOOLBOX_HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))

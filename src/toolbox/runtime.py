@@ -120,16 +120,7 @@ class ToolRuntime:
                 f"provider bug: {self.descriptor.name}.{operation} is {effect.value}, "
                 "so it must return write_intent(), which accepts only audit_as()"
             )
-        name = self.tool_name
-        return ReadIntent(
-            self,
-            operation,
-            target,
-            guard(name, call),
-            None if acall is None else guard_async(name, acall),
-            arguments or {},
-            warnings,
-        )
+        return ReadIntent(self, operation, target, *self._guarded(call, acall), arguments or {}, warnings)
 
     def write_intent(
         self,
@@ -151,13 +142,11 @@ class ToolRuntime:
                 f"provider bug: {self.descriptor.name}.{operation} is READ_ONLY, "
                 "so it must return read_intent()"
             )
+        return WriteIntent(self, operation, target, *self._guarded(call, acall), arguments or {}, warnings)
+
+    def _guarded(
+        self, call: Callable[[], R], acall: Callable[[], Awaitable[R]] | None
+    ) -> tuple[Callable[[], R], Callable[[], Awaitable[R]] | None]:
+        # Every operation call of a provider needs the chain's dispatch permit for this tool.
         name = self.tool_name
-        return WriteIntent(
-            self,
-            operation,
-            target,
-            guard(name, call),
-            None if acall is None else guard_async(name, acall),
-            arguments or {},
-            warnings,
-        )
+        return guard(name, call), None if acall is None else guard_async(name, acall)
