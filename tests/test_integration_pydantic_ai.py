@@ -10,10 +10,12 @@ from __future__ import annotations
 import asyncio
 import importlib
 import json
+import shutil
 import subprocess
 import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -586,3 +588,20 @@ def test_missing_extra_names_the_install_command(monkeypatch):
     monkeypatch.delitem(sys.modules, "toolbox.integrations.pydantic_ai", raising=False)
     with pytest.raises(ImportError, match=r'pip install "toolbox-registry\[pydantic-ai\]"'):
         importlib.import_module("toolbox.integrations.pydantic_ai")
+
+
+def test_the_example_runs_offline_and_refunds_once():
+    """examples/pydantic_ai_agent.py, in a network namespace holding only loopback: nothing leaves."""
+    example = Path(__file__).resolve().parent.parent / "examples" / "pydantic_ai_agent.py"
+    unshare = shutil.which("unshare")
+    assert unshare is not None, "unshare (util-linux) is required to prove the example runs offline"
+    command = [unshare, "-rn", sys.executable, str(example)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "shop__quote: success -> 184.0" in out
+    assert "hr__payroll: failed" in out and "AUTH_DENIED" in out
+    assert "shop__refund: retried -> invalid arguments at 'amount'" in out
+    assert "refunds so far: []" in out
+    assert "refunds: [('A-17', 184.0)]" in out
+    assert out.rstrip().endswith("shop.refund SUCCESS")
