@@ -363,6 +363,29 @@ def test_two_approvals_in_one_response_approve_one_deny_the_other():
     assert RUNS == [("wipe", "logs")]
 
 
+def test_one_grant_given_to_two_parallel_identical_calls_runs_one():
+    agent, script, sink, _ = setup([call("math__wipe", WIPE, "w1"), call("math__wipe", WIPE, "w2")])
+    first = run(agent)
+    grant = grant_for(first, "w1")  # same arguments, so the same fingerprint as w2's request
+    resume(agent, first, deferred_results(approved={"w1": grant, "w2": grant}))
+    assert RUNS == [("wipe", "db")]
+    refusals = [json.loads(p.content) for p in script.returns() if p.outcome == "failed"]
+    assert [r["reason_code"] for r in refusals] == ["APPROVAL_INVALID"]
+    assert "already used" in refusals[0]["message"]
+    statuses = [e[1] for e in events(sink) if e[0] == "INVOCATION_RESPONSE"]
+    assert sorted(statuses) == ["APPROVAL_REQUIRED", "APPROVAL_REQUIRED", "DENIED", "SUCCESS"]
+
+
+def test_unparsable_arguments_without_a_trusted_context_are_refused_not_retried():
+    agent, script, _, gateway = setup([call("math__add", "{not json", "c1")])
+    run(agent, deps=None)
+    assert RUNS == []
+    returned = script.returns()[0]
+    assert returned.outcome == "failed"
+    assert json.loads(returned.content)["reason_code"] == "NO_TRUSTED_CONTEXT"
+    assert len(gateway.unattributed) == 1
+
+
 def test_approving_without_a_toolbox_grant_asks_again():
     agent, _, sink, first = first_wipe()
     before = len(sink.records)
@@ -560,8 +583,14 @@ def test_the_toolset_checks_its_arguments():
     with pytest.raises(TypeError, match=r"toolbox\.Gateway"):
         GovernedToolset(object())  # type: ignore[arg-type]
     _, _, _, gateway = setup()
-    with pytest.raises(TypeError, match="callable"):
+    with pytest.raises(TypeError, match="plain"):
         GovernedToolset(gateway, context="ctx.deps")  # type: ignore[arg-type]
+
+    async def async_context(ctx: Any) -> ExecutionContext:
+        return CONTEXT
+
+    with pytest.raises(TypeError, match="not async"):
+        GovernedToolset(gateway, context=async_context)  # type: ignore[arg-type]
     assert GovernedToolset(gateway, id="ops").label == "GovernedToolset 'ops'"
 
 

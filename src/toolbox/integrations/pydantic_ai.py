@@ -23,6 +23,7 @@ See docs/integrations/pydantic-ai.md.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, cast, final
 
@@ -140,8 +141,8 @@ class GovernedToolset(AbstractToolset[AgentDepsT], Generic[AgentDepsT]):
     ) -> None:
         if not isinstance(gateway, Gateway):
             raise TypeError(f"gateway must be a toolbox.Gateway, got {type(gateway).__name__}")
-        if not callable(context):
-            raise TypeError("context must be a callable taking the RunContext")
+        if not callable(context) or inspect.iscoroutinefunction(context):
+            raise TypeError("context must be a plain (not async) function taking the RunContext")
         self.gateway = gateway
         self.context = context
         self.max_retries = max_retries
@@ -189,8 +190,10 @@ class GovernedToolset(AbstractToolset[AgentDepsT], Generic[AgentDepsT]):
         except Exception:  # noqa: BLE001 - a context that cannot be had is no trusted context
             context = _UNTRUSTED
         if type(tool_args) is _Unparsed:
-            # Still a governed, audited call (refused by validation, never dispatched).
-            await self.gateway.ainvoke(name, None, context=context)
+            # Still a governed, audited call, refused before dispatch: by validation, or sooner.
+            recorded = await self.gateway.ainvoke(name, None, context=context)
+            if recorded.status is not Status.INVALID_ARGUMENTS:
+                raise ToolFailed(result_text(recorded))
             raise ModelRetry(f"{tool_args.message} ({tool_args.code}); send the arguments as a JSON object")
         approval = _grant(ctx.tool_call_metadata) if ctx.tool_call_approved else None
         result = await self.gateway.ainvoke(name, tool_args, context=context, approval=approval)
