@@ -87,6 +87,13 @@ def reset(scope: str) -> str:
     return "reset"
 
 
+@tool(risk=RiskClass.MEMORY_ONLY, effect=Effect.UNSAFE, name="math.crash")
+def crash(n: int) -> int:
+    """Fail with a message that holds a secret."""
+    RUNS.append(("crash", n))
+    raise RuntimeError("connection to postgres://app:hunter2-SECRET@db failed")
+
+
 @tool(risk=RiskClass.EXTERNAL_RESOURCE, effect=Effect.READ_ONLY, name="net.fetch")
 def fetch(url: str) -> str:
     """Fetch a URL (not allowed by the standard policy)."""
@@ -137,7 +144,7 @@ def setup(
     )
     gateway = Gateway.load(
         policy=policy or ToolPolicy.standard(),
-        providers=[add, aadd, wipe, rotate, reset, fetch],
+        providers=[add, aadd, wipe, rotate, reset, crash, fetch],
         governance=governance,
         discover=False,
     )
@@ -242,6 +249,28 @@ def test_denied_call_is_a_readable_refusal_and_the_run_goes_on():
     assert refusal["status"] == "DENIED" and refusal["reason_code"] == "AUTH_DENIED"
     assert "Traceback" not in returned.content
     assert events(sink) == refused_events("DENIED", "AUTH_DENIED")
+
+
+def test_a_failing_tool_is_a_refusal_without_its_secret_and_the_run_goes_on():
+    agent, script, sink, _ = setup([call("math__crash", {"n": 1, "audit_as": "Try it"})])
+    result = run(agent)
+    assert result.output == "done"
+    assert RUNS == [("crash", 1)]  # UNSAFE: never retried
+    (returned,) = script.returns()
+    assert returned.outcome == "failed"
+    assert json.loads(returned.content)["status"] == "ERROR"
+    assert "hunter2" not in returned.content and "Traceback" not in returned.content
+    assert events(sink)[-1][:2] == ("INVOCATION_RESPONSE", "ERROR")
+
+
+def test_a_killed_tool_is_refused_and_runs_nothing(monkeypatch):
+    monkeypatch.setenv("TOOLBOX_KILL_SWITCH", "math.add")
+    agent, script, sink, _ = setup([call("math__add", {"a": 1, "purpose": "Sum"})])
+    assert run(agent).output == "done"
+    assert RUNS == []
+    refusal = json.loads(script.returns()[0].content)
+    assert (refusal["status"], refusal["reason_code"]) == ("DENIED", "KILL_SWITCH")
+    assert events(sink)[-1] == ("INVOCATION_RESPONSE", "DENIED", "KILL_SWITCH")
 
 
 def test_bad_arguments_are_retried_with_the_field_path_then_succeed():
