@@ -628,6 +628,8 @@ def test_approval_requests_refuses_tampered_metadata():
     first.output.metadata["w1"][REQUEST_KEY] = {"id": "x"}
     with pytest.raises(ValueError, match="not a toolbox approval request"):
         approval_requests(first.output)
+    first.output.metadata["w1"] = "not a mapping"  # type: ignore[assignment]
+    assert approval_requests(first.output) == {}  # not ours: left out, like another toolset's
 
 
 # -- the extra ----------------------------------------------------------------------------

@@ -251,7 +251,8 @@ def approval_requests(requests: DeferredToolRequests) -> dict[str, ApprovalReque
     """
     found: dict[str, ApprovalRequest] = {}
     for call in requests.approvals:
-        shown = requests.metadata.get(call.tool_call_id, {}).get(REQUEST_KEY)
+        entry = requests.metadata.get(call.tool_call_id)
+        shown = entry.get(REQUEST_KEY) if isinstance(entry, Mapping) else None
         if shown is None:
             continue
         try:
