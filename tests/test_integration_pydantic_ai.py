@@ -608,6 +608,18 @@ def test_context_function_reads_the_context_from_deps():
     assert events(sink) == SUCCESS_EVENTS
 
 
+def test_pydantic_ai_wrappers_compose_with_the_toolset():
+    _, script, sink, gateway = setup()
+    toolset = GovernedToolset(gateway).filtered(lambda ctx, d: d.name.startswith("math__add")).prefixed("tb")
+    script.steps = [[call("tb_math__add", {"a": 2, "purpose": "Sum"})], [call("tb_math__wipe", WIPE, "w")]]
+    agent: Agent[Any, Any] = Agent(FunctionModel(script), toolsets=[toolset], output_type=str, retries=2)
+    assert asyncio.run(agent.run("go", deps=CONTEXT)).output == "done"
+    assert RUNS == [("add", (2, 10))]  # wipe was filtered out: never offered, never run
+    first, second = script.returns()
+    assert first.content == 12 and second.outcome == "retried"
+    assert events(sink) == SUCCESS_EVENTS
+
+
 def test_the_toolset_checks_its_arguments():
     with pytest.raises(TypeError, match=r"toolbox\.Gateway"):
         GovernedToolset(object())  # type: ignore[arg-type]
