@@ -19,11 +19,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic_ai import Agent
-from pydantic_ai.exceptions import UnexpectedModelBehavior
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic_ai import Agent, RunContext
+from pydantic_ai.exceptions import ApprovalRequired, ModelRetry, ToolFailed, UnexpectedModelBehavior
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.test import TestModel
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved
+from pydantic_ai.usage import RunUsage
 
 from toolbox import (
     Effect,
@@ -642,6 +646,45 @@ def test_approval_requests_refuses_tampered_metadata():
         approval_requests(first.output)
     first.output.metadata["w1"] = "not a mapping"  # type: ignore[assignment]
     assert approval_requests(first.output) == {}  # not ours: left out, like another toolset's
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+ANY_ARGUMENTS = (
+    st.text(max_size=200)
+    | JSON.map(json.dumps)
+    | st.dictionaries(st.sampled_from(["a", "b", "purpose", "tenant", "x"]), JSON, max_size=5)
+)
+
+
+@given(ANY_ARGUMENTS)
+def test_any_model_arguments_are_a_result_a_retry_or_a_refusal(raw):
+    """Whatever the model sends: the tool's sum, a retry or a refusal; never another exception."""
+    _, _, _, gateway = setup()
+    toolset: GovernedToolset[Any] = GovernedToolset(gateway)
+    run_context = RunContext(deps=CONTEXT, model=TestModel(), usage=RunUsage(), max_retries=3)
+
+    async def one_call() -> Any:
+        tool = (await toolset.get_tools(run_context))["math__add"]
+        validator = tool.args_validator
+        args = validator.validate_json(raw) if isinstance(raw, str) else validator.validate_python(raw)
+        return await toolset.call_tool("math__add", args, run_context, tool)
+
+    before = len(RUNS)
+    try:
+        content = asyncio.run(one_call())
+    except (ModelRetry, ToolFailed) as signal:
+        assert "Traceback" not in str(signal)
+        assert len(RUNS) == before
+    except ApprovalRequired:  # pragma: no cover - math.add never needs approval
+        raise AssertionError("no approval expected") from None
+    else:
+        assert len(RUNS) == before + 1
+        a, b = RUNS[-1][1]
+        assert content == a + b
 
 
 # -- the extra ----------------------------------------------------------------------------
