@@ -344,6 +344,16 @@ def test_approval_required_defers_then_an_approval_runs_it_once():
     assert events(sink)[before:] == SUCCESS_EVENTS
 
 
+def test_the_run_can_resume_on_another_gateway_with_the_same_approver_secret():
+    _, _, _, first = first_wipe()
+    grant = grant_for(first)
+    elsewhere, script, sink, _ = setup()  # a fresh gateway, as in another process
+    script.steps = []
+    resume(elsewhere, first, deferred_results(approved={"w1": grant}))
+    assert RUNS == [("wipe", "db")]
+    assert events(sink) == SUCCESS_EVENTS
+
+
 def test_a_used_grant_cannot_run_the_call_again():
     agent, script, sink, first = first_wipe()
     results = deferred_results(approved={"w1": grant_for(first)})
