@@ -378,6 +378,24 @@ def test_a_denial_runs_it_zero_times_and_the_model_reads_why():
     assert events(sink)[before:] == []  # the tool was never reached again
 
 
+def test_a_recorded_denial_is_in_the_audit_trail():
+    agent, _, sink, first = first_wipe()
+    toolset = next(t for t in agent.toolsets if isinstance(t, GovernedToolset))
+    request = approval_requests(first.output)["w1"]
+    before = len(sink.records)
+    toolset.record_denial(request, context=CONTEXT)
+    resume(agent, first, deferred_results(denied={"w1": "no"}))
+    assert RUNS == []
+    (event,) = sink.records[before:]
+    decided = (event.type.value, event.status, event.reason_code)
+    assert decided == ("GOVERNANCE_DECISION", "DENIED", "APPROVAL_DENIED")
+    assert (event.tool, event.tenant, event.principal) == ("math.wipe", "acme", "alice")
+    assert event.rule_ids == ["approval:denied"]
+    bob = ExecutionContext(tenant="acme", principal="bob")
+    with pytest.raises(ValueError, match="another tenant or principal"):
+        toolset.record_denial(request, context=bob)
+
+
 def test_resuming_with_edited_arguments_is_refused_and_the_grant_survives():
     agent, script, sink, first = first_wipe()
     grant = grant_for(first)

@@ -206,6 +206,21 @@ class GovernedToolset(AbstractToolset[AgentDepsT], Generic[AgentDepsT]):
             raise ApprovalRequired(metadata={REQUEST_KEY: result.approval.as_dict()})
         raise ToolFailed(result_text(result))
 
+    def record_denial(self, request: ApprovalRequest, *, context: ExecutionContext) -> None:
+        """Put a person's "no" to ``request`` in the audit trail (DENIED/APPROVAL_DENIED).
+
+        pydantic-ai answers a denied approval (`ToolDenied`) itself, without calling
+        the toolset, so toolbox learns of the decision only from this call. The event
+        is a governance decision in ``context``'s trace, rule ``approval:denied``.
+
+        Raises:
+            ValueError: ``request`` was made for another tenant or principal.
+        """
+        if (request.tenant, request.principal) != (context.tenant, context.principal):
+            raise ValueError("the approval request belongs to another tenant or principal")
+        pipeline = self.gateway.catalog.pipeline
+        pipeline.report_denial(context, request.tool, "APPROVAL_DENIED", "approval:denied")
+
 
 def _limits(gateway: Gateway) -> ArgumentLimits:
     for step in gateway.catalog.pipeline.interceptors:
