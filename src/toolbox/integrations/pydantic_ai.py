@@ -11,7 +11,8 @@ gateway's answer becomes pydantic-ai's own idiom:
   retries (the agent's ``retries`` unless given);
 - APPROVAL_REQUIRED: `ApprovalRequired`, so the run ends with
   `DeferredToolRequests`; resume it with `deferred_results`, which carries the
-  human's argument-bound `Approval` in the call's metadata;
+  human's argument-bound `Approval` in the call's metadata (a denial never
+  reaches the toolset: `GovernedToolset.record_denial` audits it);
 - any other status (a denial, an error): `ToolFailed` with a refusal the model
   can read; the run goes on.
 
