@@ -1,11 +1,22 @@
-"""Approval-store factories for the contract tests: one suite over every backend."""
+"""Stores for the state tests: each backend in its own namespace or tables, on the real servers.
+
+Redis and PostgreSQL are required, not optional (TOOLBOX_TEST_REDIS_URL and
+TOOLBOX_TEST_POSTGRES_URL override the local defaults).
+"""
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
 
 from toolbox.pipeline.grants import ApprovalRequest, PendingApproval
+from toolbox.state.redis_backend import RedisState, connect
+from toolbox.state.sql_backend import SqlState
 
 
 def pending(
@@ -38,3 +49,55 @@ def pending(
         created_at=now,
         expires_at=now + ttl,
     )
+
+
+REDIS_URL = os.environ.get("TOOLBOX_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+POSTGRES_URL = os.environ.get(
+    "TOOLBOX_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+)
+
+
+def unique(tag: str = "t") -> str:
+    """A fresh name for a Redis namespace or a table prefix (others share the servers)."""
+    return f"fleet_{tag}_{uuid.uuid4().hex[:10]}"
+
+
+def redis_state(namespace: str, url: str = REDIS_URL, **options: Any) -> RedisState:
+    """A Redis state store in its own namespace."""
+    return RedisState(connect(url), namespace=namespace, **options)
+
+
+def wipe_redis(state: RedisState) -> None:
+    """Delete every key of ``state``'s namespace."""
+    client = state._client  # noqa: SLF001 - test teardown
+    keys = list(client.scan_iter(match=state.prefix.replace("{", "\\{").replace("}", "\\}") + "*"))
+    if keys:
+        client.delete(*keys)
+    state.close()
+
+
+def sql_url(kind: str, directory: Path) -> str:
+    """A SQLite file in ``directory`` or the shared PostgreSQL."""
+    return f"sqlite:///{directory / 'state.db'}" if kind == "sqlite" else POSTGRES_URL
+
+
+@contextmanager
+def state_store(kind: str, directory: Path, **options: Any) -> Iterator[Any]:
+    """A fresh store of backend ``kind`` (memory, redis, sqlite, postgres), removed afterwards."""
+    if kind == "memory":
+        yield None
+        return
+    if kind == "redis":
+        store = redis_state(unique(), **options)
+        try:
+            yield store
+        finally:
+            wipe_redis(store)
+        return
+    sql = SqlState(sql_url(kind, directory), prefix=unique() + "_", **options)
+    sql.create()
+    try:
+        yield sql
+    finally:
+        sql.drop()
+        sql.close()
