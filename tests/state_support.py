@@ -69,7 +69,7 @@ def redis_state(namespace: str, url: str = REDIS_URL, **options: Any) -> RedisSt
 
 def wipe_redis(state: RedisState) -> None:
     """Delete every key of ``state``'s namespace."""
-    client = state._client  # noqa: SLF001 - test teardown
+    client = state._client
     keys = list(client.scan_iter(match=state.prefix.replace("{", "\\{").replace("}", "\\}") + "*"))
     if keys:
         client.delete(*keys)

@@ -39,6 +39,8 @@ def test_all_is_sorted_and_complete():
         "tool_calls",
         "tools",
         "wire_names",
+        "state",
+        "cli_kill",
     }
     assert set(toolbox.__all__) == public - modules - {"annotations"}
     assert len(set(toolbox.__all__)) == len(toolbox.__all__)  # ruff's RUF022 keeps the order sorted

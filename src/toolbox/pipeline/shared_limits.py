@@ -30,7 +30,7 @@ from toolbox.pipeline.invocation import Invocation
 from toolbox.pipeline.result import Status, ToolResult
 from toolbox.pipeline.state_ports import LimitStore, Quota, StateUnavailableError, key_part
 
-__all__ = ["BUDGET_SCOPES", "RATE_SCOPES", "FAIL_OPEN_WARNING", "LimitRule", "SharedLimits"]
+__all__ = ["BUDGET_SCOPES", "FAIL_OPEN_WARNING", "RATE_SCOPES", "LimitRule", "SharedLimits"]
 
 LOGGER = logging.getLogger("toolbox.state")
 BUDGET_SCOPES = ("run", "principal", "tenant")
@@ -152,12 +152,12 @@ class SharedLimits:
                 "BUDGET_EXHAUSTED", quota.rule, f"the shared tool-call budget is spent ({quota.rule})"
             )
         wait = max(0.001, round(refusal.retry_after, 3))
-        result = invocation.denied(
-            "RATE_LIMITED",
-            quota.rule,
-            f"rate limit of {quota.limit} per {quota.window:g} s; retry after {wait} s",
+        return invocation.result(
+            Status.DENIED,
+            reason_code="RATE_LIMITED",
+            rule=quota.rule,
+            message=f"rate limit of {quota.limit} per {quota.window:g} s; retry after {wait} s",
+            retry_after=wait,
         )
-        result.retry_after = wait
-        return result
 
     __call__ = admit

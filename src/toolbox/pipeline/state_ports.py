@@ -13,8 +13,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from urllib.parse import quote
 from typing import Protocol, final
+from urllib.parse import quote
 
 from toolbox.errors import ToolboxError
 from toolbox.pipeline.grants import PendingApproval
