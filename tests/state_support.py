@@ -11,10 +11,14 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from toolbox import Effect, ExecutionContext, Gateway, Governance, RiskClass, tool
+from toolbox.audit import AuditMode, AuditTrail, MemorySink
 from toolbox.pipeline.grants import ApprovalRequest, PendingApproval
+from toolbox.state.config import GovernanceState
 from toolbox.state.redis_backend import RedisState, connect
 from toolbox.state.sql_backend import SqlState
 
@@ -101,3 +105,46 @@ def state_store(kind: str, directory: Path, **options: Any) -> Iterator[Any]:
     finally:
         sql.drop()
         sql.close()
+
+
+def dead_redis() -> RedisState:
+    """A Redis store whose server is not there (a closed loopback port): every call fails."""
+    return RedisState(connect("redis://127.0.0.1:1/0", timeout=0.2), namespace=unique())
+
+
+@dataclass
+class Counter:
+    """How many times the tool's code ran."""
+
+    runs: int = 0
+
+
+def governed_gateway(state: GovernanceState | None, counter: Counter, **governance: Any) -> Gateway:
+    """A gateway with one MEMORY_ONLY tool ``add`` that counts its runs, governed on ``state``."""
+
+    @tool(risk=RiskClass.MEMORY_ONLY, effect=Effect.READ_ONLY)
+    def add(a: int, b: int = 0) -> int:
+        """Add two integers."""
+        counter.runs += 1
+        return a + b
+
+    governance.setdefault("audit", AuditTrail(MemorySink(), mode=AuditMode.STRICT, fallback_path=None))
+    return Gateway.load(providers=[add], discover=False, governance=Governance(state=state, **governance))
+
+
+CALL = {"a": 1, "b": 2, "purpose": "Sum the order"}
+
+
+def context(tenant: str = "acme", principal: str = "alice", run_id: str | None = None) -> ExecutionContext:
+    """A trusted context."""
+    if run_id is None:
+        return ExecutionContext(tenant=tenant, principal=principal)
+    return ExecutionContext(tenant=tenant, principal=principal, run_id=run_id)
+
+
+def audit_events(gateway: Gateway, reason_code: str) -> list[Any]:
+    """The gateway's audit events with ``reason_code``."""
+    trail = gateway.audit
+    assert trail is not None
+    sink: Any = trail.sink
+    return [r for r in sink.records if r.reason_code == reason_code]
