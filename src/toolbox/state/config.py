@@ -84,6 +84,15 @@ class GovernanceState:
     budgets: tuple[LimitRule, ...] = ()
     rate_limits: tuple[LimitRule, ...] = ()
 
+    def close(self) -> None:
+        """Close the stores' connections (each store once); calls after this reconnect."""
+        closed: set[int] = set()
+        for store in (self.kill, self.limits, self.approvals):
+            close = getattr(store, "close", None)
+            if close is not None and id(store) not in closed:
+                closed.add(id(store))
+                close()
+
 
 def _seconds(table: TableReader, key: str, default: float, *, minimum: float, maximum: float) -> float:
     if key not in table:
