@@ -2,7 +2,7 @@
 
 Run as ``python tests/state_worker.py MODE POLICY [options]``; prints JSON lines.
 
-- ``burst --calls N``: N calls as fast as it can, then one summary line.
+- ``burst --calls N [--seconds S]``: N calls (for at most S seconds) as fast as it can, then a summary.
 - ``loop --stop FILE``: one call every few milliseconds until FILE exists, a line per call.
 - ``redeem --request ID --fingerprint FP --go FILE``: wait for FILE, redeem the grant once.
 
@@ -59,6 +59,7 @@ def main() -> int:
     parser.add_argument("mode", choices=("burst", "loop", "redeem"))
     parser.add_argument("policy")
     parser.add_argument("--calls", type=int, default=0)
+    parser.add_argument("--seconds", type=float, default=0.0)
     parser.add_argument("--stop")
     parser.add_argument("--go")
     parser.add_argument("--request")
@@ -69,11 +70,18 @@ def main() -> int:
     context = ExecutionContext(tenant="acme", principal=args.principal, run_id="fleet-run")
     if args.mode == "burst":
         statuses: dict[str, int] = {}
+        spans: list[tuple[float, float]] = []  # (before the call, when the tool ran) of each success
+        until = time.monotonic() + args.seconds if args.seconds else float("inf")
         for _ in range(args.calls):
+            if time.monotonic() >= until:
+                break
+            before = time.time()
             result = gw.invoke("add", CALL, context=context)
             key = result.reason_code or result.status.value
             statuses[key] = statuses.get(key, 0) + 1
-        emit(statuses=statuses, times=executions)
+            if result.status.value == "SUCCESS":
+                spans.append((before, executions[-1]))
+        emit(statuses=statuses, spans=spans)
     elif args.mode == "loop":
         while not Path(args.stop).exists():
             result = gw.invoke("add", CALL, context=context)

@@ -9,6 +9,8 @@ assertions.
 from __future__ import annotations
 
 import json
+import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -22,6 +24,7 @@ import pytest
 import state_worker
 from state_support import POSTGRES_URL, REDIS_URL, unique
 from toolbox import ExecutionContext, Gateway, Status
+from toolbox.audit import SqliteSink
 from toolbox.state.redis_backend import RedisState, connect
 from toolbox.state.sql_backend import SqlState
 
@@ -141,3 +144,173 @@ def test_one_grant_eight_racing_processes_one_execution(fleet: Fleet, tmp_path: 
     }
     gateway.close()
     state.close()
+
+
+def read_lines(
+    process: subprocess.Popen[str], seen: list[dict[str, Any]], until: Any, timeout: float
+) -> None:
+    """Read ``process``'s JSON lines into ``seen`` until ``until(line)`` holds (bounded)."""
+    assert process.stdout is not None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        raw = process.stdout.readline()
+        if not raw:
+            break
+        line = json.loads(raw)
+        seen.append(line)
+        if until(line):
+            return
+    raise AssertionError(f"no matching line within {timeout} s; last: {seen[-1:]}")
+
+
+def stop_loops(workers: list[subprocess.Popen[str]], stop: Path, seen: list[list[dict[str, Any]]]) -> None:
+    stop.touch()
+    for worker, lines in zip(workers, seen, strict=True):
+        out, err = worker.communicate(timeout=TIMEOUT)
+        assert worker.returncode == 0, err[-2000:]
+        lines.extend(json.loads(line) for line in out.splitlines() if line.strip())
+
+
+def test_kill_switch_from_the_cli_stops_every_worker(tmp_path: Path) -> None:
+    namespace = unique()
+    policy = write_policy(tmp_path, "redis", REDIS_URL, namespace, audit=True)
+    stop = tmp_path / "stop"
+    workers = [start("loop", policy, "--stop", str(stop)) for _ in range(4)]
+    seen: list[list[dict[str, Any]]] = [[] for _ in workers]
+    try:
+        for worker, lines in zip(workers, seen, strict=True):
+            read_lines(worker, lines, lambda line: line["status"] == "SUCCESS", TIMEOUT)
+        toolbox = shutil.which("toolbox", path=str(Path(sys.executable).parent))
+        assert toolbox is not None
+        engaged = subprocess.run(
+            [toolbox, "kill", "engage", "--reason", "incident 7", "--who", "oncall", "--policy", str(policy)],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            check=False,
+        )
+        assert engaged.returncode == 0, engaged.stderr
+        # Bounded poll: the configured delay is 0.2 s; the bound allows for a loaded machine.
+        for worker, lines in zip(workers, seen, strict=True):
+            read_lines(worker, lines, lambda line: line["reason"] == "KILL_SWITCH", 30.0)
+        executions_at_kill = [lines[-1]["executions"] for lines in seen]
+        status = subprocess.run(
+            [toolbox, "kill", "status", "--json", "--policy", str(policy)],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            check=True,
+        )
+        [entry] = json.loads(status.stdout)["engaged"]
+        assert (entry["tool"], entry["who"], entry["reason"]) == (None, "oncall", "incident 7")
+    finally:
+        stop_loops(workers, stop, seen)
+        cleanup("redis", REDIS_URL, namespace)
+    for lines, at_kill in zip(seen, executions_at_kill, strict=True):
+        first = next(i for i, line in enumerate(lines) if line["reason"] == "KILL_SWITCH")
+        # Once a worker refused, it refused every call after, and its tool never ran again.
+        assert {line["reason"] for line in lines[first:]} == {"KILL_SWITCH"}
+        assert lines[-1]["executions"] == at_kill
+    sink = SqliteSink(tmp_path / "audit.db")
+    try:
+        events = sink.read_trace("toolbox-kill-switch")
+    finally:
+        sink.close()
+    assert [(e.reason_code, e.principal, e.intent_text) for e in events] == [
+        ("KILL_SWITCH_ENGAGED", "oncall", "incident 7")
+    ]
+
+
+def test_rate_limit_across_four_processes(fleet: Fleet, tmp_path: Path) -> None:
+    limit = 20
+    extra = f'[[state.rate_limits]]\nper = "tenant"\ncalls = {limit}\nwindow = 1.0\n'
+    policy = write_policy(tmp_path, fleet.backend, fleet.url, fleet.namespace, extra)
+    workers = [start("burst", policy, "--calls", "100000", "--seconds", "3") for _ in range(4)]
+    summaries = [finish(w)[-1] for w in workers]
+    spans = sorted((float(a), float(b)) for s in summaries for a, b in s["spans"])
+    assert sum(s["statuses"].get("RATE_LIMITED", 0) for s in summaries) > 0
+    assert len(spans) == sum(s["statuses"].get("SUCCESS", 0) for s in summaries) > limit
+    # Each admission happened between a call's start and its tool's run. If more than `limit`
+    # calls started and ran inside one window, their admissions fell in it: a violation.
+    for left, _ in spans:
+        inside = [1 for a, b in spans if a >= left and b < left + 1.0]
+        assert len(inside) <= limit
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_redis(port: int, directory: Path) -> subprocess.Popen[bytes]:
+    server = shutil.which("redis-server")
+    assert server is not None, "redis-server is required for the outage test"
+    process = subprocess.Popen(
+        [
+            server,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(directory),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    client = connect(f"redis://127.0.0.1:{port}/0", timeout=0.5)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if client.ping():
+                client.close()
+                return process
+        except Exception:
+            time.sleep(0.05)
+    process.kill()
+    raise AssertionError("redis-server did not start")
+
+
+def test_redis_outage_fails_closed_and_recovers_without_restart(tmp_path: Path) -> None:
+    port = free_port()
+    url = f"redis://127.0.0.1:{port}/0"
+    server = start_redis(port, tmp_path)
+    extra = '[[state.budgets]]\nper = "tenant"\ncalls = 1000000\nwindow = 3600\n'
+    policy = write_policy(tmp_path, "redis", url, unique(), extra)
+    stop = tmp_path / "stop"
+    workers = [start("loop", policy, "--stop", str(stop)) for _ in range(2)]
+    seen: list[list[dict[str, Any]]] = [[] for _ in workers]
+    try:
+        for worker, lines in zip(workers, seen, strict=True):
+            read_lines(worker, lines, lambda line: line["status"] == "SUCCESS", TIMEOUT)
+        server.terminate()
+        server.wait(timeout=30)
+        for worker, lines in zip(workers, seen, strict=True):
+            read_lines(worker, lines, lambda line: line["reason"] == "STATE_UNAVAILABLE", 60.0)
+        server = start_redis(port, tmp_path)
+        for worker, lines in zip(workers, seen, strict=True):
+            read_lines(
+                worker,
+                lines,
+                lambda line: line["status"] == "SUCCESS",
+                60.0,
+            )
+    finally:
+        stop_loops(workers, stop, seen)
+        server.terminate()
+        server.wait(timeout=30)
+    for lines in seen:
+        unavailable = [i for i, line in enumerate(lines) if line["reason"] == "STATE_UNAVAILABLE"]
+        assert unavailable
+        for i in unavailable:
+            # A refused call ran zero times: the worker's execution count did not move.
+            assert lines[i]["executions"] == lines[i - 1]["executions"]
+            assert lines[i]["status"] == "DENIED"
+        assert lines[-1]["status"] == "SUCCESS" or any(
+            line["status"] == "SUCCESS" for line in lines[unavailable[-1] :]
+        )

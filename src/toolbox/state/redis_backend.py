@@ -149,13 +149,15 @@ class RedisState:
         quotas = [*budgets, *rates]
         keys = [self._prefix + ("b:" if i < len(budgets) else "r:") + q.key for i, q in enumerate(quotas)]
         args: list[Any] = [len(budgets), uuid.uuid4().hex]
-        for quota in quotas:
+        for quota in budgets:
             args += (quota.limit, max(1, _ms(quota.window)))
-        answer = self._call(lambda: self._admit(keys=keys, args=args))
+        for quota in rates:
+            args += (quota.limit, max(1, math.ceil(quota.window * 1_000_000)))
+        answer = self._call(self._admit, keys=keys, args=args)
         if answer is None:
             return None
-        index, rate, wait_ms = (int(v) for v in answer)
-        return Refusal(quotas[index - 1], bool(rate), max(wait_ms, 0) / 1000)
+        index, rate, wait = (int(v) for v in answer)
+        return Refusal(quotas[index - 1], bool(rate), max(wait, 0) / (1_000_000 if rate else 1000))
 
     # -- approvals -------------------------------------------------------------------
 

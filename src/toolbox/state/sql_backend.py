@@ -264,7 +264,6 @@ class SqlState:
         counters, events = self._counters, self._events
         keys = sorted({"b:" + q.key for q in budgets} | {"r:" + q.key for q in rates})
         with self._transaction() as conn:
-            now = time.time()
             conn.execute(
                 self._insert(counters)
                 .values([{"key": k, "calls": 0, "expires_at": 0.0} for k in keys])
@@ -276,6 +275,8 @@ class SqlState:
             if self._postgres:
                 query = query.order_by(counters.c.key).with_for_update()
             rows = {row.key: row for row in conn.execute(query)}
+            # Read the clock once the rows are held: racing processes then see increasing times.
+            now = time.time()
             for quota in budgets:
                 row = rows["b:" + quota.key]
                 if row.expires_at > now and row.calls >= quota.limit:
