@@ -34,6 +34,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, final
+from urllib.parse import urlsplit
 
 from toolbox.descriptor import MAX_NAME_LENGTH, TOOL_NAME_PATTERN
 from toolbox.errors import ConfigurationError
@@ -143,6 +144,14 @@ def check_state_config(table: TableReader) -> dict[str, Any]:
         )
         if scheme not in allowed:
             raise table.error("url", f"a {backend} URL starts with {' or '.join(s + '://' for s in allowed)}")
+        try:
+            password = urlsplit(url).password
+        except ValueError:
+            raise table.error("url", "is not a valid URL") from None
+        if password:
+            raise table.error(
+                "url", "holds a password: put the URL in an environment variable, named by url_env"
+            )
     if url_env is not None and not _ENV_NAME.fullmatch(url_env):
         raise table.error("url_env", "must be an environment variable name")
     namespace = table.string("namespace", "default")
