@@ -36,6 +36,10 @@ Schema (version 1)::
     operation = "delete"
     action = "DENY"              # DENY, WARN or REQUIRE_APPROVAL
 
+    [state]                      # fleet state: toolbox.state.config (docs/fleet.md)
+    backend = "redis"            # memory (default), sql or redis
+    url_env = "TOOLBOX_STATE_URL"
+
 Unknown keys, unknown risk classes and a name listed under both allow and
 deny are errors; tool names nobody provides are rejected by ``Tools.load``.
 """

@@ -40,11 +40,12 @@ from toolbox.descriptor import MAX_NAME_LENGTH, TOOL_NAME_PATTERN
 from toolbox.errors import ConfigurationError
 from toolbox.pipeline.shared_limits import BUDGET_SCOPES, RATE_SCOPES, LimitRule
 from toolbox.pipeline.state_ports import ApprovalStore, KillSwitchStore, LimitStore
+from toolbox.policy import ToolPolicy
 from toolbox.state.approval_rules import GRANT_TTL
 from toolbox.state.memory import MemoryApprovalStore, MemoryLimitStore
 from toolbox.table_reader import TableReader
 
-__all__ = ["BACKENDS", "GovernanceState", "check_state_config", "state_from_config"]
+__all__ = ["BACKENDS", "GovernanceState", "check_state_config", "state_from_config", "state_from_policy"]
 
 BACKENDS = ("memory", "sql", "redis")
 _KEYS = (
@@ -223,3 +224,11 @@ def state_from_config(config: Mapping[str, Any], *, source: str = "policy") -> G
             LimitRule(r["per"], r["calls"], r["window"], r["tool"]) for r in config["rate_limits"]
         ),
     )
+
+
+def state_from_policy(policy: ToolPolicy) -> GovernanceState | None:
+    """The `GovernanceState` of ``policy``'s ``[state]`` table, or None without one."""
+    config = policy.governance.get("state")
+    if config is None:
+        return None
+    return state_from_config(config, source=policy.source or "policy")

@@ -60,7 +60,7 @@ class RedisState:
     """Kill switches, shared limits and approvals in Redis: one object implements all three stores.
 
     Args:
-        client: a `redis.Redis` built with ``decode_responses=True` (`connect` makes one).
+        client: a `redis.Redis` built with ``decode_responses=True`` (`connect` makes one).
         namespace: the deployment's name; deployments sharing a Redis never see each other's keys.
         grant_ttl: seconds an approved grant stays redeemable.
         retain: seconds a decided or used record outlives its expiry (a replay finds it ``used``).
