@@ -17,7 +17,7 @@
     window = 86400                       # seconds the count lives from the first call
     tool = "http"                        # optional: this tool's calls only
 
-    [[state.rate_limits]]                # calls in any sliding window, per tenant, principal or tool
+    [[state.rate_limits]]                # calls in any sliding window, per tenant, principal, tool or host
     per = "principal"
     calls = 10
     window = 1.0
