@@ -5,6 +5,7 @@ Run as ``python tests/state_worker.py MODE POLICY [options]``; prints JSON lines
 - ``burst --calls N [--seconds S]``: N calls (for at most S seconds) as fast as it can, then a summary.
 - ``loop --stop FILE``: one call every few milliseconds until FILE exists, a line per call.
 - ``redeem --request ID --fingerprint FP --go FILE``: wait for FILE, redeem the grant once.
+- ``decide --request ID --go FILE --principal NAME``: wait for FILE, approve the request as NAME.
 
 Every line carries ``executions``: how many times the tool's code ran in this process.
 """
@@ -50,13 +51,31 @@ def gateway(policy: str) -> Gateway:
     return Gateway.load(policy=loaded, providers=[add], discover=False, governance=governed)
 
 
+def decide(policy: str, request_id: str, go: Path, reviewer: str) -> int:
+    """Race the other reviewers to approve ``request_id``: print whether this one won."""
+    from toolbox.pipeline.state_ports import ApprovalDecisionError
+
+    _, governed = governance(policy)
+    state = governed.state
+    assert state is not None and state.approvals is not None
+    while not go.exists():
+        time.sleep(0.001)
+    try:
+        state.approvals.decide(request_id, approve=True, decided_by=reviewer, reason="race")
+        emit(decided=True, reason=None)
+    except ApprovalDecisionError as exc:
+        emit(decided=False, reason=exc.reason_code)
+    state.close()
+    return 0
+
+
 def emit(**fields: object) -> None:
     print(json.dumps({**fields, "executions": len(executions)}), flush=True)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=("burst", "loop", "redeem"))
+    parser.add_argument("mode", choices=("burst", "loop", "redeem", "decide"))
     parser.add_argument("policy")
     parser.add_argument("--calls", type=int, default=0)
     parser.add_argument("--seconds", type=float, default=0.0)
@@ -66,6 +85,8 @@ def main() -> int:
     parser.add_argument("--fingerprint")
     parser.add_argument("--principal", default=f"worker{os.getpid()}")
     args = parser.parse_args()
+    if args.mode == "decide":
+        return decide(args.policy, args.request, Path(args.go), args.principal)
     gw = gateway(args.policy)
     context = ExecutionContext(tenant="acme", principal=args.principal, run_id="fleet-run")
     if args.mode == "burst":

@@ -113,7 +113,9 @@ def test_shared_budget_of_1000_admits_exactly_1000(fleet: Fleet, tmp_path: Path)
     assert (executions, successes, exhausted) == (1000, 1000, 1000)
 
 
-def test_one_grant_eight_racing_processes_one_execution(fleet: Fleet, tmp_path: Path) -> None:
+def test_racing_reviewers_then_one_grant_eight_racing_processes_one_execution(
+    fleet: Fleet, tmp_path: Path
+) -> None:
     extra = ""
     policy = write_policy(tmp_path, fleet.backend, fleet.url, fleet.namespace, extra)
     policy.write_text(
@@ -129,7 +131,24 @@ def test_one_grant_eight_racing_processes_one_execution(fleet: Fleet, tmp_path: 
     assert asked.status is Status.APPROVAL_REQUIRED and asked.approval is not None
     state = governance.state
     assert state is not None and state.approvals is not None
-    state.approvals.decide(asked.approval.id, approve=True, decided_by="reviewer", reason="ok")
+    # Four reviewers in four processes approve at once: exactly one decision is taken.
+    decide_go = tmp_path / "decide-go"
+    deciders = [
+        start(
+            "decide", policy, "--request", asked.approval.id, "--go", str(decide_go), "--principal", f"rev{i}"
+        )
+        for i in range(4)
+    ]
+    time.sleep(0.5)  # not an assertion: let them reach the start line
+    decide_go.touch()
+    decisions = [finish(d)[-1] for d in deciders]
+    assert sorted(str(d["reason"]) for d in decisions) == ["ALREADY_DECIDED"] * 3 + ["None"]
+    record = state.approvals.get(asked.approval.id)
+    assert (
+        record is not None
+        and record.state == "approved"
+        and record.decided_by in {f"rev{i}" for i in range(4)}
+    )
     go = tmp_path / "go"
     args = ("--request", asked.approval.id, "--fingerprint", asked.approval.fingerprint, "--go", str(go))
     workers = [start("redeem", policy, *args, "--principal", "requester") for _ in range(8)]

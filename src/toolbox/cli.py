@@ -8,6 +8,7 @@ Usage::
     toolbox audit show TRACE_ID  STORE [--json]
     toolbox audit tail [-n N]    STORE [--json]
     toolbox audit verify [TRACE_ID] STORE [--json]
+    toolbox kill engage|release|status [--tool NAME] [--reason TEXT] [--policy FILE]   (cli_kill)
 
     STORE: exactly one of --sqlite PATH, --jsonl PATH,
            --postgres-url-env VAR [--schema NAME], --policy FILE
