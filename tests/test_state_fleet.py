@@ -190,9 +190,8 @@ def stop_loops(workers: list[subprocess.Popen[str]], stop: Path, seen: list[list
         lines.extend(json.loads(line) for line in out.splitlines() if line.strip())
 
 
-def test_kill_switch_from_the_cli_stops_every_worker(tmp_path: Path) -> None:
-    namespace = unique()
-    policy = write_policy(tmp_path, "redis", REDIS_URL, namespace, audit=True)
+def test_kill_switch_from_the_cli_stops_every_worker(fleet: Fleet, tmp_path: Path) -> None:
+    policy = write_policy(tmp_path, fleet.backend, fleet.url, fleet.namespace, audit=True)
     stop = tmp_path / "stop"
     workers = [start("loop", policy, "--stop", str(stop)) for _ in range(4)]
     seen: list[list[dict[str, Any]]] = [[] for _ in workers]
@@ -224,7 +223,6 @@ def test_kill_switch_from_the_cli_stops_every_worker(tmp_path: Path) -> None:
         assert (entry["tool"], entry["who"], entry["reason"]) == (None, "oncall", "incident 7")
     finally:
         stop_loops(workers, stop, seen)
-        cleanup("redis", REDIS_URL, namespace)
     for lines, at_kill in zip(seen, executions_at_kill, strict=True):
         first = next(i for i, line in enumerate(lines) if line["reason"] == "KILL_SWITCH")
         # Once a worker refused, it refused every call after, and its tool never ran again.
