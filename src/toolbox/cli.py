@@ -67,6 +67,7 @@ from toolbox.audit.runs import draw_tree, run_tree
 from toolbox.audit.sink import AuditQuery, AuditSink, AuditSinkError
 from toolbox.audit.verify import ChainProblem, verify_chain
 from toolbox.catalog import POLICY_ENV
+from toolbox.cli_auth import add_auth
 from toolbox.cli_format import (
     OPERATION_HEADERS,
     authorization_document,
@@ -74,6 +75,7 @@ from toolbox.cli_format import (
     operation_rows,
     operations_of,
 )
+from toolbox.cli_kill import add_kill
 from toolbox.context import ExecutionContext
 from toolbox.errors import ToolboxError
 from toolbox.policy import ToolPolicy
@@ -844,8 +846,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     check_cmd.set_defaults(handler=_cmd_check)
     _add_audit(commands, common_json)
-    from toolbox.cli_kill import add_kill
-
+    add_auth(commands, common_json)
     add_kill(commands, common)
     return parser
 
