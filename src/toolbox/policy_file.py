@@ -43,6 +43,10 @@ Schema (version 1)::
     operation = "delete"
     action = "DENY"              # DENY, WARN or REQUIRE_APPROVAL
 
+    [state]                      # fleet state: toolbox.state.config (docs/fleet.md)
+    backend = "redis"            # memory (default), sql or redis
+    url_env = "TOOLBOX_STATE_URL"
+
 Unknown keys, unknown risk classes and a name listed under both allow and
 deny are errors; tool names nobody provides are rejected by ``Tools.load``.
 """
@@ -78,6 +82,7 @@ _TOP_KEYS = (
     "guardrails",
     "audit",
     "tools",
+    "state",
     "auth",
 )
 _DISTRIBUTION = r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$"
@@ -166,6 +171,10 @@ def _governance(root: TableReader) -> dict[str, Any]:
         audit = root.table("audit").raw()
         check_config(audit, source=source)
         governance["audit"] = audit
+    if "state" in root:
+        from toolbox.state.config import check_state_config
+
+        governance["state"] = check_state_config(root.table("state"))
     if "tools" in root:
         tools = root.table("tools")
         options: dict[str, Any] = {}
