@@ -79,6 +79,7 @@ _TOP_KEYS = (
     "audit",
     "tools",
     "auth",
+    "mcp",
 )
 _DISTRIBUTION = r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$"
 _RISKS = tuple(r.value for r in RiskClass)
@@ -174,6 +175,10 @@ def _governance(root: TableReader) -> dict[str, Any]:
                 raise tools.error(name, f"not a valid tool name ({TOOL_NAME_PATTERN})")
             options[name] = dict(tools.table(name).raw())
         governance["tools"] = options
+    if "mcp" in root:
+        from toolbox.mcp_config import MCP_KEY, read_mcp_table
+
+        governance[MCP_KEY] = read_mcp_table(root.table("mcp"))
     return governance
 
 
