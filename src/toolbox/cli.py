@@ -8,6 +8,7 @@ Usage::
     toolbox audit show TRACE_ID  STORE [--json]
     toolbox audit tail [-n N]    STORE [--json]
     toolbox audit verify [TRACE_ID] STORE [--json]
+    toolbox mcp serve [--policy FILE] [--transport stdio|http] ...   (toolbox.cli_mcp)
 
     STORE: exactly one of --sqlite PATH, --jsonl PATH,
            --postgres-url-env VAR [--schema NAME], --policy FILE
@@ -74,6 +75,7 @@ from toolbox.cli_format import (
     operation_rows,
     operations_of,
 )
+from toolbox.cli_mcp import add_mcp
 from toolbox.context import ExecutionContext
 from toolbox.errors import ToolboxError
 from toolbox.policy import ToolPolicy
@@ -845,6 +847,7 @@ def _parser() -> argparse.ArgumentParser:
     check_cmd.set_defaults(handler=_cmd_check)
     _add_audit(commands, common_json)
     add_auth(commands, common_json)
+    add_mcp(commands)
     return parser
 
 

@@ -152,12 +152,11 @@ def transport_security(host: str, allowed_hosts: Sequence[str] = ()) -> Transpor
         ConfigurationError: a non-loopback ``host`` without ``allowed_hosts``.
     """
     hosts, origins = list(_LOOPBACK_HOSTS), list(_LOOPBACK_ORIGINS)
-    if not _is_loopback(host):
-        if not allowed_hosts:
-            raise ConfigurationError(
-                f"serving on {host} (not loopback) needs the host names clients use: "
-                "pass allowed_hosts (--allowed-host)"
-            )
+    if not _is_loopback(host) and not allowed_hosts:
+        raise ConfigurationError(
+            f"serving on {host} (not loopback) needs the host names clients use: "
+            "pass allowed_hosts (--allowed-host)"
+        )
     for name in allowed_hosts:
         hosts.append(name if ":" in name else f"{name}:*")
         origins += [f"https://{name}", f"http://{name}"]
@@ -238,6 +237,8 @@ class McpHttpApp:
         return Starlette(routes=[Route(path, endpoint=self)], lifespan=lifespan)
 
 
-def http_app(gateway: Gateway, authenticator: Authenticator, *, path: str = "/mcp", **options: Any) -> Starlette:
+def http_app(
+    gateway: Gateway, authenticator: Authenticator, *, path: str = "/mcp", **options: Any
+) -> Starlette:
     """A Starlette app serving ``gateway`` at ``path``; ``options`` as `McpHttpApp`."""
     return McpHttpApp(gateway, authenticator, **options).starlette(path)

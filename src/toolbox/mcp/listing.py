@@ -43,7 +43,9 @@ class ServedOperation:
 
     __slots__ = ("definition", "dotted", "name", "operation", "shape", "tool")
 
-    def __init__(self, tool: str, operation: str, name: str, shape: OutputShape, definition: types.Tool) -> None:
+    def __init__(
+        self, tool: str, operation: str, name: str, shape: OutputShape, definition: types.Tool
+    ) -> None:
         self.tool = tool
         self.operation = operation
         self.dotted = f"{tool}.{operation}"
@@ -105,7 +107,10 @@ class ServedTools:
                 continue
             if context.scope is not None and not context.scope.allows(served.tool, served.operation):
                 continue
-            if self._roles is not None and not self._roles(served.tool, served.operation, context, {}).allowed:
+            if (
+                self._roles is not None
+                and not self._roles(served.tool, served.operation, context, {}).allowed
+            ):
                 continue
             found.append(served.definition)
         return found

@@ -32,7 +32,9 @@ class OutputShape:
 
     __slots__ = ("_adapter", "schema", "wrapped")
 
-    def __init__(self, adapter: TypeAdapter[Any] | None, schema: dict[str, Any] | None, *, wrapped: bool) -> None:
+    def __init__(
+        self, adapter: TypeAdapter[Any] | None, schema: dict[str, Any] | None, *, wrapped: bool
+    ) -> None:
         self._adapter = adapter
         #: The ``outputSchema`` of the tool, or None.
         self.schema = schema
