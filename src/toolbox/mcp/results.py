@@ -88,7 +88,10 @@ def _explain(result: ToolResult) -> str:
         if value
     )
     head = f"{result.status.value} ({codes})" if codes else result.status.value
-    parts = [f"{head}: {result.message}" if result.message else head]
+    message = result.message.strip()
+    if message and message[-1] not in ".!?":
+        message += "."
+    parts = [f"{head}: {message}" if message else f"{head}."]
     if result.status is Status.APPROVAL_REQUIRED and result.approval is not None:
         request = result.approval
         parts.append(
