@@ -126,7 +126,8 @@ tools = ["lookup", "halt"]
 
 def audit_table(path: Path) -> str:
     """An ``[audit]`` table writing JSON Lines to ``path``."""
-    return f'\n[audit]\nfallback = "{path.with_suffix(".fallback")}"\n[[audit.sinks]]\ntype = "jsonl"\npath = "{path}"\n'
+    fallback = path.with_suffix(".fallback")
+    return f'\n[audit]\nfallback = "{fallback}"\n[[audit.sinks]]\ntype = "jsonl"\npath = "{path}"\n'
 
 
 def write_scenario_distribution(root: Path) -> None:

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import mcp_scenario_tools as scenario
 import pytest
 from mcp import Client, types
 
+import mcp_scenario_tools as scenario
 from toolbox import ConfigurationError, ExecutionContext, Gateway, Governance, ToolPolicy
 from toolbox.audit.memory import MemorySink
 from toolbox.audit.trail import AuditTrail
@@ -32,7 +32,9 @@ def _fresh_executions():
     scenario.EXECUTIONS.clear()
 
 
-def make_gateway(tmp_path: Path, *, policy: str = scenario.POLICY, **governance: Any) -> tuple[Gateway, MemorySink]:
+def make_gateway(
+    tmp_path: Path, *, policy: str = scenario.POLICY, **governance: Any
+) -> tuple[Gateway, MemorySink]:
     path = tmp_path / "policy.toml"
     path.write_text(policy, encoding="utf-8")
     sink = MemorySink()
@@ -184,7 +186,8 @@ def test_approval_says_how_it_is_obtained(tmp_path):
     """APPROVAL_REQUIRED names the request and the way an approval is obtained."""
     gateway, _ = make_gateway(tmp_path)
     result = run(
-        server(gateway, context=OPERATOR), lambda c: c.call_tool("refund", {"amount": 2, "audit_as": "Refund"})
+        server(gateway, context=OPERATOR),
+        lambda c: c.call_tool("refund", {"amount": 2, "audit_as": "Refund"}),
     )
     approval = result.structured_content["approval"]
     assert approval["tool"] == "refund" and approval["rules"] == ["descriptor"]
@@ -218,7 +221,12 @@ def listed(mcp_server, mode="auto") -> dict[str, types.Tool]:
 def test_list_shows_only_what_may_run(tmp_path, mode):
     """Denied, unacknowledged and kill-switched tools are not listed (both protocol eras)."""
     gateway, _ = make_gateway(tmp_path)
-    assert sorted(listed(server(gateway, context=OPERATOR), mode)) == ["explode", "lookup", "refund", "settle"]
+    assert sorted(listed(server(gateway, context=OPERATOR), mode)) == [
+        "explode",
+        "lookup",
+        "refund",
+        "settle",
+    ]
     assert scenario.EXECUTIONS == []
 
 
@@ -227,13 +235,15 @@ def test_acknowledged_tool_is_listed(tmp_path):
     path = tmp_path / "policy.toml"
     path.write_text(scenario.POLICY, encoding="utf-8")
     env = {scenario.PAYMENTS_ACK: "yes-payments"}
-    gateway = Gateway.load(policy=ToolPolicy.from_file(path), providers=scenario.PROVIDERS, discover=False, env=env)
+    gateway = Gateway.load(
+        policy=ToolPolicy.from_file(path), providers=scenario.PROVIDERS, discover=False, env=env
+    )
     assert "payments" in listed(server(gateway, context=OPERATOR))
 
 
 def test_kill_switch_hides_everything(tmp_path):
     """With the whole kill switch engaged nothing is listed, and a call by name is refused."""
-    gateway, sink = make_gateway(tmp_path, enabled=False)
+    gateway, _ = make_gateway(tmp_path, enabled=False)
     mcp_server = server(gateway, context=OPERATOR)
     assert listed(mcp_server) == {}
     result = run(mcp_server, lambda c: c.call_tool("lookup", {"note_id": 1, "purpose": PURPOSE}))
@@ -268,7 +278,9 @@ def test_open_world_for_external_tools(tmp_path):
     path = tmp_path / "policy.toml"
     path.write_text(scenario.POLICY, encoding="utf-8")
     env = {scenario.PAYMENTS_ACK: "yes-payments"}
-    gateway = Gateway.load(policy=ToolPolicy.from_file(path), providers=scenario.PROVIDERS, discover=False, env=env)
+    gateway = Gateway.load(
+        policy=ToolPolicy.from_file(path), providers=scenario.PROVIDERS, discover=False, env=env
+    )
     annotations = listed(server(gateway, context=OPERATOR))["payments"].annotations
     assert annotations is not None and annotations.open_world_hint is True
 
@@ -291,7 +303,9 @@ def test_primitive_results_are_wrapped(tmp_path):
     mcp_server = server(gateway, context=OPERATOR)
     tool = listed(mcp_server)["calculator__evaluate"]
     assert tool.output_schema is not None and tool.output_schema["required"] == ["result"]
-    result = run(mcp_server, lambda c: c.call_tool("calculator__evaluate", {"expression": "2*3", "purpose": "x"}))
+    result = run(
+        mcp_server, lambda c: c.call_tool("calculator__evaluate", {"expression": "2*3", "purpose": "x"})
+    )
     assert result.structured_content == {"result": 6} and result.content[0].text == "6"
 
 
@@ -392,7 +406,9 @@ def test_toolset_in_code_and_operation_names(tmp_path):
     gateway = Gateway.load(env={})
     mcp_server = server(gateway, context=OPERATOR, toolset="math", toolsets={"math": ["calculator.evaluate"]})
     assert list(listed(mcp_server)) == ["calculator__evaluate"]
-    result = run(mcp_server, lambda c: c.call_tool("calculator.evaluate", {"expression": "1+1", "purpose": "x"}))
+    result = run(
+        mcp_server, lambda c: c.call_tool("calculator.evaluate", {"expression": "1+1", "purpose": "x"})
+    )
     assert result.structured_content == {"result": 2}
 
 
@@ -407,7 +423,16 @@ def test_unknown_toolset_is_an_error(tmp_path):
 
 # -- attacks -------------------------------------------------------------------------------------
 
-ATTACK_NAMES = ["../lookup", "lookup/../vault", "lookup\u202e", "ｌｏｏｋｕｐ", "vault%2e", "", "x" * 5000, "lookup\n"]
+ATTACK_NAMES = [
+    "../lookup",
+    "lookup/../vault",
+    "lookup\u202e",
+    "\uff4c\uff4f\uff4f\uff4b\uff55\uff50",
+    "vault%2e",
+    "",
+    "x" * 5000,
+    "lookup\n",
+]
 
 
 @pytest.mark.parametrize("name", ATTACK_NAMES, ids=range(len(ATTACK_NAMES)))
@@ -462,7 +487,9 @@ def test_concurrent_calls_in_one_session(tmp_path):
 
     async def steps(client):
         async def one(i):
-            traces.append(trace_of(await client.call_tool("lookup", {"note_id": i + 100, "purpose": PURPOSE})))
+            traces.append(
+                trace_of(await client.call_tool("lookup", {"note_id": i + 100, "purpose": PURPOSE}))
+            )
 
         async with anyio.create_task_group() as group:
             for i in range(50):
