@@ -498,3 +498,22 @@ def test_concurrent_calls_in_one_session(tmp_path):
     run(server(gateway, context=OPERATOR), steps)
     assert len(scenario.EXECUTIONS) == 50 and len(set(traces)) == 1
     assert len(sink.read_trace(traces[0])) == 200
+
+
+def test_example_runs_offline():
+    """examples/mcp_serve.py runs and shows listing, a call, a missing intent, an approval and a denial."""
+    import subprocess
+    import sys
+
+    example = Path(__file__).resolve().parent.parent / "examples" / "mcp_serve.py"
+    command = [sys.executable, str(example)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "listed order_status: read-only True, destructive False" in out
+    assert "wire_transfer" not in out.split("order_status ->")[0]  # never listed
+    assert "order_status -> {'order': '7', 'status': 'shipped'}" in out
+    assert "without purpose -> INVALID_ARGUMENTS INVALID_ARGUMENTS purpose" in out
+    assert "refund -> APPROVAL_REQUIRED" in out
+    assert "wire_transfer -> DENIED POLICY_DENIED" in out
+    assert "events" in out
