@@ -43,6 +43,12 @@ Schema (version 1)::
     operation = "delete"
     action = "DENY"              # DENY, WARN or REQUIRE_APPROVAL
 
+    [mcp.context]                # `toolbox mcp serve` over stdio: who the calls are made for
+    tenant = "acme"
+    principal = "desktop-user"
+    [mcp.toolsets.support]       # a subset an endpoint or a credential is limited to (toolbox.mcp_config)
+    tools = ["calculator", "http.get"]
+
 Unknown keys, unknown risk classes and a name listed under both allow and
 deny are errors; tool names nobody provides are rejected by ``Tools.load``.
 """
