@@ -188,3 +188,77 @@ def test_refuses_to_start(tmp_path, args, policy, message):
     assert done.returncode == 2, done.stderr
     assert message in done.stderr and "Traceback" not in done.stderr
     assert done.stdout == ""
+
+
+def _with_auth(child: Child) -> dict[str, str]:
+    from toolbox.testing.credentials import write_api_keys
+
+    keys = write_api_keys(child.policy.parent / "keys.toml", {"alice": {"tenant": "tenant-a"}})
+    text = child.policy.read_text(encoding="utf-8") + '\n[auth]\napi_keys = "keys.toml"\n'
+    child.policy.write_text(text, encoding="utf-8")
+    return keys
+
+
+def test_http_transport_from_the_command_line(tmp_path):
+    """``--transport http --port 0`` serves on loopback, prints its URL, and authenticates each request."""
+    import httpx
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    child = Child(tmp_path)
+    keys = _with_auth(child)
+    assert child.params.env is not None
+    process = subprocess.Popen(
+        [TOOLBOX, "mcp", "serve", "--policy", str(child.policy), "--transport", "http", "--port", "0"],
+        env={"PATH": "/usr/bin:/bin", **child.params.env},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stderr is not None
+        line = process.stderr.readline()
+        assert line.startswith("toolbox mcp serve: http://127.0.0.1:"), line
+        url = line.split(": ", 1)[1].strip()
+        refused = httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, timeout=10)
+        assert refused.status_code == 401
+
+        async def main():
+            headers = {"Authorization": f"Bearer {keys['alice']}"}
+            async with (
+                httpx2.AsyncClient(headers=headers, timeout=30) as http,
+                Client(streamable_http_client(url, http_client=http)) as connected,
+            ):
+                return await connected.call_tool("lookup", {"note_id": 3, "purpose": PURPOSE})
+
+        result = anyio.run(main)
+        assert result.structured_content == {"note_id": 3, "text": "note 3"}
+        assert child.executions() == ["lookup"]
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+    events = child.audit_show(trace_of(result))["events"]
+    assert {(e["tenant"], e["principal"]) for e in events} == {("tenant-a", "alice")}
+
+
+def test_public_address_needs_allowed_host(tmp_path):
+    """With credentials configured, a non-loopback --host without --allowed-host still refuses to start."""
+    child = Child(tmp_path)
+    _with_auth(child)
+    done = subprocess.run(
+        [TOOLBOX, "mcp", "serve", "--policy", str(child.policy), "--transport", "http", "--host", "0.0.0.0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        check=False,
+        env={"PATH": "/usr/bin:/bin", "TOOLBOX_POLICY": "", "PYTHONPATH": child.params.env["PYTHONPATH"]},
+    )
+    assert done.returncode == 2 and "--allowed-host" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_mcp_group_help():
+    """``toolbox mcp`` is a command group; ``serve`` is listed in it."""
+    done = subprocess.run([TOOLBOX, "mcp", "--help"], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0 and "serve" in done.stdout

@@ -149,6 +149,7 @@ def _serve_http(args: argparse.Namespace, gateway: Any, served: Any) -> None:
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((args.host, args.port))
+    sock.listen(2048)  # listening before the URL is printed: a client may connect at once
     shown = f"[{args.host}]" if family == socket.AF_INET6 else args.host
     print(f"toolbox mcp serve: http://{shown}:{sock.getsockname()[1]}/mcp", file=sys.stderr, flush=True)
     config = uvicorn.Config(app.starlette(), log_level="warning", lifespan="on")
