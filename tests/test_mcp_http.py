@@ -343,3 +343,19 @@ def test_non_loopback_needs_allowed_hosts(tmp_path):
     with pytest.raises(ConfigurationError, match="--allowed-host"):
         McpHttpApp(gateway, authenticator, host="0.0.0.0")
     McpHttpApp(gateway, authenticator, host="0.0.0.0", allowed_hosts=["mcp.example.com"])
+
+
+def test_verifier_never_logs_the_token(tmp_path, caplog):
+    """A refused token is logged by reason code only."""
+    import logging
+
+    from toolbox.auth import ApiKeyFile
+    from toolbox.mcp import IdentityVerifier
+
+    write_api_keys(tmp_path / "keys.toml", {"alice": {"tenant": "tenant-a"}})
+    verifier = IdentityVerifier(ApiKeyFile(tmp_path / "keys.toml"))
+    secret = "tbx_" + "S3cr3t" * 8
+    with caplog.at_level(logging.DEBUG, logger="toolbox.mcp"):
+        assert anyio.run(verifier.verify_token, secret) is None
+    assert caplog.records and secret not in caplog.text
+    assert "INVALID_CREDENTIALS" in caplog.text

@@ -517,3 +517,18 @@ def test_example_runs_offline():
     assert "refund -> APPROVAL_REQUIRED" in out
     assert "wire_transfer -> DENIED POLICY_DENIED" in out
     assert "events" in out
+
+
+def test_roles_hide_what_no_role_grants(tmp_path):
+    """The policy file's [roles] hide tools no role of the caller grants; a call is AUTH_DENIED."""
+    policy = scenario.POLICY + '\n[roles]\nanalyst = ["lookup"]\nadmin = ["*"]\n'
+    gateway, sink = make_gateway(tmp_path, policy=policy)
+    assert list(listed(server(gateway, context=OPERATOR))) == ["lookup"]
+    admin = ExecutionContext(tenant="acme", principal="root", roles={"admin"})
+    assert sorted(listed(server(gateway, context=admin))) == ["explode", "lookup", "refund", "settle"]
+    result = run(
+        server(gateway, context=OPERATOR), lambda c: c.call_tool("settle", {"order": 1, "audit_as": "x"})
+    )
+    assert result.structured_content["reason_code"] == "AUTH_DENIED"
+    assert scenario.EXECUTIONS == []
+    assert ("GOVERNANCE_DECISION", "DENY", "AUTH_DENIED") in events(sink, trace_of(result), "settle")

@@ -12,7 +12,6 @@ credential's (`toolbox.mcp.http`).
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Protocol, final
@@ -25,7 +24,7 @@ from toolbox.context import DenialRecord, ExecutionContext
 from toolbox.errors import InvalidArgumentsError
 from toolbox.gateway import Gateway
 from toolbox.mcp.listing import ServedTools
-from toolbox.mcp.output import NO_SCHEMA
+from toolbox.mcp.output import NO_SCHEMA, OutputShape
 from toolbox.mcp.results import call_result
 from toolbox.mcp.toolsets import Toolsets
 from toolbox.pipeline.result import Status, ToolResult
@@ -222,7 +221,7 @@ def _outside_toolset(gateway: Gateway, caller: Caller, name: str) -> ToolResult 
     )
 
 
-def _shape_of(served: ServedTools, result: ToolResult) -> Any:
+def _shape_of(served: ServedTools, result: ToolResult) -> OutputShape:
     """The output shape of a call made by its dotted name (or any spelling but the wire name)."""
     for operation in served.operations():
         if operation.tool == result.tool and operation.operation == result.operation:
@@ -237,8 +236,3 @@ def _version() -> str:
         return version("toolbox-registry")
     except PackageNotFoundError:  # a source tree that was never installed
         return "0"
-
-
-def new_run_id() -> str:
-    """A fresh run id (the same form `ExecutionContext` generates)."""
-    return uuid.uuid4().hex
