@@ -184,6 +184,7 @@ def _serve_child(kind: str, keys: Path) -> None:
         app = _lowlevel_server().streamable_http_app()
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
     print(f"http://127.0.0.1:{sock.getsockname()[1]}/mcp", flush=True)
     uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on")).run(sockets=[sock])
 
