@@ -3,10 +3,10 @@
 Run from the repository root::
 
     .venv/bin/python bench/bench_mcp.py                    # the table (about 40 s)
-    .venv/bin/python bench/bench_mcp.py --repeat 5 --calls 200
+    .venv/bin/python bench/bench_mcp.py --repeat 7 --calls 300
 
 A measurement script, not a test: it asserts nothing about time. One function,
-``add(a, b) -> int``, is served twice in the same process:
+``add(a, b) -> int``, is served three ways:
 
 - [S] by the SDK's own ``MCPServer`` (``@server.tool()``): no governance;
 - (info) by the SDK's bare low-level ``Server`` with two hand-written handlers and no
@@ -231,6 +231,8 @@ async def _http(calls: int, repeat: int, tmp: Path) -> dict[str, list[float]]:
         for _, child in servers.values():
             child.terminate()
             child.wait(timeout=10)
+            if child.stdout is not None:
+                child.stdout.close()
 
 
 def _report(title: str, times: dict[str, list[float]]) -> list[str]:
@@ -258,8 +260,8 @@ def _report(title: str, times: dict[str, list[float]]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--repeat", type=int, default=7, help="repeats per row (median kept)")
-    parser.add_argument("--calls", type=int, default=300, help="calls per repeat")
+    parser.add_argument("--repeat", type=int, default=15, help="repeats per row (median kept)")
+    parser.add_argument("--calls", type=int, default=100, help="calls per repeat")
     parser.add_argument("--serve", choices=("governed", "sdk", "lowlevel"), help=argparse.SUPPRESS)
     parser.add_argument("--keys", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

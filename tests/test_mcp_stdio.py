@@ -238,6 +238,8 @@ def test_http_transport_from_the_command_line(tmp_path):
     finally:
         process.terminate()
         process.wait(timeout=20)
+        if process.stderr is not None:
+            process.stderr.close()
     events = child.audit_show(trace_of(result))["events"]
     assert {(e["tenant"], e["principal"]) for e in events} == {("tenant-a", "alice")}
 
