@@ -27,7 +27,10 @@ Sections:
 The rows of a section are interleaved repeat by repeat so they see the same machine
 load; the garbage collector stays on (as in a real server); a row reports the median
 time per call over the repeats, and its ratio divides by the [S] row of its section,
-measured in the same run. Target: the governed row within 1.10x of [S] (informational).
+measured in the same run. Times are CPU time, so they measure the work and not what
+other processes take of a shared machine's cores meanwhile: in memory this process's
+(client and server); over HTTP this process's plus the server child's (``/proc``).
+Target: the governed row within 1.10x of [S] (informational).
 Before timing, each governed call is checked: SUCCESS with 3, and 4 audit events.
 """
 
@@ -117,18 +120,39 @@ def _governed() -> tuple[Gateway, MemorySink]:
 
 
 async def _time_rows(
-    rows: list[tuple[str, Any, dict[str, Any], Callable[[], None]]], calls: int, repeat: int
-):
-    """Per row: the per-call times of each repeat, rows interleaved within each repeat."""
+    rows: list[tuple[str, Any, dict[str, Any], Callable[[], None]]],
+    calls: int,
+    repeat: int,
+    clocks: dict[str, Callable[[], float]],
+) -> dict[str, list[float]]:
+    """Per row: the per-call times of each repeat (each row on its own clock), rows interleaved."""
     times: dict[str, list[float]] = {label: [] for label, *_ in rows}
     for _ in range(repeat):
         for label, connected, arguments, reset in rows:
             reset()
-            start = time.perf_counter()
+            clock = clocks[label]
+            start = clock()
             for _ in range(calls):
                 await connected.call_tool("add", arguments)
-            times[label].append((time.perf_counter() - start) / calls)
+            times[label].append((clock() - start) / calls)
     return times
+
+
+def labels(rows: list[tuple[str, Any, dict[str, Any], Callable[[], None]]]) -> list[str]:
+    """The labels of ``rows``."""
+    return [row[0] for row in rows]
+
+
+def _cpu_of(pid: int) -> Callable[[], float]:
+    """This process's CPU time plus that of server process ``pid`` (Linux ``/proc``)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    stat = Path(f"/proc/{pid}/stat")
+
+    def clock() -> float:
+        fields = stat.read_text().rpartition(")")[2].split()
+        return time.process_time() + (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+
+    return clock
 
 
 def _check(result: Any, sink: MemorySink) -> None:
@@ -166,7 +190,9 @@ async def _in_memory(mode: str, calls: int, repeat: int) -> dict[str, list[float
             ("(info) SDK low-level Server, no validation", bare, SDK_ARGS, lambda: None),
             ("governed (audit STRICT to memory)", ours, GOVERNED_ARGS, _reset(sink)),
         ]
-        return await _time_rows(rows, calls, repeat)
+        # Client and server share this process: its CPU time is the work of both, whatever
+        # the other processes on the machine take of the cores meanwhile.
+        return await _time_rows(rows, calls, repeat, dict.fromkeys(labels(rows), time.process_time))
 
 
 def _serve_child(kind: str, keys: Path) -> None:
@@ -226,7 +252,9 @@ async def _http(calls: int, repeat: int, tmp: Path) -> dict[str, list[float]]:
                 ("(info) SDK low-level Server, no validation", low, SDK_ARGS, lambda: None),
                 ("governed McpHttpApp (API key, audit STRICT)", ours, GOVERNED_ARGS, lambda: None),
             ]
-            return await _time_rows(rows, calls, repeat)
+            kinds = ("sdk", "lowlevel", "governed")
+            clocks = {row[0]: _cpu_of(servers[kind][1].pid) for row, kind in zip(rows, kinds, strict=True)}
+            return await _time_rows(rows, calls, repeat, clocks)
     finally:
         for _, child in servers.values():
             child.terminate()
