@@ -532,3 +532,27 @@ def test_roles_hide_what_no_role_grants(tmp_path):
     assert result.structured_content["reason_code"] == "AUTH_DENIED"
     assert scenario.EXECUTIONS == []
     assert ("GOVERNANCE_DECISION", "DENY", "AUTH_DENIED") in events(sink, trace_of(result), "settle")
+
+
+def test_result_objects_are_shown_as_their_repr(tmp_path):
+    """A result object is shown as its safe repr: a field hidden from repr never reaches the model."""
+    import dataclasses
+
+    from toolbox import Effect, RiskClass, tool
+
+    @dataclasses.dataclass(frozen=True)
+    class Fetched:
+        status: int
+        cookie: str = dataclasses.field(repr=False)
+
+    @tool(risk=RiskClass.MEMORY_ONLY, effect=Effect.READ_ONLY)
+    def fetch(url: str) -> Fetched:
+        """Fetch something."""
+        return Fetched(200, "session=SECRET-COOKIE")
+
+    gateway = Gateway.load(providers=[fetch], discover=False, env={})
+    mcp_server = server(gateway, context=OPERATOR)
+    assert listed(mcp_server)["fetch"].output_schema is None
+    result = run(mcp_server, lambda c: c.call_tool("fetch", {"url": "x", "purpose": PURPOSE}))
+    assert not result.is_error and "SECRET-COOKIE" not in result.model_dump_json()
+    assert "status=200" in result.content[0].text

@@ -10,11 +10,13 @@ when it is a JSON object).
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
+import json
 import typing
 from typing import Any, final
 
-from pydantic import TypeAdapter
+from pydantic import BaseModel, TypeAdapter
 from pydantic_core import to_jsonable_python
 
 from toolbox.catalog import Catalog
@@ -57,8 +59,23 @@ NO_SCHEMA = OutputShape(None, None, wrapped=False)
 
 
 def jsonable(content: Any) -> Any:
-    """``content`` as JSON-ready values; what JSON cannot hold becomes its text."""
-    return to_jsonable_python(content, fallback=str)
+    """``content`` as JSON-ready values, as `toolbox.tool_calls` shows it to a model.
+
+    JSON values pass; a pydantic model gives its fields; anything else becomes
+    its text (``str``), never its attributes: a result object's ``repr`` is
+    what its author made safe to show (``HttpResponse`` leaves out headers,
+    cookies and body).
+    """
+    try:
+        return json.loads(json.dumps(content, default=_shown))
+    except (ValueError, TypeError, RecursionError):  # a cycle, or a model that cannot dump itself
+        return str(content)
+
+
+def _shown(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return to_jsonable_python(value)
+    return str(value)
 
 
 def _returned(catalog: Catalog, tool: str, operation: str) -> Any:
@@ -79,6 +96,8 @@ def _returned(catalog: Catalog, tool: str, operation: str) -> Any:
         returned = args[0] if args else None
     if returned in (None, type(None), Any) or isinstance(returned, typing.TypeVar):
         return None
+    if dataclasses.is_dataclass(returned):
+        return None  # its fields may be hidden from repr on purpose (credentials, headers)
     return returned
 
 
