@@ -359,3 +359,40 @@ def test_verifier_never_logs_the_token(tmp_path, caplog):
         assert anyio.run(verifier.verify_token, secret) is None
     assert caplog.records and secret not in caplog.text
     assert "INVALID_CREDENTIALS" in caplog.text
+
+
+def test_mounted_in_another_starlette_app(tmp_path):
+    """Routed inside an application's own Starlette app, with its lifespan entered there, it serves."""
+    import contextlib
+
+    from starlette.applications import Starlette
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Route
+
+    from toolbox.auth import ApiKeyFile
+
+    keys = write_api_keys(tmp_path / "keys.toml", {"alice": {"tenant": "tenant-a"}})
+    gateway = Gateway.load(providers=scenario.PROVIDERS, discover=False, env={})
+    endpoint = McpHttpApp(gateway, ApiKeyFile(tmp_path / "keys.toml"))
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        async with endpoint.lifespan():
+            yield
+
+    async def health(request):
+        return PlainTextResponse("ok")
+
+    app = Starlette(routes=[Route("/health", health), Route("/mcp", endpoint=endpoint)], lifespan=lifespan)
+    url, server, thread = serve(app)
+    try:
+        assert httpx.get(url.replace("/mcp", "/health"), timeout=10).text == "ok"
+        served = Served(url, keys, "", MemorySink())
+        result = session(
+            served, keys["alice"], lambda c: c.call_tool("lookup", {"note_id": 4, "purpose": PURPOSE})
+        )
+        assert result.structured_content == {"note_id": 4, "text": "note 4"}
+        assert scenario.EXECUTIONS == ["lookup"]
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
