@@ -12,6 +12,8 @@ from typing import Any
 
 import anyio
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from mcp import Client, types
 
 import mcp_scenario_tools as scenario
@@ -556,3 +558,29 @@ def test_result_objects_are_shown_as_their_repr(tmp_path):
     result = run(mcp_server, lambda c: c.call_tool("fetch", {"url": "x", "purpose": PURPOSE}))
     assert not result.is_error and "SECRET-COOKIE" not in result.model_dump_json()
     assert "status=200" in result.content[0].text
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    name=st.sampled_from(["lookup", "refund", "vault", "lookup.call", "calculator__evaluate"])
+    | st.text(max_size=20),
+    arguments=st.dictionaries(st.text(max_size=10), _JSON, max_size=5),
+)
+def test_any_call_gives_a_tool_result_and_runs_nothing_invalid(tmp_path, name, arguments):
+    """Any name and any JSON arguments: a CallToolResult, never a protocol error; a refusal ran nothing."""
+    scenario.EXECUTIONS.clear()
+    gateway, _ = make_gateway(tmp_path)
+    result = run(server(gateway, context=OPERATOR), lambda c: c.call_tool(name, arguments))
+    assert isinstance(result, types.CallToolResult)
+    assert "Traceback" not in result.model_dump_json()
+    if result.is_error and result.structured_content["status"] in ("DENIED", "INVALID_ARGUMENTS"):
+        assert scenario.EXECUTIONS == []
