@@ -584,3 +584,23 @@ def test_any_call_gives_a_tool_result_and_runs_nothing_invalid(tmp_path, name, a
     assert "Traceback" not in result.model_dump_json()
     if result.is_error and result.structured_content["status"] in ("DENIED", "INVALID_ARGUMENTS"):
         assert scenario.EXECUTIONS == []
+
+
+def test_template_limits_carry_over(tmp_path):
+    """A delegated template's scope and budget hold in every connection's run (a copy never widens)."""
+    gateway, _ = make_gateway(tmp_path)
+    template = OPERATOR.delegate(tools=["lookup"], budget=1)
+    mcp_server = server(gateway, context=template)
+    assert list(listed(mcp_server)) == ["lookup"]
+
+    async def steps(client):
+        outside = await client.call_tool("refund", {"amount": 1, "audit_as": "Refund"})
+        first = await client.call_tool("lookup", {"note_id": 1, "purpose": PURPOSE})
+        second = await client.call_tool("lookup", {"note_id": 2, "purpose": PURPOSE})
+        return outside, first, second
+
+    outside, first, second = run(mcp_server, steps)
+    assert outside.structured_content["reason_code"] == "DELEGATION_SCOPE"
+    assert not first.is_error and second.structured_content["reason_code"] == "BUDGET_EXHAUSTED"
+    assert scenario.EXECUTIONS == ["lookup"]
+    assert trace_of(first) != template.run_id

@@ -65,9 +65,22 @@ ContextSource = ExecutionContext | Callable[[], ExecutionContext]
 
 
 def session_context(source: ContextSource) -> ExecutionContext:
-    """A fresh context for one connection: a new run, the template's tenant, principal and roles."""
+    """A fresh context for one connection: a new run (``run_id``, trace) with the template's limits.
+
+    Tenant, principal, roles, correlation id, deadline, budget (shared by every connection),
+    parent run and delegation scope are the template's: a copy never widens what it allowed.
+    """
     if isinstance(source, ExecutionContext):
-        return ExecutionContext(tenant=source.tenant, principal=source.principal, roles=source.roles)
+        return ExecutionContext(
+            tenant=source.tenant,
+            principal=source.principal,
+            roles=source.roles,
+            correlation_id=source.correlation_id,
+            deadline=source.deadline,
+            budget=source.budget,
+            parent_run_id=source.parent_run_id,
+            scope=source.scope,
+        )
     made = source()
     if not isinstance(made, ExecutionContext):
         raise TypeError(f"the context factory returned {type(made).__name__}, not an ExecutionContext")
@@ -161,8 +174,8 @@ def server(
     Args:
         gateway: the governed tools; its audit trail records every call.
         context: the operator's trusted context: a template (each connection gets a new run
-            with its tenant, principal and roles) or a factory called once per connection.
-            Never taken from the client.
+            with its tenant, principal, roles and limits) or a factory called once per
+            connection. Never taken from the client.
         toolset: limit the endpoint to this toolset (``[mcp.toolsets.NAME]``, or ``toolsets``).
         toolsets: toolsets defined in code instead of the policy file's.
         name: the server name clients show.
