@@ -9,6 +9,7 @@ Usage::
     toolbox audit tail [-n N]    STORE [--json]
     toolbox audit verify [TRACE_ID] STORE [--json]
     toolbox kill engage|release|status [--tool NAME] [--reason TEXT] [--policy FILE]   (cli_kill)
+    toolbox mcp serve [--policy FILE] [--transport stdio|http] ...   (toolbox.cli_mcp)
 
     STORE: exactly one of --sqlite PATH, --jsonl PATH,
            --postgres-url-env VAR [--schema NAME], --policy FILE
@@ -76,6 +77,7 @@ from toolbox.cli_format import (
     operations_of,
 )
 from toolbox.cli_kill import add_kill
+from toolbox.cli_mcp import add_mcp
 from toolbox.context import ExecutionContext
 from toolbox.errors import ToolboxError
 from toolbox.policy import ToolPolicy
@@ -848,6 +850,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_audit(commands, common_json)
     add_auth(commands, common_json)
     add_kill(commands, common)
+    add_mcp(commands)
     return parser
 
 
