@@ -1,0 +1,177 @@
+"""`GovernedLangChainTools`: a gateway's tools as LangChain `StructuredTool`s, every call governed.
+
+Each operation the policy allows becomes a `StructuredTool` under its wire name
+with the strict-mode JSON Schema of `Gateway.definitions(format="openai")`, for
+``model.bind_tools(...)``, ``create_agent(tools=...)`` or your own tool loop. A
+call runs through `Gateway.invoke` (``tool.invoke``) or `Gateway.ainvoke`
+(``tool.ainvoke``), with the trusted `ExecutionContext` taken from the
+`RunnableConfig` (``config["configurable"]["toolbox_context"]`` unless you say
+otherwise), never from the tool input. The model's arguments reach the gateway
+as one object: LangChain's own keywords (``config``, ``callbacks``,
+``run_manager``) cannot be set by the model, and any key the schema lacks is an
+INVALID_ARGUMENTS refusal.
+
+Invoked with a model's tool call, a tool answers with a `ToolMessage`:
+
+- SUCCESS: the tool's content, ``status="success"``;
+- any refusal (a denial, invalid arguments, an error, an approval still
+  needed): a JSON refusal the model can read, ``status="error"``, and the
+  `ToolResult` as a JSON-ready mapping in ``artifact`` (never sent to the model).
+
+Human approval: a call that needs one answers APPROVAL_REQUIRED without running.
+`GovernedLangChainTools.pending` returns the held `ApprovalRequest` for such a
+message; your `Approver` grants it; invoking the same tool call again with the
+grant under ``config["configurable"]["toolbox_approvals"][tool_call_id]`` runs it
+once, for exactly those arguments (edited ones are refused as APPROVAL_INVALID).
+To reject, do not re-invoke: nothing ran.
+
+A ``def`` tool that is ``MEMORY_ONLY`` runs inline: ``tool.ainvoke`` never
+sends it to a worker thread.
+
+See docs/integrations/langchain.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, cast, final
+
+try:
+    from langchain_core.messages import ToolMessage
+    from langchain_core.runnables import RunnableConfig
+    from langchain_core.tools import StructuredTool
+except ImportError as _import_error:  # pragma: no cover - exercised by a test that hides the package
+    raise ImportError(
+        "Please install langchain-core to use toolbox.integrations.langchain: "
+        'pip install "toolbox-registry[langchain]"'
+    ) from _import_error
+
+from toolbox.context import ExecutionContext
+from toolbox.gateway import Gateway
+from toolbox.integrations._offered import Offered, Remembered, offered_operations, trusted_context
+from toolbox.pipeline.approval import Approval, ApprovalRequest
+from toolbox.pipeline.result import Status, ToolResult
+from toolbox.tool_calls import result_text, without_optional_nulls
+
+__all__ = ["APPROVALS_KEY", "CONTEXT_KEY", "ContextFunc", "GovernedLangChainTools"]
+
+CONTEXT_KEY = "toolbox_context"
+"""The ``configurable`` key the default context function reads."""
+APPROVALS_KEY = "toolbox_approvals"
+"""The ``configurable`` key of the grants: a mapping of tool call id to `Approval`."""
+
+ContextFunc = Callable[[RunnableConfig], ExecutionContext | str]
+"""Takes the trusted context (or a reference the gateway's resolver resolves) from the config."""
+
+# A grant under the approvals key that is not an Approval: the gateway refuses it, audited.
+_MALFORMED_GRANT = Approval(request_id="", fingerprint="", approved_by="", expires_at=0.0, signature="")
+
+
+def _configured(config: RunnableConfig) -> Any:
+    return (config.get("configurable") or {}).get(CONTEXT_KEY)
+
+
+def _grant(config: RunnableConfig, tool_call_id: str | None) -> Approval | None:
+    grants = (config.get("configurable") or {}).get(APPROVALS_KEY)
+    if tool_call_id is None or not isinstance(grants, Mapping) or tool_call_id not in grants:
+        return None
+    grant = grants[tool_call_id]
+    return grant if isinstance(grant, Approval) else _MALFORMED_GRANT
+
+
+@final
+class _GovernedTool(StructuredTool):
+    """A `StructuredTool` whose function receives the model's arguments as one object.
+
+    LangChain would spread the input into keyword arguments next to its own
+    (``config``, ``run_manager``, ``callbacks``); here the input and the tool call id
+    are positional, so the model cannot set those, and the gateway validates the input.
+    """
+
+    def _to_args_and_kwargs(
+        self, tool_input: str | dict[str, Any], tool_call_id: str | None
+    ) -> tuple[tuple[str, ...], dict[str, Any]]:
+        return cast("tuple[str, ...]", (tool_input, tool_call_id)), {}
+
+
+@final
+class GovernedLangChainTools:
+    """The operations a `Gateway` allows, as LangChain tools.
+
+    Args:
+        gateway: the gateway whose allowed operations the model may call.
+        context: takes the trusted `ExecutionContext` from the `RunnableConfig` (default:
+            ``config["configurable"]["toolbox_context"]``). A function that raises, or
+            returns anything but a context (or a reference the gateway's resolver
+            accepts), gets every call refused as DENIED/NO_TRUSTED_CONTEXT.
+        remember: how many approval requests are held for `pending` (the oldest go first).
+
+    See [the LangChain integration](../integrations/langchain.md).
+    """
+
+    __slots__ = ("_context", "_gateway", "_requests", "tools")
+
+    def __init__(
+        self, gateway: Gateway, *, context: ContextFunc = _configured, remember: int = 10_000
+    ) -> None:
+        if not callable(context):
+            raise TypeError("context must be a callable taking the RunnableConfig")
+        offered = offered_operations(gateway)
+        self._gateway = gateway
+        self._context = context
+        self._requests: Remembered[str, ApprovalRequest] = Remembered(remember)
+        #: One `StructuredTool` per allowed operation; bind them or give them to an agent.
+        self.tools: list[StructuredTool] = [self._tool(entry) for entry in offered]
+
+    def _tool(self, entry: Offered) -> StructuredTool:
+        gateway, name = self._gateway, entry.name
+
+        def run(arguments: object, tool_call_id: str | None, config: RunnableConfig) -> Any:
+            context = trusted_context(self._context, config)
+            result = gateway.invoke(
+                name, self._arguments(name, arguments), context=context, approval=_grant(config, tool_call_id)
+            )
+            return self._answer(name, result, tool_call_id)
+
+        async def arun(arguments: object, tool_call_id: str | None, config: RunnableConfig) -> Any:
+            context = trusted_context(self._context, config)
+            result = await gateway.ainvoke(
+                name, self._arguments(name, arguments), context=context, approval=_grant(config, tool_call_id)
+            )
+            return self._answer(name, result, tool_call_id)
+
+        return _GovernedTool(
+            name=name,
+            description=entry.description,
+            args_schema=entry.parameters,
+            func=run,
+            coroutine=arun,
+        )
+
+    def _arguments(self, name: str, arguments: object) -> object:
+        if isinstance(arguments, dict):
+            return without_optional_nulls(self._gateway, name, arguments)
+        return arguments  # anything but an object is refused, audited, by the gateway
+
+    def _answer(self, name: str, result: ToolResult, tool_call_id: str | None) -> Any:
+        text = result_text(result)
+        if result.status is Status.SUCCESS or tool_call_id is None:
+            return text
+        if result.status is Status.APPROVAL_REQUIRED and result.approval is not None:
+            self._requests.put(result.approval.id, result.approval)
+        return ToolMessage(
+            content=text, tool_call_id=tool_call_id, name=name, status="error", artifact=result.as_dict()
+        )
+
+    def pending(self, message: object) -> ApprovalRequest | None:
+        """The `ApprovalRequest` a tool's ``message`` waits for, or None.
+
+        The request is the one this object holds (what the gateway asked), found by the
+        id in the message's artifact; nothing else of the message is trusted.
+        """
+        artifact = getattr(message, "artifact", None)
+        if not isinstance(message, ToolMessage) or not isinstance(artifact, Mapping):
+            return None
+        approval = artifact.get("approval")
+        request_id = approval.get("id") if isinstance(approval, Mapping) else None
+        return self._requests.get(request_id) if isinstance(request_id, str) else None
