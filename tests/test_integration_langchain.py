@@ -163,6 +163,39 @@ def test_approval_then_the_granted_call_runs_once():
     assert responses(g, "shop.refund") == ["APPROVAL_REQUIRED", "SUCCESS"]
 
 
+def test_invoke_approved_runs_the_held_call_once_with_its_own_arguments():
+    g = governed()
+    tools = GovernedLangChainTools(g.gateway)
+    message = approval_needed(g, tools)
+    request = tools.pending(message)
+    assert request is not None
+    grant = g.approver.grant(request, approved_by="manager")
+    # What the message says is not what runs: the held call does.
+    tampered = message.model_copy(update={"content": '{"amount": 30000}'})
+    answer = asyncio.run(tools.ainvoke_approved(tampered, grant, config=configured(g)))
+    assert answer.status == "success" and answer.content == "refunded 30 on o-7"
+    assert answer.tool_call_id == "c1"
+    assert RUNS["refund"] == 1
+    with pytest.raises(ValueError, match="no pending approval"):
+        tools.invoke_approved(message, grant, config=configured(g))  # redeemed once
+    assert RUNS["refund"] == 1
+    assert responses(g, "shop.refund") == ["APPROVAL_REQUIRED", "SUCCESS"]
+
+
+def test_invoke_approved_refuses_a_grant_for_another_request():
+    g = governed()
+    tools = GovernedLangChainTools(g.gateway)
+    first, second = approval_needed(g, tools), approval_needed(g, tools)
+    other = tools.pending(second)
+    assert other is not None
+    foreign = g.approver.grant(other, approved_by="manager")
+    with pytest.raises(ValueError, match="no pending approval"):
+        tools.invoke_approved(first, foreign, config=configured(g))
+    with pytest.raises(ValueError, match="no pending approval"):
+        tools.invoke_approved(AIMessage(content="x"), foreign, config=configured(g))
+    assert RUNS["refund"] == 0
+
+
 def test_without_a_grant_nothing_runs():
     """Rejecting is not re-invoking: the call was held before the tool's code."""
     g = governed()

@@ -14,7 +14,7 @@ import threading
 from typing import Any
 
 import pytest
-from agents import Agent, Runner, RunState, set_tracing_disabled
+from agents import Agent, FunctionTool, Runner, RunState, set_tracing_disabled
 from agents._tool_invocation import tool_invocation_identity
 from agents.strict_schema import ensure_strict_json_schema
 
@@ -33,7 +33,7 @@ def run(coroutine: Any) -> Any:
 
 
 def agent(tools: GovernedAgentTools, model: ScriptedModel) -> Agent[Any]:
-    return Agent(name="clerk", instructions="Use the tools.", model=model, tools=list(tools.tools))
+    return Agent(name="clerk", instructions="Use the tools.", model=model, tools=tools.tools)
 
 
 def refusal(text: str) -> dict[str, Any]:
@@ -423,7 +423,7 @@ def test_every_shipped_definition_passes_the_sdks_own_strict_check(tmp_path):
             "name"
         ]
     for function_tool in GovernedAgentTools(g).tools:
-        assert function_tool.strict_json_schema is True
+        assert isinstance(function_tool, FunctionTool) and function_tool.strict_json_schema is True
 
 
 def test_missing_sdk_names_the_extra(monkeypatch):

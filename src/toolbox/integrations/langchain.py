@@ -20,10 +20,12 @@ Invoked with a model's tool call, a tool answers with a `ToolMessage`:
 
 Human approval: a call that needs one answers APPROVAL_REQUIRED without running.
 `GovernedLangChainTools.pending` returns the held `ApprovalRequest` for such a
-message; your `Approver` grants it; invoking the same tool call again with the
-grant under ``config["configurable"]["toolbox_approvals"][tool_call_id]`` runs it
-once, for exactly those arguments (edited ones are refused as APPROVAL_INVALID).
-To reject, do not re-invoke: nothing ran.
+message; your `Approver` grants it; `invoke_approved` (or `ainvoke_approved`)
+runs that call once with the grant and returns its new `ToolMessage`. Under the
+hood the grant travels in ``config["configurable"]["toolbox_approvals"]`` (tool
+call id to `Approval`), so a tool call you re-invoke yourself works the same; a
+grant covers exactly the arguments it was issued for (edited ones are refused as
+APPROVAL_INVALID) and is redeemed once. To reject, do not run it: nothing ran.
 
 A ``def`` tool that is ``MEMORY_ONLY`` runs inline: ``tool.ainvoke`` never
 sends it to a worker thread.
@@ -33,7 +35,9 @@ See docs/integrations/langchain.md.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, cast, final
 
 try:
@@ -80,6 +84,17 @@ def _grant(config: RunnableConfig, tool_call_id: str | None) -> Approval | None:
 
 
 @final
+@dataclass(frozen=True)
+class _Held:
+    """A call held for approval: what the gateway asked, and the call exactly as it was made."""
+
+    request: ApprovalRequest
+    name: str
+    arguments: object
+    tool_call_id: str
+
+
+@final
 class _GovernedTool(StructuredTool):
     """A `StructuredTool` whose function receives the model's arguments as one object.
 
@@ -109,7 +124,7 @@ class GovernedLangChainTools:
     See [the LangChain integration](../integrations/langchain.md).
     """
 
-    __slots__ = ("_context", "_gateway", "_requests", "tools")
+    __slots__ = ("_by_name", "_context", "_gateway", "_held", "tools")
 
     def __init__(
         self, gateway: Gateway, *, context: ContextFunc = _configured, remember: int = 10_000
@@ -119,26 +134,27 @@ class GovernedLangChainTools:
         offered = offered_operations(gateway)
         self._gateway = gateway
         self._context = context
-        self._requests: Remembered[str, ApprovalRequest] = Remembered(remember)
+        self._held: Remembered[str, _Held] = Remembered(remember)
         #: One `StructuredTool` per allowed operation; bind them or give them to an agent.
         self.tools: list[StructuredTool] = [self._tool(entry) for entry in offered]
+        self._by_name = {tool.name: tool for tool in self.tools}
 
     def _tool(self, entry: Offered) -> StructuredTool:
         gateway, name = self._gateway, entry.name
 
         def run(arguments: object, tool_call_id: str | None, config: RunnableConfig) -> Any:
             context = trusted_context(self._context, config)
-            result = gateway.invoke(
-                name, self._arguments(name, arguments), context=context, approval=_grant(config, tool_call_id)
-            )
-            return self._answer(name, result, tool_call_id)
+            prepared = self._arguments(name, arguments)
+            result = gateway.invoke(name, prepared, context=context, approval=_grant(config, tool_call_id))
+            return self._answer(name, arguments, result, tool_call_id)
 
         async def arun(arguments: object, tool_call_id: str | None, config: RunnableConfig) -> Any:
             context = trusted_context(self._context, config)
+            prepared = self._arguments(name, arguments)
             result = await gateway.ainvoke(
-                name, self._arguments(name, arguments), context=context, approval=_grant(config, tool_call_id)
+                name, prepared, context=context, approval=_grant(config, tool_call_id)
             )
-            return self._answer(name, result, tool_call_id)
+            return self._answer(name, arguments, result, tool_call_id)
 
         return _GovernedTool(
             name=name,
@@ -153,12 +169,13 @@ class GovernedLangChainTools:
             return without_optional_nulls(self._gateway, name, arguments)
         return arguments  # anything but an object is refused, audited, by the gateway
 
-    def _answer(self, name: str, result: ToolResult, tool_call_id: str | None) -> Any:
+    def _answer(self, name: str, arguments: object, result: ToolResult, tool_call_id: str | None) -> Any:
         text = result_text(result)
         if result.status is Status.SUCCESS or tool_call_id is None:
             return text
         if result.status is Status.APPROVAL_REQUIRED and result.approval is not None:
-            self._requests.put(result.approval.id, result.approval)
+            held = _Held(result.approval, name, copy.deepcopy(arguments), tool_call_id)
+            self._held.put(result.approval.id, held)
         return ToolMessage(
             content=text, tool_call_id=tool_call_id, name=name, status="error", artifact=result.as_dict()
         )
@@ -169,9 +186,42 @@ class GovernedLangChainTools:
         The request is the one this object holds (what the gateway asked), found by the
         id in the message's artifact; nothing else of the message is trusted.
         """
+        held = self._held_for(message)
+        return held.request if held is not None else None
+
+    def _held_for(self, message: object) -> _Held | None:
         artifact = getattr(message, "artifact", None)
         if not isinstance(message, ToolMessage) or not isinstance(artifact, Mapping):
             return None
         approval = artifact.get("approval")
         request_id = approval.get("id") if isinstance(approval, Mapping) else None
-        return self._requests.get(request_id) if isinstance(request_id, str) else None
+        return self._held.get(request_id) if isinstance(request_id, str) else None
+
+    def _approved(self, message: object, grant: Approval, config: RunnableConfig) -> tuple[Any, Any, Any]:
+        held = self._held_for(message)
+        if held is None or not isinstance(grant, Approval) or grant.request_id != held.request.id:
+            raise ValueError("the message holds no pending approval this grant was issued for")
+        self._held.pop(held.request.id)
+        configurable = {**(config.get("configurable") or {}), APPROVALS_KEY: {held.tool_call_id: grant}}
+        call = {"name": held.name, "args": held.arguments, "id": held.tool_call_id, "type": "tool_call"}
+        return self._by_name[held.name], call, {**config, "configurable": configurable}
+
+    def invoke_approved(self, message: object, grant: Approval, *, config: RunnableConfig) -> ToolMessage:
+        """Run the call ``message`` held for approval, once, with ``grant``; its new `ToolMessage`.
+
+        The call runs with the arguments it was made with (kept here, not read from the
+        message), in the context ``config`` gives; the gateway verifies the grant
+        (the approver's signature, those arguments, expiry, single use).
+
+        Raises:
+            ValueError: ``message`` holds no pending request, or ``grant`` is for another one.
+        """
+        tool, call, granted = self._approved(message, grant, config)
+        return cast(ToolMessage, tool.invoke(call, config=granted))
+
+    async def ainvoke_approved(
+        self, message: object, grant: Approval, *, config: RunnableConfig
+    ) -> ToolMessage:
+        """Async twin of `invoke_approved`."""
+        tool, call, granted = self._approved(message, grant, config)
+        return cast(ToolMessage, await tool.ainvoke(call, config=granted))

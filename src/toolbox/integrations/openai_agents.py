@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, final
 
 try:
-    from agents import FunctionTool, RunContextWrapper, RunState
+    from agents import FunctionTool, RunContextWrapper, RunState, Tool
     from agents.items import ToolApprovalItem
     from agents.tool_context import ToolContext
 except ImportError as _import_error:  # pragma: no cover - exercised by a test that hides the package
@@ -121,7 +121,7 @@ class GovernedAgentTools:
         self._grants: Remembered[tuple[str, str], Approval] = Remembered(remember)
         self._early: Remembered[tuple[str, str], ToolResult] = Remembered(remember)
         #: One `FunctionTool` per allowed operation; pass them as ``Agent(tools=...)``.
-        self.tools: list[FunctionTool] = [self._function_tool(entry) for entry in offered]
+        self.tools: list[Tool] = [self._function_tool(entry) for entry in offered]
 
     def _function_tool(self, entry: Offered) -> FunctionTool:
         gateway, name, context_of = self._gateway, entry.name, self._trusted
