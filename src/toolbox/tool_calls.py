@@ -100,6 +100,8 @@ def _parsed(gateway: Gateway, name: str, text: object) -> dict[str, Any]:
 
 def without_optional_nulls(gateway: Gateway, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
     """``arguments`` for ``name`` without the ``null`` of optional parameters (strict mode's "absent")."""
+    if not any(value is None or isinstance(value, (dict, list)) for value in arguments.values()):
+        return arguments  # nothing to strip, at any depth: the common flat call skips the schema walk
     try:
         _, tool, operation, _ = gateway.catalog.resolve_name(name)
         schema = gateway.catalog.schema(tool, operation).json_schema()
