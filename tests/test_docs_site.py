@@ -20,6 +20,8 @@ PUBLIC_MODULES = (
     "toolbox.audit",
     "toolbox.selection",
     "toolbox.testing",
+    "toolbox.integrations.openai_agents",
+    "toolbox.integrations.langchain",
     "toolbox_http",
     "toolbox_fs",
 )
