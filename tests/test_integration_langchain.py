@@ -312,6 +312,29 @@ def test_a_grant_applies_only_to_its_tool_call_and_only_once():
     assert RUNS["refund"] == 1
 
 
+def test_one_grant_raced_from_many_threads_runs_the_call_once():
+    g = governed()
+    tools = GovernedLangChainTools(g.gateway)
+    request = tools.pending(approval_needed(g, tools))
+    assert request is not None
+    grant = g.approver.grant(request, approved_by="manager")
+    barrier = threading.Barrier(8)
+    answers: list[Any] = []
+
+    def redeem() -> None:
+        barrier.wait()
+        answers.append(granted_refund(g, tools, {"c1": grant}))
+
+    threads = [threading.Thread(target=redeem) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert sorted(a.status for a in answers) == ["error"] * 7 + ["success"]
+    assert RUNS["refund"] == 1
+    assert responses(g, "shop.refund").count("SUCCESS") == 1
+
+
 def test_pending_trusts_only_the_request_it_holds():
     g = governed()
     tools = GovernedLangChainTools(g.gateway)

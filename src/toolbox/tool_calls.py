@@ -52,11 +52,25 @@ def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return found
 
 
+# One decoder and one encoder for every call: json.loads / json.dumps with options build a new one.
+_DECODER = json.JSONDecoder(object_pairs_hook=_refuse_duplicates)
+_ENCODER = json.JSONEncoder(default=str)
+# The limits of a pipeline, found once: its interceptors never change after it is built.
+_LIMITS: dict[int, tuple[tuple[object, ...], ArgumentLimits]] = {}
+
+
 def _limits(gateway: Gateway) -> ArgumentLimits:
-    for step in gateway.catalog.pipeline.interceptors:
-        if isinstance(step, ArgumentValidation):
-            return step.limits
-    return ArgumentLimits()
+    interceptors = gateway.catalog.pipeline.interceptors
+    cached = _LIMITS.get(id(interceptors))
+    if cached is not None and cached[0] is interceptors:
+        return cached[1]
+    limits = next(
+        (step.limits for step in interceptors if isinstance(step, ArgumentValidation)), ArgumentLimits()
+    )
+    if len(_LIMITS) >= 64:
+        _LIMITS.clear()
+    _LIMITS[id(interceptors)] = (interceptors, limits)
+    return limits
 
 
 def parse_arguments(text: object, limits: ArgumentLimits) -> dict[str, Any]:
@@ -69,7 +83,7 @@ def parse_arguments(text: object, limits: ArgumentLimits) -> dict[str, Any]:
     if len(text) > limits.max_bytes or len(text.encode("utf-8", "surrogatepass")) > limits.max_bytes:
         raise _Refused("too_large", f"arguments are larger than {limits.max_bytes} bytes")
     try:
-        parsed = json.loads(text, object_pairs_hook=_refuse_duplicates)
+        parsed = _DECODER.decode(text)
     except _Refused:
         raise
     except RecursionError:
@@ -139,7 +153,9 @@ def result_text(result: ToolResult) -> str:
     """What the model reads: the content on success, else a refusal without internals."""
     if result.status is Status.SUCCESS:
         content = result.content
-        return content if isinstance(content, str) else json.dumps(content, default=str)
+        if isinstance(content, str):
+            return content
+        return str(content) if type(content) is int else _ENCODER.encode(content)
     refusal = {
         "status": result.status.value,
         "reason_code": result.reason_code,
