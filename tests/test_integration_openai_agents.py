@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import json
+import subprocess
 import sys
 import threading
 from typing import Any
@@ -440,3 +441,16 @@ def test_the_gateway_must_be_a_gateway():
         GovernedAgentTools(object())  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="callable"):
         GovernedAgentTools(governed().gateway, context="ctx")  # type: ignore[arg-type]
+
+
+def test_importing_toolbox_imports_no_framework():
+    """Only the rooms import their framework: ``toolbox`` and ``toolbox.integrations`` import none."""
+    code = (
+        "import sys, toolbox, toolbox.integrations, toolbox.tool_calls, toolbox.integrations._offered\n"
+        "loaded = [m for m in ('agents', 'openai', 'langchain_core', 'langchain') if m in sys.modules]\n"
+        "assert not loaded, loaded\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
