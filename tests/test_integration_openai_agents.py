@@ -379,6 +379,26 @@ def test_bad_argument_text_never_runs_the_tool(text, code):
     assert events_of(g, "math.add")[-1] == ("INVOCATION_RESPONSE", "INVALID_ARGUMENTS")
 
 
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"order": "o" * 70_000, "amount": 1, "audit_as": "Refund"},
+        {"order": "o-7", "amount": 1, "audit_as": "Refund", "principal": "root"},
+        {"order": "o-7", "amount": "lots", "audit_as": "Refund"},
+    ],
+    ids=["huge", "smuggled-principal", "bad-type"],
+)
+def test_bad_arguments_to_an_approval_tool_are_refused_without_asking_a_human(arguments):
+    g = governed()
+    tools = GovernedAgentTools(g.gateway)
+    model = ScriptedModel([call("shop__refund", arguments, "c1")], [say("no")])
+    result = run(Runner.run(agent(tools, model), "refund", context=g.context))
+    assert result.interruptions == [] and result.final_output == "no"
+    assert refusal(model.tool_outputs()["c1"])["status"] == "INVALID_ARGUMENTS"
+    assert RUNS["refund"] == 0
+    assert events_of(g, "shop.refund")[-1] == ("INVOCATION_RESPONSE", "INVALID_ARGUMENTS")
+
+
 def test_argument_text_nested_beyond_pythons_json_limit_fails_in_the_sdk_before_any_tool():
     """The SDK parses argument text itself (to dedupe calls) and raises; nothing runs."""
     g = governed()
