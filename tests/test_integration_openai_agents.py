@@ -247,6 +247,23 @@ def test_a_grant_for_another_request_is_refused_at_approve():
     assert RUNS["refund"] == 0
 
 
+def test_a_call_id_reused_in_a_later_run_of_the_same_context_is_a_new_call():
+    g = governed()
+    tools = GovernedAgentTools(g.gateway)
+    interrupted(g, tools, refund_model([say("x")]))  # never resumed
+    other = {"order": "o-9", "amount": 99, "audit_as": "Another refund"}
+    model = ScriptedModel([call("shop__refund", other, "c1")], [say("refunded")])
+    clerk = agent(tools, model)
+    result = run(Runner.run(clerk, "refund o-9", context=g.context))
+    [pending] = tools.pending(result)
+    assert pending.request.arguments == {"order": "o-9", "amount": 99}
+    state = result.to_state()
+    tools.approve(state, pending, g.approver.grant(pending.request, approved_by="manager"))
+    run(Runner.run(clerk, state))
+    assert model.tool_outputs()["c1"] == "refunded 99 on o-9"
+    assert RUNS["refund"] == 1
+
+
 def test_a_grant_is_redeemed_once():
     g = governed()
     tools = GovernedAgentTools(g.gateway)

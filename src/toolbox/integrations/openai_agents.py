@@ -30,6 +30,7 @@ See docs/integrations/openai-agents.md.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, final
@@ -106,7 +107,7 @@ class GovernedAgentTools:
     See [the OpenAI Agents integration](../integrations/openai-agents.md).
     """
 
-    __slots__ = ("_context", "_early", "_gateway", "_grants", "_requests", "tools")
+    __slots__ = ("_asked", "_context", "_early", "_gateway", "_grants", "_requests", "tools")
 
     def __init__(
         self, gateway: Gateway, *, context: ContextFunc = _wrapped_context, remember: int = 10_000
@@ -120,6 +121,9 @@ class GovernedAgentTools:
         self._requests: Remembered[tuple[str, str], ApprovalRequest] = Remembered(remember)
         self._grants: Remembered[tuple[str, str], Approval] = Remembered(remember)
         self._early: Remembered[tuple[str, str], ToolResult] = Remembered(remember)
+        # The arguments each held call was asked about: a call id the model reuses in a later run
+        # of the same context with other arguments is a new call, never an earlier one's answer.
+        self._asked: Remembered[tuple[str, str], str] = Remembered(remember)
         #: One `FunctionTool` per allowed operation; pass them as ``Agent(tools=...)``.
         self.tools: list[Tool] = [self._function_tool(entry) for entry in offered]
 
@@ -179,13 +183,17 @@ class GovernedAgentTools:
         """
         context = self._trusted(wrapper)
         key = (context_key(context), call_id)
-        if key in self._early or key in self._requests:
-            return key in self._requests
+        canonical = json.dumps(params, sort_keys=True, default=repr)
+        if self._asked.get(key) == canonical and (key in self._early or key in self._requests):
+            return key in self._requests  # the same call asked again: it must not run twice
+        self._asked.put(key, canonical)
         arguments = without_optional_nulls(self._gateway, name, params)
         result = await self._gateway.ainvoke(name, arguments, context=context)
         if result.status is Status.APPROVAL_REQUIRED and result.approval is not None:
+            self._early.pop(key)
             self._requests.put(key, result.approval)
             return True
+        self._requests.pop(key)
         self._early.put(key, result)
         return False
 
