@@ -22,7 +22,7 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from agent_framework_support import RUNS, THREADS, Governed, governed
-from toolbox import Approval, ExecutionContext, HmacApprover
+from toolbox import Approval, ExecutionContext, Gateway, HmacApprover
 from toolbox.integrations.langchain import APPROVALS_KEY, CONTEXT_KEY, GovernedLangChainTools
 
 OK = ("INTENT_DECLARED", "GOVERNANCE_DECISION", "INVOCATION_REQUEST", "INVOCATION_RESPONSE")
@@ -391,6 +391,28 @@ def test_no_trusted_context_in_the_config_is_refused(config):
     assert refusal(answer)["reason_code"] == "NO_TRUSTED_CONTEXT"
     assert RUNS["add"] == 0
     assert len(g.gateway.unattributed) == 1
+
+
+def test_a_development_gateways_fallback_applies_to_no_context_never_to_a_failing_function():
+    from agent_framework_support import TOOLS
+
+    RUNS.clear()
+    fallback = ExecutionContext(tenant="dev", principal="developer")
+    gateway = Gateway(
+        Gateway.load(providers=list(TOOLS), discover=False, env={}).catalog,
+        strict=False,
+        fallback_context=fallback,
+    )
+    call = tool_call("math__add", {"a": 1, "b": 2, "purpose": "Sum"}, "c1")
+    assert by_name(GovernedLangChainTools(gateway), "math__add").invoke(call, config={}).content == "3"
+    assert [r.tool for r in fallback.trace] == ["math.add"]
+
+    def broken(config: Any) -> ExecutionContext:
+        raise LookupError("no session")
+
+    answer = by_name(GovernedLangChainTools(gateway, context=broken), "math__add").invoke(call, config={})
+    assert refusal(answer)["reason_code"] == "NO_TRUSTED_CONTEXT"
+    assert RUNS["add"] == 1
 
 
 def test_a_context_function_reads_the_config_and_a_failing_one_refuses():

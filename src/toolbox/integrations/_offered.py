@@ -87,23 +87,24 @@ def _may_need_approval(gateway: Gateway, name: str) -> bool:
     )
 
 
-def trusted_context(getter: Callable[[S], object], source: S) -> ExecutionContext | str:
+def trusted_context(getter: Callable[[S], object], source: S) -> ExecutionContext | str | None:
     """What ``getter`` takes from the framework's run context, or `UNTRUSTED`.
 
-    Only an `ExecutionContext` object or a string reference (for the gateway's
-    resolver) is passed on; a getter that raises or returns anything else (a dict
-    shaped like a context, None) gets the call refused by the gateway.
+    An `ExecutionContext` object or a string reference (for the gateway's resolver)
+    is passed on, and None ("no context": a strict gateway refuses it, one built with
+    ``strict=False`` uses its fallback). A getter that raises, or returns anything
+    else (a dict shaped like a context), gets the call refused by the gateway.
     """
     try:
         found = getter(source)
     except Exception:  # noqa: BLE001 - a failing getter is no trusted context
         return UNTRUSTED
-    if isinstance(found, (ExecutionContext, str)):
+    if found is None or isinstance(found, (ExecutionContext, str)):
         return found
     return UNTRUSTED
 
 
-def context_key(context: ExecutionContext | str) -> str:
+def context_key(context: ExecutionContext | str | None) -> str:
     """The run a framework call belongs to, for keying what is held between its steps."""
     if isinstance(context, str):
         return f"ref:{context}"

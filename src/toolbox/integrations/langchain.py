@@ -64,7 +64,7 @@ CONTEXT_KEY = "toolbox_context"
 APPROVALS_KEY = "toolbox_approvals"
 """The ``configurable`` key of the grants: a mapping of tool call id to `Approval`."""
 
-ContextFunc = Callable[[RunnableConfig], ExecutionContext | str]
+ContextFunc = Callable[[RunnableConfig], ExecutionContext | str | None]
 """Takes the trusted context (or a reference the gateway's resolver resolves) from the config."""
 
 # A grant under the approvals key that is not an Approval: the gateway refuses it, audited.
@@ -117,8 +117,9 @@ class GovernedLangChainTools:
         gateway: the gateway whose allowed operations the model may call.
         context: takes the trusted `ExecutionContext` from the `RunnableConfig` (default:
             ``config["configurable"]["toolbox_context"]``). A function that raises, or
-            returns anything but a context (or a reference the gateway's resolver
-            accepts), gets every call refused as DENIED/NO_TRUSTED_CONTEXT.
+            returns anything but a context, a reference the gateway's resolver accepts
+            or None, gets every call refused as DENIED/NO_TRUSTED_CONTEXT (so does None,
+            unless the gateway was built with ``strict=False`` and a fallback).
         remember: how many approval requests are held for `pending` (the oldest go first).
 
     See [the LangChain integration](../integrations/langchain.md).

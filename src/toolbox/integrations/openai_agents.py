@@ -60,7 +60,7 @@ from toolbox.tool_calls import ainvoke_arguments, result_text, without_optional_
 
 __all__ = ["ContextFunc", "GovernedAgentTools", "PendingApproval"]
 
-ContextFunc = Callable[[RunContextWrapper[Any]], ExecutionContext | str]
+ContextFunc = Callable[[RunContextWrapper[Any]], ExecutionContext | str | None]
 """Takes the trusted context (or a reference the gateway's resolver resolves) from the run context."""
 
 
@@ -99,8 +99,9 @@ class GovernedAgentTools:
         gateway: the gateway whose allowed operations the agent may call.
         context: takes the trusted `ExecutionContext` from the run context (default:
             ``wrapper.context``, which must then be one). A function that raises, or
-            returns anything but a context (or a reference the gateway's resolver
-            accepts), gets every call refused as DENIED/NO_TRUSTED_CONTEXT.
+            returns anything but a context, a reference the gateway's resolver accepts
+            or None, gets every call refused as DENIED/NO_TRUSTED_CONTEXT (so does None,
+            unless the gateway was built with ``strict=False`` and a fallback).
         remember: how many pending requests, grants and early results are held for runs
             that have not resumed yet (the oldest go first).
 
@@ -168,7 +169,7 @@ class GovernedAgentTools:
             needs_approval=needs_approval,
         )
 
-    def _trusted(self, wrapper: RunContextWrapper[Any]) -> ExecutionContext | str:
+    def _trusted(self, wrapper: RunContextWrapper[Any]) -> ExecutionContext | str | None:
         return trusted_context(self._context, wrapper)
 
     async def _ask(
