@@ -23,6 +23,7 @@ def test_all_is_sorted_and_complete():
         "function_tool",
         "gateway",
         "governance",
+        "integrations",  # imported by the integration tests; never by toolbox itself
         "intent",
         "intent_text",
         "namespace",
