@@ -23,7 +23,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from agent_framework_support import RUNS, THREADS, Governed, governed
 from toolbox import Approval, ExecutionContext, Gateway, HmacApprover
-from toolbox.integrations.langchain import APPROVALS_KEY, CONTEXT_KEY, GovernedLangChainTools
+from toolbox.integrations.langchain import APPROVALS_KEY, CONTEXT_KEY, GovernedLangChainTools, resume_value
 
 OK = ("INTENT_DECLARED", "GOVERNANCE_DECISION", "INVOCATION_REQUEST", "INVOCATION_RESPONSE")
 REFUND = {"order": "o-7", "amount": 30, "audit_as": "Refund a late order"}
@@ -501,3 +501,95 @@ def test_missing_langchain_names_the_extra(monkeypatch):
 def test_the_context_must_be_a_callable():
     with pytest.raises(TypeError, match="callable"):
         GovernedLangChainTools(governed().gateway, context="ctx")  # type: ignore[arg-type]
+
+
+# -- approval="interrupt": the graph pauses with LangGraph's interrupt ------------------------------
+
+
+def paused_agent(
+    g: Governed, tools: GovernedLangChainTools, *after: AIMessage
+) -> tuple[Any, dict[str, Any], Any]:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    chat = model(ask("shop__refund", REFUND, "c1"), *after)
+    agent = create_agent(chat, tools=tools.tools, checkpointer=InMemorySaver())
+    config = {"configurable": {CONTEXT_KEY: g.context, "thread_id": "t-1"}}
+    out = asyncio.run(agent.ainvoke({"messages": [HumanMessage("refund")]}, config=config))
+    [paused] = out["__interrupt__"]
+    assert RUNS["refund"] == 0
+    return agent, config, paused
+
+
+def resumed(agent: Any, config: dict[str, Any], value: Any) -> dict[str, ToolMessage]:
+    from langgraph.types import Command
+
+    out = asyncio.run(agent.ainvoke(Command(resume=value), config=config))
+    return tool_messages(out["messages"])
+
+
+def test_interrupt_pauses_the_graph_and_the_grant_resumes_it_once():
+    g = governed()
+    tools = GovernedLangChainTools(g.gateway, approval="interrupt")
+    agent, config, paused = paused_agent(g, tools, AIMessage(content="refunded"))
+    request = tools.pending(paused)
+    assert request is not None and request.arguments == {"order": "o-7", "amount": 30}
+    assert paused.value["tool_call_id"] == "c1"
+    answer = resumed(agent, config, resume_value(g.approver.grant(request, approved_by="manager")))["c1"]
+    assert answer.status == "success" and answer.content == "refunded 30 on o-7"
+    assert RUNS["refund"] == 1
+    # LangGraph runs the tool again on resume, so the gateway asked twice before the grant ran it.
+    assert responses(g, "shop.refund") == ["APPROVAL_REQUIRED", "APPROVAL_REQUIRED", "SUCCESS"]
+
+
+def test_interrupt_resumed_with_a_rejection_runs_nothing():
+    g = governed()
+    tools = GovernedLangChainTools(g.gateway, approval="interrupt")
+    agent, config, _ = paused_agent(g, tools, AIMessage(content="declined"))
+    answer = refusal(resumed(agent, config, resume_value(None))["c1"])
+    assert answer["reason_code"] == "APPROVAL_DECLINED"
+    assert RUNS["refund"] == 0
+    assert "SUCCESS" not in responses(g, "shop.refund")
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "yes",
+        {"approved": True},
+        {"request_id": 1, "fingerprint": "f", "approved_by": "m", "expires_at": 1.0, "signature": "s"},
+    ],
+    ids=["string", "other-mapping", "wrong-types"],
+)
+def test_interrupt_resumed_with_something_that_is_not_a_grant_is_refused_audited(value):
+    g = governed()
+    tools = GovernedLangChainTools(g.gateway, approval="interrupt")
+    agent, config, _ = paused_agent(g, tools, AIMessage(content="refused"))
+    answer = refusal(resumed(agent, config, value)["c1"])
+    assert answer["reason_code"] == "APPROVAL_INVALID"
+    assert RUNS["refund"] == 0
+    assert responses(g, "shop.refund")[-1] == "DENIED"
+
+
+def test_interrupt_resumed_with_a_grant_for_other_arguments_is_refused():
+    g = governed()
+    tools = GovernedLangChainTools(g.gateway, approval="interrupt")
+    agent, config, _ = paused_agent(g, tools, AIMessage(content="refused"))
+    other = g.gateway.invoke("shop.refund", {**REFUND, "amount": 1}, context=g.context)
+    assert other.approval is not None
+    forged = resume_value(g.approver.grant(other.approval, approved_by="manager"))
+    answer = refusal(resumed(agent, config, forged)["c1"])
+    assert answer["reason_code"] == "APPROVAL_INVALID" and "other arguments" in answer["message"]
+    assert RUNS["refund"] == 0
+
+
+def test_interrupt_mode_outside_a_graph_answers_with_the_held_message():
+    g = governed()
+    tools = GovernedLangChainTools(g.gateway, approval="interrupt")
+    answer = by_name(tools, "shop__refund").invoke(
+        tool_call("shop__refund", REFUND, "c1"), config=configured(g)
+    )
+    assert refusal(answer)["status"] == "APPROVAL_REQUIRED" and tools.pending(answer) is not None
+    with pytest.raises(ValueError, match="'message' or 'interrupt'"):
+        GovernedLangChainTools(g.gateway, approval="ask")
+    with pytest.raises(TypeError):
+        resume_value("grant")  # type: ignore[arg-type]

@@ -27,6 +27,12 @@ call id to `Approval`), so a tool call you re-invoke yourself works the same; a
 grant covers exactly the arguments it was issued for (edited ones are refused as
 APPROVAL_INVALID) and is redeemed once. To reject, do not run it: nothing ran.
 
+With ``approval="interrupt"``, a call inside a LangGraph graph (``create_agent``
+with a checkpointer) pauses the graph instead, with LangGraph's ``interrupt``
+carrying the request; resume with ``Command(resume=resume_value(grant))`` (or
+``resume_value(None)`` to reject) and the call runs once with the grant, or
+answers that a human declined. Outside a graph it answers as above.
+
 A ``def`` tool that is ``MEMORY_ONLY`` runs inline: ``tool.ainvoke`` never
 sends it to a worker thread.
 
@@ -57,18 +63,68 @@ from toolbox.pipeline.approval import Approval, ApprovalRequest
 from toolbox.pipeline.result import Status, ToolResult
 from toolbox.tool_calls import result_text, without_optional_nulls
 
-__all__ = ["APPROVALS_KEY", "CONTEXT_KEY", "ContextFunc", "GovernedLangChainTools"]
+__all__ = [
+    "APPROVALS_KEY",
+    "CONTEXT_KEY",
+    "INTERRUPT_KEY",
+    "ContextFunc",
+    "GovernedLangChainTools",
+    "resume_value",
+]
 
 CONTEXT_KEY = "toolbox_context"
 """The ``configurable`` key the default context function reads."""
 APPROVALS_KEY = "toolbox_approvals"
 """The ``configurable`` key of the grants: a mapping of tool call id to `Approval`."""
 
+INTERRUPT_KEY = "toolbox_approval_request"
+"""The key of the `ApprovalRequest` (as a JSON-ready mapping) in an ``interrupt`` value."""
+# LangGraph puts its per-task scratchpad here inside a graph node; only there can a node interrupt.
+_IN_A_GRAPH = "__pregel_scratchpad"
+_REJECTED = {"rejected": True}
+_GRANT_FIELDS = {
+    "request_id": str,
+    "fingerprint": str,
+    "approved_by": str,
+    "expires_at": float,
+    "signature": str,
+}
+
 ContextFunc = Callable[[RunnableConfig], ExecutionContext | str | None]
 """Takes the trusted context (or a reference the gateway's resolver resolves) from the config."""
 
 # A grant under the approvals key that is not an Approval: the gateway refuses it, audited.
 _MALFORMED_GRANT = Approval(request_id="", fingerprint="", approved_by="", expires_at=0.0, signature="")
+
+
+def resume_value(grant: Approval | None) -> dict[str, Any]:
+    """What to resume an ``approval="interrupt"`` pause with: the grant as a JSON-ready mapping.
+
+    ``None`` rejects the call (``{"rejected": True}``: LangGraph does not resume with
+    ``None``). A mapping survives any checkpointer; the gateway still verifies the
+    grant it stands for.
+    """
+    if grant is None:
+        return dict(_REJECTED)
+    if not isinstance(grant, Approval):
+        raise TypeError(f"grant must be a toolbox Approval or None, got {type(grant).__name__}")
+    return {name: getattr(grant, name) for name in _GRANT_FIELDS}
+
+
+def _resumed_grant(decision: object) -> Approval | None:
+    """The grant a resume value carries; None rejects; anything malformed is refused, audited."""
+    if decision is None or decision is False or decision == _REJECTED:
+        return None
+    if isinstance(decision, Approval):
+        return decision
+    if not isinstance(decision, Mapping) or set(decision) != set(_GRANT_FIELDS):
+        return _MALFORMED_GRANT
+    values = dict(decision)
+    if isinstance(values["expires_at"], int) and not isinstance(values["expires_at"], bool):
+        values["expires_at"] = float(values["expires_at"])
+    if not all(type(values[name]) is kind for name, kind in _GRANT_FIELDS.items()):
+        return _MALFORMED_GRANT
+    return Approval(**values)
 
 
 def _configured(config: RunnableConfig) -> Any:
@@ -81,6 +137,12 @@ def _grant(config: RunnableConfig, tool_call_id: str | None) -> Approval | None:
         return None
     grant = grants[tool_call_id]
     return grant if isinstance(grant, Approval) else _MALFORMED_GRANT
+
+
+def _declined(name: str, tool_call_id: str | None) -> ToolMessage:
+    """What the model reads when a human resumed a paused call with a rejection."""
+    text = '{"status": "DENIED", "reason_code": "APPROVAL_DECLINED", "message": "a human declined this call"}'
+    return ToolMessage(content=text, tool_call_id=tool_call_id or "", name=name, status="error")
 
 
 @final
@@ -120,18 +182,29 @@ class GovernedLangChainTools:
             returns anything but a context, a reference the gateway's resolver accepts
             or None, gets every call refused as DENIED/NO_TRUSTED_CONTEXT (so does None,
             unless the gateway was built with ``strict=False`` and a fallback).
+        approval: ``"message"`` (default): a held call answers with an error `ToolMessage`
+            carrying the request; ``"interrupt"``: inside a LangGraph graph it pauses the
+            graph with ``interrupt`` (resume with `resume_value`).
         remember: how many approval requests are held for `pending` (the oldest go first).
 
     See [the LangChain integration](../integrations/langchain.md).
     """
 
-    __slots__ = ("_by_name", "_context", "_gateway", "_held", "tools")
+    __slots__ = ("_by_name", "_context", "_gateway", "_held", "_interrupts", "tools")
 
     def __init__(
-        self, gateway: Gateway, *, context: ContextFunc = _configured, remember: int = 10_000
+        self,
+        gateway: Gateway,
+        *,
+        context: ContextFunc = _configured,
+        approval: str = "message",
+        remember: int = 10_000,
     ) -> None:
         if not callable(context):
             raise TypeError("context must be a callable taking the RunnableConfig")
+        if approval not in ("message", "interrupt"):
+            raise ValueError(f"approval must be 'message' or 'interrupt', got {approval!r}")
+        self._interrupts = approval == "interrupt"
         offered = offered_operations(gateway)
         self._gateway = gateway
         self._context = context
@@ -147,6 +220,11 @@ class GovernedLangChainTools:
             context = trusted_context(self._context, config)
             prepared = self._arguments(name, arguments)
             result = gateway.invoke(name, prepared, context=context, approval=_grant(config, tool_call_id))
+            if self._pauses(result, tool_call_id, config):
+                grant = self._interrupt(name, arguments, result, tool_call_id)
+                if grant is None:
+                    return _declined(name, tool_call_id)
+                result = gateway.invoke(name, prepared, context=context, approval=grant)
             return self._answer(name, arguments, result, tool_call_id)
 
         async def arun(arguments: object, tool_call_id: str | None, config: RunnableConfig) -> Any:
@@ -155,6 +233,11 @@ class GovernedLangChainTools:
             result = await gateway.ainvoke(
                 name, prepared, context=context, approval=_grant(config, tool_call_id)
             )
+            if self._pauses(result, tool_call_id, config):
+                grant = self._interrupt(name, arguments, result, tool_call_id)
+                if grant is None:
+                    return _declined(name, tool_call_id)
+                result = await gateway.ainvoke(name, prepared, context=context, approval=grant)
             return self._answer(name, arguments, result, tool_call_id)
 
         return _GovernedTool(
@@ -170,6 +253,35 @@ class GovernedLangChainTools:
             return without_optional_nulls(self._gateway, name, arguments)
         return arguments  # anything but an object is refused, audited, by the gateway
 
+    def _pauses(self, result: ToolResult, tool_call_id: str | None, config: RunnableConfig) -> bool:
+        return (
+            self._interrupts
+            and result.status is Status.APPROVAL_REQUIRED
+            and result.approval is not None
+            and tool_call_id is not None
+            and _IN_A_GRAPH in (config.get("configurable") or {})
+        )
+
+    def _interrupt(
+        self, name: str, arguments: object, result: ToolResult, tool_call_id: str | None
+    ) -> Approval | None:
+        """Pause the graph with the request; on resume, the grant (None: a human declined).
+
+        LangGraph runs the tool again on resume: the gateway asks again (a second
+        APPROVAL_REQUIRED in the audit trail), then ``interrupt`` returns the resume value.
+        """
+        try:
+            from langgraph.types import interrupt
+        except ImportError as missing:  # pragma: no cover - langgraph comes with langchain
+            raise ImportError(
+                'approval="interrupt" needs LangGraph: pip install "toolbox-registry[langchain]" langgraph'
+            ) from missing
+        request = result.approval
+        assert request is not None and tool_call_id is not None  # checked by _pauses
+        self._held.put(request.id, _Held(request, name, copy.deepcopy(arguments), tool_call_id))
+        decision = interrupt({INTERRUPT_KEY: request.as_dict(), "tool_call_id": tool_call_id, "tool": name})
+        return _resumed_grant(decision)
+
     def _answer(self, name: str, arguments: object, result: ToolResult, tool_call_id: str | None) -> Any:
         text = result_text(result)
         if result.status is Status.SUCCESS or tool_call_id is None:
@@ -182,15 +294,21 @@ class GovernedLangChainTools:
         )
 
     def pending(self, message: object) -> ApprovalRequest | None:
-        """The `ApprovalRequest` a tool's ``message`` waits for, or None.
+        """The `ApprovalRequest` a tool's ``message`` (or a LangGraph ``Interrupt``) waits for, or None.
 
         The request is the one this object holds (what the gateway asked), found by the
-        id in the message's artifact; nothing else of the message is trusted.
+        id in the message's artifact or the interrupt's value; nothing else of either is
+        trusted.
         """
         held = self._held_for(message)
         return held.request if held is not None else None
 
     def _held_for(self, message: object) -> _Held | None:
+        # A LangGraph Interrupt (or its value) carries the request; a ToolMessage, its artifact.
+        value = getattr(message, "value", message)
+        if isinstance(value, Mapping) and isinstance(value.get(INTERRUPT_KEY), Mapping):
+            request_id = value[INTERRUPT_KEY].get("id")
+            return self._held.get(request_id) if isinstance(request_id, str) else None
         artifact = getattr(message, "artifact", None)
         if not isinstance(message, ToolMessage) or not isinstance(artifact, Mapping):
             return None
