@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from typing import final
+from typing import Any, final
 
 from sqlalchemy import create_engine, func, inspect, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -12,11 +12,13 @@ from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.schema import CreateSchema
 
-from toolbox.audit.events import GENESIS_HASH
-from toolbox.audit.sql import SqlSink, heads_table
+from toolbox.audit.events import FIELDS, GENESIS_HASH
+from toolbox.audit.sql import SqlSink, events_table, heads_table
 
 __all__ = ["PostgresSink"]
 
+#: Rows per multi-row INSERT: 26 parameters each, well below PostgreSQL's 65,535 per statement.
+_ROWS_PER_INSERT = 1000
 _INSTALL = 'PostgresSink needs psycopg 3. Please install it: pip install "toolbox-registry[postgres]"'
 
 
@@ -89,6 +91,20 @@ class PostgresSink(SqlSink):
         # Only when absent: CREATE SCHEMA needs the CREATE privilege even with IF NOT EXISTS.
         if self._schema is not None and not inspect(conn).has_schema(self._schema):
             conn.execute(CreateSchema(self._schema, if_not_exists=True))
+
+    def _insert_rows(self, conn: Connection, rows: list[dict[str, Any]]) -> None:
+        """One multi-row ``INSERT`` per `_ROWS_PER_INSERT` rows: one round trip, one plan."""
+        preparer = conn.dialect.identifier_preparer
+        table = preparer.quote(events_table.name)
+        if self._schema is not None:
+            table = f"{preparer.quote_schema(self._schema)}.{table}"
+        columns = ", ".join(preparer.quote(name) for name in FIELDS)
+        one_row = "(" + ", ".join(["%s"] * len(FIELDS)) + ")"
+        for start in range(0, len(rows), _ROWS_PER_INSERT):
+            chunk = rows[start : start + _ROWS_PER_INSERT]
+            values = ", ".join([one_row] * len(chunk))
+            parameters = tuple(row[name] for row in chunk for name in FIELDS)
+            conn.exec_driver_sql(f"INSERT INTO {table} ({columns}) VALUES {values}", parameters)  # noqa: S608 - names quoted, values bound
 
     def _lock_heads(self, conn: Connection, trace_ids: Sequence[str]) -> dict[str, tuple[int, str]]:
         conn.execute(
