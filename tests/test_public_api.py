@@ -12,6 +12,7 @@ def test_all_is_sorted_and_complete():
         "calculator",
         "catalog",
         "cli",
+        "cli_audit_replay",
         "cli_format",
         "context",
         "delegation",

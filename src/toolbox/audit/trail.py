@@ -32,7 +32,7 @@ from toolbox.audit.events import AuditEvent, AuditRecord, EventType
 from toolbox.audit.fallback import FallbackFile, FallbackReplay
 from toolbox.audit.redaction import Redaction
 from toolbox.audit.sink import AuditQuery, AuditSink
-from toolbox.audit.verify import ChainProblem, verify_chain
+from toolbox.audit.verify import ChainProblem, TraceHeads, verify_chain, verify_heads
 from toolbox.context import ExecutionContext
 from toolbox.errors import ConfigurationError
 from toolbox.pipeline.chain import audit_unavailable
@@ -400,7 +400,15 @@ class AuditTrail:
         """`replay_fallback`, returning how many events were stored and which lines were quarantined."""
         if self._fallback is None:
             return FallbackReplay(0)
-        return self._fallback.replay(self.sink.append)
+        # A SQL store skips events it already holds (a replay cut short by a crash, then rerun).
+        append_missing = getattr(self.sink, "append_missing", None)
+        if not callable(append_missing):
+            return self._fallback.replay(self.sink.append)
+
+        def append(events: Sequence[AuditEvent]) -> None:
+            append_missing(events)
+
+        return self._fallback.replay(append)
 
     # -- read-back ----------------------------------------------------------------
 
@@ -433,10 +441,18 @@ class AuditTrail:
         )
 
     def verify(self, trace_id: str, *, context: ExecutionContext) -> list[ChainProblem]:
-        """Chain problems of ``trace_id`` (auditors only: verification needs every event)."""
+        """Chain problems of ``trace_id`` (auditors only: verification needs every event).
+
+        With a sink that keeps trace heads (SQLite, PostgreSQL), removed last events
+        and a removed trace are problems too.
+        """
         if not self._is_auditor(context):
             raise PermissionError("verifying a trace needs an auditor role")
-        return verify_chain(self.sink.read_trace(trace_id))
+        records = self.sink.read_trace(trace_id)
+        problems = verify_chain(records)
+        if isinstance(self.sink, TraceHeads):
+            problems += verify_heads(records, self.sink.trace_heads(trace_id), trace_id=trace_id)
+        return problems
 
 
 def _arguments(invocation: Invocation) -> Mapping[str, Any]:
