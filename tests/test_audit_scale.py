@@ -1,0 +1,377 @@
+"""Audit writes at scale: group commit, batched ASYNC drains, trace heads, processes, real stores."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import audit_scale_support as support
+from audit_sql_support import Store, event, make_store
+from toolbox import ExecutionContext, Status
+from toolbox.audit import AuditMode, AuditSinkError, AuditTrail, EventType, MemorySink
+from toolbox.audit.events import AuditEvent
+from toolbox.audit.group import GroupCommit
+from toolbox.audit.sql import SqlSink
+from toolbox.audit.verify import verify_chain, verify_heads
+
+BACKENDS = ["sqlite", "postgres"]
+AUDITOR = ExecutionContext(tenant="ops", principal="auditor", roles={"auditor"})
+
+
+@pytest.fixture(params=BACKENDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    yield from make_store(request.param, tmp_path)
+
+
+@pytest.fixture(autouse=True)
+def _no_executions() -> Iterator[None]:
+    support.EXECUTIONS.clear()
+    yield
+    support.EXECUTIONS.clear()
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
+    """Bounded polling (never an assertion about speed)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.005)
+
+
+def forming(sink: SqlSink) -> int:
+    """How many batches wait in the group the next leader will write (test-only peek)."""
+    group = sink._group._forming
+    return 0 if group is None else len(group.batches)
+
+
+class GatedWrites:
+    """Blocks the sink's first transaction until `release`, so the next callers form one group."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, sink: SqlSink) -> None:
+        self.gate = threading.Event()
+        self.entered = threading.Event()
+        self.fail_next = False
+        self.transactions: list[int] = []
+        original = type(sink)._write_rows
+        gated = self
+
+        def write_rows(self: SqlSink, conn: Any, rows: list[dict[str, Any]]) -> None:
+            first = not gated.transactions
+            gated.transactions.append(len(rows))
+            if first:
+                gated.entered.set()
+                assert gated.gate.wait(60)
+            original(self, conn, rows)  # the rows are inserted: the failure below is mid-batch
+            if gated.fail_next and not first:
+                raise OSError(5, "I/O error after the insert")
+
+        monkeypatch.setattr(type(sink), "_write_rows", write_rows)
+
+    def release(self) -> None:
+        self.gate.set()
+
+
+def run_threads(count: int, target: Callable[[int], None]) -> list[threading.Thread]:
+    threads = [threading.Thread(target=target, args=(n,)) for n in range(count)]
+    for thread in threads:
+        thread.start()
+    return threads
+
+
+# -- GroupCommit ------------------------------------------------------------------
+
+
+def test_a_lone_caller_writes_its_own_batch_at_once() -> None:
+    """No concurrency, no grouping: each submit is one write of one batch."""
+    written: list[Sequence[int]] = []
+    group: GroupCommit[int] = GroupCommit(lambda batches: written.append(list(batches)))
+    for n in range(3):
+        group.submit(n)
+    assert written == [[0], [1], [2]]
+
+
+def test_callers_arriving_during_a_write_share_the_next_one() -> None:
+    """While the leader writes, 7 callers queue up; one of them writes all 7 in one go."""
+    gate = threading.Event()
+    written: list[list[int]] = []
+
+    def write(batches: Sequence[int]) -> None:
+        if not written:
+            written.append(list(batches))
+            assert gate.wait(30)
+            return
+        written.append(list(batches))
+
+    group: GroupCommit[int] = GroupCommit(write)
+    first = run_threads(1, group.submit)
+    wait_until(lambda: bool(written))
+    others = [threading.Thread(target=group.submit, args=(n,)) for n in range(1, 8)]
+    for thread in others:
+        thread.start()
+    wait_until(lambda: group._forming is not None and len(group._forming.batches) == 7)
+    gate.set()
+    for thread in (*first, *others):
+        thread.join(30)
+    assert written[0] == [0]
+    assert sorted(written[1]) == list(range(1, 8)) and len(written) == 2
+
+
+def test_a_failed_group_write_fails_every_caller_of_the_group() -> None:
+    """The leader's error reaches each follower; the next group writes normally."""
+    calls = {"n": 0}
+
+    def write(batches: Sequence[int]) -> None:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise AuditSinkError("store down")
+
+    group: GroupCommit[int] = GroupCommit(write)
+    with pytest.raises(AuditSinkError, match="store down"):
+        group.submit(1)
+    group.submit(2)
+    assert calls["n"] == 2
+
+
+def test_group_size_is_bounded() -> None:
+    with pytest.raises(ValueError, match="max_group"):
+        GroupCommit(lambda batches: None, max_group=0)
+    gate, sizes = threading.Event(), []
+
+    def write(batches: Sequence[int]) -> None:
+        sizes.append(len(batches))
+        if len(sizes) == 1:
+            assert gate.wait(30)
+
+    group: GroupCommit[int] = GroupCommit(write, max_group=3)
+    threads = run_threads(1, group.submit)
+    wait_until(lambda: bool(sizes))
+    threads += run_threads(7, group.submit)
+    gate.set()  # however many of the 7 have queued by now, no group may exceed 3
+    for thread in threads:
+        thread.join(30)
+    assert sum(sizes) == 8 and max(sizes) <= 3
+
+
+# -- group commit in the SQL sinks --------------------------------------------------
+
+
+def test_concurrent_appends_share_one_transaction(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """7 appends arriving during a commit are stored by one transaction, gap-free and chained."""
+    sink = store.sink()
+    sink.schema_version()
+    gated = GatedWrites(monkeypatch, sink)
+    threads = run_threads(1, lambda n: sink.append([event("t-lead")]))
+    assert gated.entered.wait(30)
+    threads += run_threads(7, lambda n: sink.append([event("t-shared"), event(f"t-{n}")]))
+    wait_until(lambda: forming(sink) == 7)
+    gated.release()
+    for thread in threads:
+        thread.join(60)
+    assert gated.transactions == [1, 14]
+    shared = sink.read_trace("t-shared")
+    assert [r.sequence for r in shared] == list(range(1, 8))
+    assert verify_chain(shared) == [] and verify_heads(shared, sink.trace_heads("t-shared")) == []
+
+
+def test_a_leader_failing_mid_batch_fails_every_follower_and_stores_nothing(
+    store: Store, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """STRICT: the 7 calls of a failed group are DENIED/AUDIT_UNAVAILABLE, run zero times, leave no row."""
+    sink = store.sink()
+    sink.schema_version()
+    gated = GatedWrites(monkeypatch, sink)
+    fallback = tmp_path / "fallback.jsonl"
+    gateway = support.governed(AuditTrail(sink, fallback_path=fallback))
+    results: dict[int, Any] = {}
+
+    def call(n: int) -> None:
+        context = ExecutionContext(tenant="t", principal="p", run_id=f"caller-{n}")
+        results[n] = gateway.invoke("add", support.CALL, context=context)
+
+    threads = run_threads(1, lambda n: sink.append([event("lead")]))  # holds the first transaction
+    assert gated.entered.wait(30)
+    threads += run_threads(7, call)
+    wait_until(lambda: forming(sink) == 7)
+    gated.fail_next = True
+    gated.release()
+    for thread in threads:
+        thread.join(60)
+    assert gated.transactions[1] == 7 * 3  # one transaction held the 7 openings
+    refused = [results[n] for n in range(7)]
+    assert [(r.status, r.reason_code) for r in refused] == [(Status.DENIED, "AUDIT_UNAVAILABLE")] * 7
+    assert support.EXECUTIONS == []
+    assert len(sink.read_trace("lead")) == 1
+    for n in range(7):
+        assert sink.read_trace(f"caller-{n}") == []
+        assert sink.trace_heads(f"caller-{n}") == {}
+    kept = [json.loads(line) for line in fallback.read_text(encoding="ascii").splitlines()]
+    responses = [e for e in kept if e["type"] == "INVOCATION_RESPONSE"]  # kept for a replay
+    assert sorted(e["trace_id"] for e in responses) == [f"caller-{n}" for n in range(7)]
+    assert {e["reason_code"] for e in responses} == {"AUDIT_UNAVAILABLE"}
+
+
+# -- ASYNC: many batches per transaction ---------------------------------------------
+
+
+class CountingSink:
+    """A memory sink that records the size of each append; the first one waits for `gate`."""
+
+    def __init__(self) -> None:
+        self.inner = MemorySink()
+        self.appends: list[int] = []
+        self.gate = threading.Event()
+
+    def append(self, events: Sequence[AuditEvent]) -> None:
+        if not self.appends:
+            assert self.gate.wait(30)
+        self.appends.append(len(events))
+        self.inner.append(list(events))
+
+    def read_trace(self, trace_id: str) -> Any:
+        return self.inner.read_trace(trace_id)
+
+    def query(self, query: Any) -> Any:
+        return self.inner.query(query)
+
+    def close(self) -> None:
+        pass
+
+
+def test_async_drains_every_queued_batch_in_one_append(tmp_path: Path) -> None:
+    """While the writer is busy 50 calls queue up: they are stored by one append, in order."""
+    sink = CountingSink()
+    trail = AuditTrail(sink, mode=AuditMode.ASYNC, fallback_path=tmp_path / "fb.jsonl")
+    gateway = support.governed(trail)
+    context = ExecutionContext(tenant="t", principal="p")
+    results = [gateway.invoke("add", support.CALL, context=context) for _ in range(51)]
+    assert all(r.status is Status.SUCCESS for r in results)
+    sink.gate.set()
+    trail.close()
+    assert sum(sink.appends) == 51 * 4
+    assert len(sink.appends) < 10  # the first call's opening, then the rest in very few appends
+    records = sink.read_trace(context.run_id)
+    assert [r.sequence for r in records] == list(range(1, 205))
+    kinds = [r.type for r in records]
+    assert kinds[:4] == [
+        EventType.INTENT_DECLARED,
+        EventType.GOVERNANCE_DECISION,
+        EventType.INVOCATION_REQUEST,
+        EventType.INVOCATION_RESPONSE,
+    ]
+
+
+def test_async_drain_into_sql_verifies(store: Store, tmp_path: Path) -> None:
+    sink = store.sink()
+    trail = AuditTrail(sink, mode=AuditMode.ASYNC, fallback_path=tmp_path / "fb.jsonl")
+    gateway = support.governed(trail)
+    context = ExecutionContext(tenant="t", principal="p")
+    for _ in range(200):
+        assert gateway.invoke("add", support.CALL, context=context).status is Status.SUCCESS
+    trail.flush()
+    records = sink.read_trace(context.run_id)
+    assert [r.sequence for r in records] == list(range(1, 801))
+    assert trail.verify(context.run_id, context=AUDITOR) == []
+    trail.close()
+
+
+# -- several processes, several threads ---------------------------------------------
+
+
+def test_strict_from_8_threads_in_4_processes_is_gap_free(store: Store, tmp_path: Path) -> None:
+    """4 processes x 8 threads of STRICT governed calls on shared traces: every event, chain intact."""
+    store.sink().schema_version()
+    threads, calls, processes_count = 8, 20, 4
+    context = multiprocessing.get_context("spawn")
+    start = context.Barrier(processes_count)
+    processes = [
+        context.Process(
+            target=support.strict_worker,
+            args=(
+                store.kind,
+                store.location,
+                store.schema,
+                str(tmp_path / f"fallback-{n}.jsonl"),
+                threads,
+                calls,
+                start,
+            ),
+        )
+        for n in range(processes_count)
+    ]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(600)
+    assert [p.exitcode for p in processes] == [0] * processes_count
+    sink = store.sink()
+    every = sink.query(support_query())
+    assert len(every) == processes_count * threads * calls * 4
+    assert verify_chain(every) == []
+    assert verify_heads(every, sink.trace_heads()) == []
+    shared = sink.read_trace(support.SHARED_TRACE)
+    assert [r.sequence for r in shared] == list(range(1, processes_count * threads * calls // 2 * 4 + 1))
+    for thread in range(threads):
+        own = sink.read_trace(support.thread_trace(thread))
+        assert [r.sequence for r in own] == list(range(1, processes_count * calls // 2 * 4 + 1))
+    assert all(not (tmp_path / f"fallback-{n}.jsonl").exists() for n in range(processes_count))
+
+
+def support_query() -> Any:
+    from toolbox.audit.sink import AuditQuery
+
+    return AuditQuery(limit=10**9)
+
+
+# -- trace heads: a removed last event, a removed trace -------------------------------
+
+
+def test_removed_last_event_and_removed_trace_are_found(store: Store) -> None:
+    sink = store.sink()
+    sink.append([event("kept") for _ in range(3)])
+    sink.append([event("cut") for _ in range(4)])
+    sink.append([event("gone") for _ in range(2)])
+    store.execute("DELETE FROM audit_events WHERE trace_id = 'cut' AND sequence >= 3")
+    store.execute("DELETE FROM audit_events WHERE trace_id = 'gone'")
+    every = sink.query(support_query())
+    assert verify_chain(every) == []  # what is left still chains
+    problems = verify_heads(every, sink.trace_heads())
+    assert [(p.trace_id, p.sequence, p.event_id) for p in problems] == [("cut", 4, "-"), ("gone", 2, "-")]
+    assert "events 3 to 4 removed from the end" in str(problems[0])
+    assert "trace removed" in str(problems[1])
+    trail = AuditTrail(sink, fallback_path=None)
+    assert [p.problem for p in trail.verify("gone", context=AUDITOR)] == [problems[1].problem]
+    assert trail.verify("kept", context=AUDITOR) == []
+
+
+def test_an_event_stored_behind_the_sinks_back_is_found(store: Store) -> None:
+    """A chained row added by raw SQL (the head not moved) and a replaced last event are named."""
+    sink = store.sink()
+    sink.append([event("t") for _ in range(2)])
+    store.execute("UPDATE audit_trace_heads SET last_sequence = 1 WHERE trace_id = 't'")
+    problems = verify_heads(sink.read_trace("t"), sink.trace_heads("t"))
+    assert len(problems) == 1 and "not recorded by the trace head" in problems[0].problem
+    store.execute("UPDATE audit_trace_heads SET last_sequence = 2, last_hash = 'f00d' WHERE trace_id = 't'")
+    problems = verify_heads(sink.read_trace("t"), sink.trace_heads("t"))
+    assert len(problems) == 1 and "replaced" in problems[0].problem
+    store.execute("DELETE FROM audit_trace_heads WHERE trace_id = 't'")
+    problems = verify_heads(sink.read_trace("t"), sink.trace_heads())
+    assert len(problems) == 1 and "no head" in problems[0].problem
+
+
+def test_append_missing_stores_each_event_once(store: Store) -> None:
+    sink = store.sink()
+    events = [event("r") for _ in range(5)]
+    assert sink.append_missing(events[:3]) == 3
+    assert sink.append_missing(events) == 2
+    assert sink.append_missing([*events, events[0]]) == 0
+    assert sink.append_missing([]) == 0
+    records = sink.read_trace("r")
+    assert [r.event_id for r in records] == [e.event_id for e in events]
+    assert verify_chain(records) == [] and verify_heads(records, sink.trace_heads()) == []
