@@ -375,3 +375,35 @@ def test_append_missing_stores_each_event_once(store: Store) -> None:
     records = sink.read_trace("r")
     assert [r.event_id for r in records] == [e.event_id for e in events]
     assert verify_chain(records) == [] and verify_heads(records, sink.trace_heads()) == []
+
+
+# -- PostgreSQL connections: pinged when idle, replaced when dead ---------------------
+
+
+def _kill_pooled_connection(store: Store, sink: SqlSink) -> None:
+    with sink.engine.connect() as conn:
+        pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()
+    store.execute("SELECT pg_terminate_backend(:pid)", pid=pid)  # only this sink's own connection
+
+
+def test_an_idle_connection_killed_by_the_server_is_replaced(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from toolbox.audit import postgres
+
+    store = next(stores := make_store("postgres", tmp_path))
+    try:
+        monkeypatch.setattr(postgres, "_PING_AFTER_IDLE", 0.0)  # every checkout counts as idle
+        sink = store.sink()
+        sink.append([event("alive")])
+        _kill_pooled_connection(store, sink)
+        sink.append([event("alive")])  # the ping fails, the pool connects again: no error
+        assert [r.sequence for r in sink.read_trace("alive")] == [1, 2]
+        monkeypatch.setattr(postgres, "_PING_AFTER_IDLE", 3600.0)  # a busy connection is not pinged
+        _kill_pooled_connection(store, sink)
+        with pytest.raises(AuditSinkError):
+            sink.append([event("alive")])  # fails closed once ...
+        sink.append([event("alive")])  # ... and the next write reconnects
+        assert [r.sequence for r in sink.read_trace("alive")] == [1, 2, 3]
+    finally:
+        next(stores, None)

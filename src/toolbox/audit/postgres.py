@@ -3,22 +3,26 @@
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Sequence
 from typing import Any, final
 
-from sqlalchemy import create_engine, func, inspect, select
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.engine import URL, Connection, make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy import create_engine, event, func, inspect, select
+from sqlalchemy.engine import URL, Connection, Engine, make_url
+from sqlalchemy.exc import ArgumentError, DisconnectionError
 from sqlalchemy.schema import CreateSchema
 
 from toolbox.audit.events import FIELDS, GENESIS_HASH
-from toolbox.audit.sql import SqlSink, events_table, heads_table
+from toolbox.audit.sink import chain_dicts
+from toolbox.audit.sql import SqlSink, _to_db, events_table, heads_table
 
 __all__ = ["PostgresSink"]
 
 #: Rows per multi-row INSERT: 26 parameters each, well below PostgreSQL's 65,535 per statement.
 _ROWS_PER_INSERT = 1000
+#: A pooled connection idle this long (seconds) is pinged before use: a restarted server is not an error.
+_PING_AFTER_IDLE = 1.0
+_IDLE_SINCE = "toolbox_idle_since"
 _INSTALL = 'PostgresSink needs psycopg 3. Please install it: pip install "toolbox-registry[postgres]"'
 
 
@@ -65,12 +69,12 @@ class PostgresSink(SqlSink):
         self._schema = schema
         engine = create_engine(
             parsed,
-            pool_pre_ping=True,
             pool_size=pool_size,
             max_overflow=max_overflow,
             hide_parameters=True,
             connect_args={"connect_timeout": max(int(connect_timeout), 1)},
         )
+        _ping_when_idle(engine)
         if schema is not None:
             engine = engine.execution_options(schema_translate_map={None: schema})
         where = f"{parsed.host or 'localhost'}:{parsed.port or 5432}/{parsed.database or ''}"
@@ -92,30 +96,78 @@ class PostgresSink(SqlSink):
         if self._schema is not None and not inspect(conn).has_schema(self._schema):
             conn.execute(CreateSchema(self._schema, if_not_exists=True))
 
-    def _insert_rows(self, conn: Connection, rows: list[dict[str, Any]]) -> None:
-        """One multi-row ``INSERT`` per `_ROWS_PER_INSERT` rows: one round trip, one plan."""
-        preparer = conn.dialect.identifier_preparer
-        table = preparer.quote(events_table.name)
-        if self._schema is not None:
-            table = f"{preparer.quote_schema(self._schema)}.{table}"
-        columns = ", ".join(preparer.quote(name) for name in FIELDS)
+    def _write_rows(self, conn: Connection, rows: list[dict[str, Any]]) -> None:
+        """Two statements whatever the batch: lock and read the heads, then insert and move them.
+
+        Each round trip waits for the server, so the write is one ``INSERT .. ON
+        CONFLICT DO UPDATE .. RETURNING`` (creates missing heads, locks every head in
+        trace order, returns them), then one multi-row ``INSERT`` of the events whose
+        ``WITH`` clause also moves the heads (more than `_ROWS_PER_INSERT` events:
+        plain inserts first).
+        """
+        trace_ids = sorted({row["trace_id"] for row in rows})
+        locked = self._lock_heads(conn, trace_ids)
+        chained, heads = chain_dicts(rows, locked.__getitem__)
+        stored = [_to_db(row) for row in chained]
+        events, head_table = self._qualified(conn, events_table.name), self._qualified(conn, heads_table.name)
+        columns = ", ".join(conn.dialect.identifier_preparer.quote(name) for name in FIELDS)
         one_row = "(" + ", ".join(["%s"] * len(FIELDS)) + ")"
-        for start in range(0, len(rows), _ROWS_PER_INSERT):
-            chunk = rows[start : start + _ROWS_PER_INSERT]
+        chunks = [stored[i : i + _ROWS_PER_INSERT] for i in range(0, len(stored), _ROWS_PER_INSERT)]
+        for chunk in chunks[:-1]:
             values = ", ".join([one_row] * len(chunk))
             parameters = tuple(row[name] for row in chunk for name in FIELDS)
-            conn.exec_driver_sql(f"INSERT INTO {table} ({columns}) VALUES {values}", parameters)  # noqa: S608 - names quoted, values bound
+            conn.exec_driver_sql(f"INSERT INTO {events} ({columns}) VALUES {values}", parameters)  # noqa: S608 - quoted names, bound values
+        last = chunks[-1]
+        moved = sorted(heads.items())
+        statement = (
+            f"WITH stored AS (INSERT INTO {events} ({columns}) VALUES {', '.join([one_row] * len(last))}) "  # noqa: S608 - quoted names, bound values
+            f"UPDATE {head_table} AS h SET last_sequence = v.last_sequence, last_hash = v.last_hash "
+            f"FROM (VALUES {', '.join(['(%s, %s::integer, %s)'] * len(moved))}) "
+            "AS v(trace_id, last_sequence, last_hash) WHERE h.trace_id = v.trace_id"
+        )
+        parameters = (
+            *(row[name] for row in last for name in FIELDS),
+            *(value for trace_id, (sequence, digest) in moved for value in (trace_id, sequence, digest)),
+        )
+        conn.exec_driver_sql(statement, parameters)
 
     def _lock_heads(self, conn: Connection, trace_ids: Sequence[str]) -> dict[str, tuple[int, str]]:
-        conn.execute(
-            pg_insert(heads_table)
-            .values([{"trace_id": t, "last_sequence": 0, "last_hash": GENESIS_HASH} for t in trace_ids])
-            .on_conflict_do_nothing(index_elements=[heads_table.c.trace_id])
+        """Create the missing heads, lock them all (in trace order) and return them: one statement."""
+        table = self._qualified(conn, heads_table.name)
+        values = ", ".join(["(%s, 0, %s)"] * len(trace_ids))
+        statement = (
+            f"INSERT INTO {table} (trace_id, last_sequence, last_hash) VALUES {values} "  # noqa: S608 - quoted names, bound values
+            "ON CONFLICT (trace_id) DO UPDATE SET trace_id = EXCLUDED.trace_id "
+            "RETURNING trace_id, last_sequence, last_hash"
         )
-        rows = conn.execute(
-            select(heads_table)
-            .where(heads_table.c.trace_id.in_(trace_ids))
-            .order_by(heads_table.c.trace_id)
-            .with_for_update()
-        )
-        return {row.trace_id: (row.last_sequence, row.last_hash) for row in rows}
+        parameters = tuple(value for trace_id in trace_ids for value in (trace_id, GENESIS_HASH))
+        rows = conn.exec_driver_sql(statement, parameters)
+        return {row[0]: (row[1], row[2]) for row in rows}
+
+    def _qualified(self, conn: Connection, name: str) -> str:
+        preparer = conn.dialect.identifier_preparer
+        table = preparer.quote(name)
+        return table if self._schema is None else f"{preparer.quote_schema(self._schema)}.{table}"
+
+
+def _ping_when_idle(engine: Engine) -> None:
+    """``pool_pre_ping``, but only for connections idle `_PING_AFTER_IDLE` seconds or more.
+
+    A ping is a round trip; a busy writer reuses its connections within
+    milliseconds, so pinging each checkout would cost every commit one. A
+    connection that fails its ping is replaced (SQLAlchemy retries the checkout).
+    """
+
+    @event.listens_for(engine, "checkin")
+    def _checkin(_dbapi_connection: Any, record: Any) -> None:
+        record.info[_IDLE_SINCE] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        since = record.info.get(_IDLE_SINCE)
+        if since is None or time.monotonic() - since < _PING_AFTER_IDLE:
+            return
+        try:
+            engine.dialect.do_ping(dbapi_connection)
+        except Exception as exc:  # noqa: BLE001 - any failure: replace the connection
+            raise DisconnectionError(type(exc).__name__) from None

@@ -400,15 +400,7 @@ class AuditTrail:
         """`replay_fallback`, returning how many events were stored and which lines were quarantined."""
         if self._fallback is None:
             return FallbackReplay(0)
-        # A SQL store skips events it already holds (a replay cut short by a crash, then rerun).
-        append_missing = getattr(self.sink, "append_missing", None)
-        if not callable(append_missing):
-            return self._fallback.replay(self.sink.append)
-
-        def append(events: Sequence[AuditEvent]) -> None:
-            append_missing(events)
-
-        return self._fallback.replay(append)
+        return self._fallback.replay(self.sink.append)
 
     # -- read-back ----------------------------------------------------------------
 
