@@ -8,6 +8,11 @@ who wait for it. Batches that arrive while a leader writes form the next group;
 one of their callers leads it once the write in progress has ended. A caller
 alone pays one commit, as before; eight callers pay about one commit per group.
 
+A store that runs transactions side by side (PostgreSQL: the row locks of the
+trace heads order writers of the same trace, and the server flushes
+concurrent commits together) may allow ``max_writers`` leaders at once: a
+caller then waits only when that many groups are being written.
+
 A group commits or fails as a whole: when the leader's write raises, nothing of
 the group is stored and every caller of the group gets the error, so a STRICT
 call whose events shared a failed transaction is refused, never half-recorded.
@@ -31,10 +36,11 @@ DEFAULT_MAX_GROUP = 256
 class _Group(Generic[Item]):
     """The batches of one transaction, and its outcome once the leader has written them."""
 
-    __slots__ = ("batches", "done", "error")
+    __slots__ = ("batches", "done", "error", "led")
 
     def __init__(self) -> None:
         self.batches: list[Item] = []
+        self.led = False  # a caller of the group is writing it: the others only wait
         self.done = False
         self.error: BaseException | None = None
 
@@ -45,21 +51,26 @@ class GroupCommit(Generic[Item]):
 
     Thread-safe. ``write`` must store all of its batches in one transaction or
     none of them (it raises then). It runs in the thread of the group's leader,
-    never in two threads at once.
+    in at most ``max_writers`` threads at once.
     """
 
-    __slots__ = ("_changed", "_forming", "_max_group", "_write", "_writing")
+    __slots__ = ("_changed", "_forming", "_max_group", "_max_writers", "_write", "_writing")
 
     def __init__(
-        self, write: Callable[[Sequence[Item]], None], *, max_group: int = DEFAULT_MAX_GROUP
+        self,
+        write: Callable[[Sequence[Item]], None],
+        *,
+        max_group: int = DEFAULT_MAX_GROUP,
+        max_writers: int = 1,
     ) -> None:
-        if max_group < 1:
-            raise ValueError("max_group must be at least 1")
+        if max_group < 1 or max_writers < 1:
+            raise ValueError("max_group and max_writers must be at least 1")
         self._write = write
         self._max_group = max_group
+        self._max_writers = max_writers
         self._changed = threading.Condition(threading.Lock())
         self._forming: _Group[Item] | None = None
-        self._writing = False
+        self._writing = 0
 
     def submit(self, batch: Item) -> None:
         """Store ``batch`` with whatever else is queued; return once it is committed.
@@ -72,13 +83,15 @@ class GroupCommit(Generic[Item]):
             if group is None or len(group.batches) >= self._max_group:
                 group = self._forming = _Group()
             group.batches.append(batch)
-            while self._writing and not group.done:
+            while not group.done and (group.led or self._writing >= self._max_writers):
                 self._changed.wait()
-            if not group.done:  # no write in progress: this caller leads its group
-                self._writing = True
+            leads = not group.done
+            if leads:  # a writer is free and nobody writes this group yet: this caller leads it
+                group.led = True
+                self._writing += 1
                 if self._forming is group:
                     self._forming = None  # later batches form the next group
-        if not group.done:
+        if leads:
             self._lead(group)
         if group.error is not None:
             raise group.error
@@ -91,5 +104,5 @@ class GroupCommit(Generic[Item]):
         finally:
             with self._changed:
                 group.done = True
-                self._writing = False
+                self._writing -= 1
                 self._changed.notify_all()

@@ -18,8 +18,8 @@ from toolbox.audit.sql import SqlSink, _to_db, events_table, heads_table
 
 __all__ = ["PostgresSink"]
 
-#: Rows per multi-row INSERT: 26 parameters each, well below PostgreSQL's 65,535 per statement.
-_ROWS_PER_INSERT = 1000
+#: Batches of more events go in with ``COPY``; smaller ones in the multi-row INSERT (fewer round trips).
+_COPY_ABOVE = 64
 #: A pooled connection idle this long (seconds) is pinged before use: a restarted server is not an error.
 _PING_AFTER_IDLE = 1.0
 _IDLE_SINCE = "toolbox_idle_since"
@@ -37,6 +37,9 @@ class PostgresSink(SqlSink):
     (``INSERT .. ON CONFLICT DO NOTHING`` then ``SELECT .. FOR UPDATE``, in
     trace order), so concurrent writers of a trace queue up and its sequence
     stays gap-free. Connecting gives up after ``connect_timeout`` seconds.
+
+    Concurrent appends of one sink share transactions (group commit); up to
+    ``concurrent_writes`` transactions (default: ``pool_size``) run at once.
     """
 
     __slots__ = ("_schema",)
@@ -49,6 +52,7 @@ class PostgresSink(SqlSink):
         connect_timeout: int = 5,
         pool_size: int = 5,
         max_overflow: int = 10,
+        concurrent_writes: int | None = None,
     ) -> None:
         try:
             import psycopg  # noqa: F401 - only checking that the driver is installed
@@ -81,7 +85,12 @@ class PostgresSink(SqlSink):
         if schema is not None:
             where += f" schema {schema}"
         secrets = [parsed.password] if isinstance(parsed.password, str) else []
-        super().__init__(engine, name=f"PostgreSQL audit store {where}", secrets=secrets)
+        writers = pool_size if concurrent_writes is None else concurrent_writes
+        if not isinstance(writers, int) or writers < 1:
+            raise ValueError("PostgresSink: concurrent_writes must be a positive integer")
+        super().__init__(
+            engine, name=f"PostgreSQL audit store {where}", secrets=secrets, concurrent_writes=writers
+        )
 
     @property
     def schema(self) -> str | None:
@@ -97,39 +106,41 @@ class PostgresSink(SqlSink):
             conn.execute(CreateSchema(self._schema, if_not_exists=True))
 
     def _write_rows(self, conn: Connection, rows: list[dict[str, Any]]) -> None:
-        """Two statements whatever the batch: lock and read the heads, then insert and move them.
+        """Two statements for a small batch: lock and read the heads, then insert and move them.
 
         Each round trip waits for the server, so the write is one ``INSERT .. ON
         CONFLICT DO UPDATE .. RETURNING`` (creates missing heads, locks every head in
         trace order, returns them), then one multi-row ``INSERT`` of the events whose
-        ``WITH`` clause also moves the heads (more than `_ROWS_PER_INSERT` events:
-        plain inserts first).
+        ``WITH`` clause also moves the heads. A batch of more than `_COPY_ABOVE`
+        events (an ASYNC drain) is sent with ``COPY`` instead, then the heads move.
         """
         trace_ids = sorted({row["trace_id"] for row in rows})
         locked = self._lock_heads(conn, trace_ids)
         chained, heads = chain_dicts(rows, locked.__getitem__)
-        stored = [_to_db(row) for row in chained]
+        stored = [tuple(row[name] for name in FIELDS) for row in map(_to_db, chained)]
         events, head_table = self._qualified(conn, events_table.name), self._qualified(conn, heads_table.name)
         columns = ", ".join(conn.dialect.identifier_preparer.quote(name) for name in FIELDS)
-        one_row = "(" + ", ".join(["%s"] * len(FIELDS)) + ")"
-        chunks = [stored[i : i + _ROWS_PER_INSERT] for i in range(0, len(stored), _ROWS_PER_INSERT)]
-        for chunk in chunks[:-1]:
-            values = ", ".join([one_row] * len(chunk))
-            parameters = tuple(row[name] for row in chunk for name in FIELDS)
-            conn.exec_driver_sql(f"INSERT INTO {events} ({columns}) VALUES {values}", parameters)  # noqa: S608 - quoted names, bound values
-        last = chunks[-1]
         moved = sorted(heads.items())
-        statement = (
-            f"WITH stored AS (INSERT INTO {events} ({columns}) VALUES {', '.join([one_row] * len(last))}) "  # noqa: S608 - quoted names, bound values
-            f"UPDATE {head_table} AS h SET last_sequence = v.last_sequence, last_hash = v.last_hash "
+        move_heads = (
+            f"UPDATE {head_table} AS h SET last_sequence = v.last_sequence, last_hash = v.last_hash "  # noqa: S608 - quoted names, bound values
             f"FROM (VALUES {', '.join(['(%s, %s::integer, %s)'] * len(moved))}) "
             "AS v(trace_id, last_sequence, last_hash) WHERE h.trace_id = v.trace_id"
         )
-        parameters = (
-            *(row[name] for row in last for name in FIELDS),
-            *(value for trace_id, (sequence, digest) in moved for value in (trace_id, sequence, digest)),
+        head_values = tuple(
+            value for trace_id, (sequence, digest) in moved for value in (trace_id, sequence, digest)
         )
-        conn.exec_driver_sql(statement, parameters)
+        if len(stored) > _COPY_ABOVE:
+            driver = conn.connection.driver_connection
+            assert driver is not None
+            with driver.cursor() as cursor, cursor.copy(f"COPY {events} ({columns}) FROM STDIN") as copy:
+                for values in stored:
+                    copy.write_row(values)
+            conn.exec_driver_sql(move_heads, head_values)
+            return
+        one_row = "(" + ", ".join(["%s"] * len(FIELDS)) + ")"
+        insert_events = f"INSERT INTO {events} ({columns}) VALUES {', '.join([one_row] * len(stored))}"  # noqa: S608 - quoted names, bound values
+        parameters = (*(value for values in stored for value in values), *head_values)
+        conn.exec_driver_sql(f"WITH stored AS ({insert_events}) {move_heads}", parameters)
 
     def _lock_heads(self, conn: Connection, trace_ids: Sequence[str]) -> dict[str, tuple[int, str]]:
         """Create the missing heads, lock them all (in trace order) and return them: one statement."""

@@ -83,6 +83,7 @@ class SqlSink:
         name: str,
         write_options: Mapping[str, Any] | None = None,
         serialize_writes: bool = False,
+        concurrent_writes: int = 1,
         secrets: Sequence[str] = (),
     ) -> None:
         self._engine = engine
@@ -93,7 +94,9 @@ class SqlSink:
         self._ready = False
         self._ready_lock = threading.Lock()
         self._closed = False
-        self._group: GroupCommit[list[dict[str, Any]]] = GroupCommit(self._write_group)
+        self._group: GroupCommit[list[dict[str, Any]]] = GroupCommit(
+            self._write_group, max_writers=concurrent_writes
+        )
 
     @property
     def engine(self) -> Engine:
