@@ -451,11 +451,13 @@ def main() -> int:
         command = [sys.executable, __file__, "--trace-only", str(calls), retention]
         measured = json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout)
         grown, kept, seconds = measured["rss_growth"], measured["kept"], measured["seconds"]
-        per_million = grown * 1_000_000 / calls
+        per_million = grown * 1_000_000 / calls if retention == "none" else grown
+        how = "scaled to" if calls != 1_000_000 and retention == "none" else "after"
+        if retention != "none":
+            how = "flat beyond 10,000 records; after" if calls == 1_000_000 else "flat: the same after"
         print(
-            f"  {label:27} {calls:>9,} calls, {kept:>9,} records kept: RSS +{grown / 2**20:6.1f} MiB, "
-            f"{per_million / 2**20:6.1f} MiB per 1,000,000 calls{' (scaled)' if calls != 1_000_000 else ''}, "
-            f"{seconds / calls * 1e6:.1f} us/call"
+            f"  {label:27} {calls:>9,} calls, {kept:>9,} records kept: RSS +{grown / 2**20:6.1f} MiB "
+            f"({how} 1,000,000 calls: {per_million / 2**20:6.1f} MiB), {seconds / calls * 1e6:.1f} us/call"
         )
         results[f"trace_{retention}_bytes_per_million"] = per_million
     results["load_after"] = loadavg()
