@@ -458,3 +458,26 @@ def test_a_large_batch_over_several_traces_is_stored_in_order(store: Store) -> N
     stored = {r.event_id: r for r in sink.query(support_query())}
     assert [stored[e.event_id].intent_text for e in batch] == [e.intent_text for e in batch]
     assert verify_heads(list(stored.values()), sink.trace_heads()) == []
+
+
+def test_concurrent_replays_of_the_same_events_store_each_once(store: Store) -> None:
+    """4 threads, each with its own sink, replay the same 60 events: stored once, chain intact."""
+    events = [event(f"replayed-{n % 3}") for n in range(60)]
+    sinks = [store.sink() for _ in range(4)]
+    for sink in sinks:
+        sink.schema_version()
+    counts: list[int] = []
+    errors: list[BaseException] = []
+
+    def replay(n: int) -> None:
+        try:
+            counts.append(sinks[n].append_missing(events))
+        except BaseException as exc:
+            errors.append(exc)
+
+    for thread in run_threads(4, replay):
+        thread.join(60)
+    assert errors == [] and sorted(counts) == [0, 0, 0, 60]
+    every = sinks[0].query(support_query())
+    assert sorted(r.event_id for r in every) == sorted(e.event_id for e in events)
+    assert verify_chain(every) == [] and verify_heads(every, sinks[0].trace_heads()) == []

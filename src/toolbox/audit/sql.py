@@ -129,6 +129,8 @@ class SqlSink:
         rows = [event.as_dict() for event in events]
         self._ensure_ready()
         with self._guard("store events"), self._serialized(), self._write_transaction() as conn:
+            # Heads first: a concurrent replay of the same traces waits here, then sees what it stored.
+            self._lock_heads(conn, sorted({row["trace_id"] for row in rows}))
             wanted = [row["event_id"] for row in rows]
             stored: set[str] = set()
             for start in range(0, len(wanted), _ID_CHUNK):
