@@ -137,3 +137,37 @@ def test_verify_finds_a_removed_last_event_and_a_removed_trace(store: Store, cap
     document = json.loads(out)
     assert (status, document["ok"], document["events"]) == (1, False, 0)
     assert document["problems"][0]["problem"].startswith("trace removed")
+
+
+def test_a_lost_response_is_replayed_into_its_place_in_the_chain(
+    store: Store, tmp_path: Path, capsys, monkeypatch
+) -> None:
+    """STRICT over a real store: the response write fails after the call ran (audit_failed, kept in the
+    fallback file); once the store works, replay puts it back and the whole trace verifies."""
+    sink = store.sink()
+    fallback = tmp_path / "fallback.jsonl"
+    gateway = support.governed(AuditTrail(sink, fallback_path=fallback))
+    context = ExecutionContext(tenant="t", principal="p", run_id="half-recorded")
+    support.EXECUTIONS.clear()
+    original = type(sink)._write_rows
+    calls = {"n": 0}
+
+    def failing_second_write(self, conn, rows):  # the opening is stored, the response is not
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise OSError(28, "No space left on device")
+        original(self, conn, rows)
+
+    monkeypatch.setattr(type(sink), "_write_rows", failing_second_write)
+    result = gateway.invoke("add", support.CALL, context=context)
+    assert (result.status, result.audit_failed, len(support.EXECUTIONS)) == (Status.SUCCESS, True, 1)
+    monkeypatch.setattr(type(sink), "_write_rows", original)
+    assert len(sink.read_trace("half-recorded")) == 3
+    status, out, _ = run(capsys, "audit", "replay", fallback, *store_args(store))
+    assert (status, out.splitlines()[0]) == (
+        0,
+        "replayed 1 event(s) of 1 trace(s): 1 stored, 0 already stored",
+    )
+    records = sink.read_trace("half-recorded")
+    assert [r.type.value for r in records][-1] == "INVOCATION_RESPONSE" and len(records) == 4
+    assert run(capsys, "audit", "verify", "half-recorded", *store_args(store))[0] == 0
