@@ -57,23 +57,22 @@ class GatedWrites:
     def __init__(self, monkeypatch: pytest.MonkeyPatch, sink: SqlSink) -> None:
         self.gate = threading.Event()
         self.entered = threading.Event()
-        self.fail_next = False
-        self.transactions: list[int] = []
-        original = type(sink)._write_rows
+        self.transactions: list[int] = []  # events per transaction
+        original = sink._group._write  # the sink's group write (test-only peek)
         gated = self
-        sink._group._max_writers = 1  # PostgreSQL allows several: one, so the callers must queue
+        monkeypatch.setattr(
+            sink._group, "_max_writers", 1
+        )  # PostgreSQL allows several: the callers must queue
 
-        def write_rows(self: SqlSink, conn: Any, rows: list[dict[str, Any]]) -> None:
+        def write_group(batches: Sequence[list[dict[str, Any]]]) -> None:
             first = not gated.transactions
-            gated.transactions.append(len(rows))
+            gated.transactions.append(sum(len(batch) for batch in batches))
             if first:
                 gated.entered.set()
                 assert gated.gate.wait(60)
-            original(self, conn, rows)  # the rows are inserted: the failure below is mid-batch
-            if gated.fail_next and not first:
-                raise OSError(5, "I/O error after the insert")
+            original(batches)
 
-        monkeypatch.setattr(type(sink), "_write_rows", write_rows)
+        monkeypatch.setattr(sink._group, "_write", write_group)
 
     def release(self) -> None:
         self.gate.set()
@@ -219,15 +218,27 @@ def test_a_leader_failing_mid_batch_fails_every_follower_and_stores_nothing(
         context = ExecutionContext(tenant="t", principal="p", run_id=f"caller-{n}")
         results[n] = gateway.invoke("add", support.CALL, context=context)
 
-    threads = run_threads(1, lambda n: sink.append([event("lead")]))  # holds the first transaction
+    lead = event("lead")
+    threads = run_threads(1, lambda n: sink.append([lead]))  # holds the first transaction
     assert gated.entered.wait(30)
     threads += run_threads(7, call)
     wait_until(lambda: forming(sink) == 7)
-    gated.fail_next = True
+    refused_append: list[BaseException] = []
+
+    def duplicate(n: int) -> None:  # a batch the database rejects mid-transaction (its last row)
+        try:
+            sink.append([event("dup-trace"), lead])
+        except AuditSinkError as exc:
+            refused_append.append(exc)
+
+    threads += run_threads(1, duplicate)
+    wait_until(lambda: forming(sink) == 8)
     gated.release()
     for thread in threads:
         thread.join(60)
-    assert gated.transactions[1] == 7 * 3  # one transaction held the 7 openings
+    assert gated.transactions[1] == 7 * 3 + 2  # one transaction held the 7 openings and the bad batch
+    assert len(refused_append) == 1
+    assert sink.read_trace("dup-trace") == [] and sink.trace_heads("dup-trace") == {}
     refused = [results[n] for n in range(7)]
     assert [(r.status, r.reason_code) for r in refused] == [(Status.DENIED, "AUDIT_UNAVAILABLE")] * 7
     assert support.EXECUTIONS == []
@@ -481,3 +492,32 @@ def test_concurrent_replays_of_the_same_events_store_each_once(store: Store) -> 
     every = sinks[0].query(support_query())
     assert sorted(r.event_id for r in every) == sorted(e.event_id for e in events)
     assert verify_chain(every) == [] and verify_heads(every, sinks[0].trace_heads()) == []
+
+
+def test_postgres_without_pipeline_mode_writes_the_same(tmp_path: Path) -> None:
+    """An older libpq (no pipeline mode): the same rows, gap-free, and a failed group stores nothing."""
+    stores = make_store("postgres", tmp_path)
+    store = next(stores)
+    try:
+        sink = store.sink()
+        sink._pipelines = False  # type: ignore[attr-defined]  # as with libpq 13
+        threads = run_threads(
+            8, lambda n: [sink.append([event("old-libpq"), event(f"o-{n}")]) for _ in range(10)]
+        )
+        for thread in threads:
+            thread.join(60)
+        records = sink.read_trace("old-libpq")
+        assert [r.sequence for r in records] == list(range(1, 81))
+        assert verify_heads(records, sink.trace_heads("old-libpq")) == [] and verify_chain(records) == []
+        with pytest.raises(AuditSinkError):
+            sink.append([event("old-libpq"), dup(records[0])])
+        assert len(sink.read_trace("old-libpq")) == 80
+    finally:
+        next(stores, None)
+
+
+def dup(record: Any) -> AuditEvent:
+    """An event with a stored event's id: the database refuses it."""
+    copy = event(record.trace_id)
+    copy.event_id = record.event_id
+    return copy

@@ -12,7 +12,7 @@ import audit_scale_support as support
 from audit_faults import FlakySink
 from audit_sql_support import POSTGRES_URL, Store, event, make_store
 from toolbox import ExecutionContext, Status
-from toolbox.audit import AuditTrail, JsonlSink
+from toolbox.audit import AuditSinkError, AuditTrail, JsonlSink
 from toolbox.cli import main
 
 URL_VARIABLE = "TOOLBOX_TEST_REPLAY_URL"
@@ -149,19 +149,19 @@ def test_a_lost_response_is_replayed_into_its_place_in_the_chain(
     gateway = support.governed(AuditTrail(sink, fallback_path=fallback))
     context = ExecutionContext(tenant="t", principal="p", run_id="half-recorded")
     support.EXECUTIONS.clear()
-    original = type(sink)._write_rows
+    original = sink._group._write  # the sink's group write (test-only)
     calls = {"n": 0}
 
-    def failing_second_write(self, conn, rows):  # the opening is stored, the response is not
+    def failing_second_write(batches):  # the opening is stored, the response is not
         calls["n"] += 1
         if calls["n"] == 2:
-            raise OSError(28, "No space left on device")
-        original(self, conn, rows)
+            raise AuditSinkError("disk full")
+        original(batches)
 
-    monkeypatch.setattr(type(sink), "_write_rows", failing_second_write)
+    monkeypatch.setattr(sink._group, "_write", failing_second_write)
     result = gateway.invoke("add", support.CALL, context=context)
     assert (result.status, result.audit_failed, len(support.EXECUTIONS)) == (Status.SUCCESS, True, 1)
-    monkeypatch.setattr(type(sink), "_write_rows", original)
+    monkeypatch.setattr(sink._group, "_write", original)
     assert len(sink.read_trace("half-recorded")) == 3
     status, out, _ = run(capsys, "audit", "replay", fallback, *store_args(store))
     assert (status, out.splitlines()[0]) == (

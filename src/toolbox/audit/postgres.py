@@ -42,7 +42,7 @@ class PostgresSink(SqlSink):
     ``concurrent_writes`` transactions (default: ``pool_size``) run at once.
     """
 
-    __slots__ = ("_schema",)
+    __slots__ = ("_pipelines", "_schema")
 
     def __init__(
         self,
@@ -55,9 +55,11 @@ class PostgresSink(SqlSink):
         concurrent_writes: int | None = None,
     ) -> None:
         try:
-            import psycopg  # noqa: F401 - only checking that the driver is installed
+            import psycopg
         except ImportError:
             raise ImportError(_INSTALL) from None
+        # Pipeline mode needs libpq 14 or later; without it a write takes four round trips, not two.
+        self._pipelines = psycopg.Pipeline.is_supported()
         try:
             parsed = make_url(url)
         except ArgumentError:
@@ -105,45 +107,61 @@ class PostgresSink(SqlSink):
         if self._schema is not None and not inspect(conn).has_schema(self._schema):
             conn.execute(CreateSchema(self._schema, if_not_exists=True))
 
-    def _write_rows(self, conn: Connection, rows: list[dict[str, Any]]) -> None:
-        """Two statements for a small batch: lock and read the heads, then insert and move them.
+    def _write_group(self, batches: Sequence[list[dict[str, Any]]]) -> None:
+        """A group of at most `_COPY_ABOVE` events in two round trips; larger ones as `_write_rows` does.
 
-        Each round trip waits for the server, so the write is one ``INSERT .. ON
-        CONFLICT DO UPDATE .. RETURNING`` (creates missing heads, locks every head in
-        trace order, returns them), then one multi-row ``INSERT`` of the events whose
-        ``WITH`` clause also moves the heads. A batch of more than `_COPY_ABOVE`
-        events (an ASYNC drain) is sent with ``COPY`` instead, then the heads move.
+        Each round trip waits for a server that may be busy, so the statements go
+        in psycopg's pipeline mode on a connection in autocommit: ``BEGIN`` and the
+        heads' lock in one trip (their values are needed to chain the events), the
+        events' insert and ``COMMIT`` in the other. A failure rolls the transaction
+        back: nothing of the group is stored.
         """
-        trace_ids = sorted({row["trace_id"] for row in rows})
-        locked = self._lock_heads(conn, trace_ids)
-        chained, heads = chain_dicts(rows, locked.__getitem__)
-        stored = [tuple(row[name] for name in FIELDS) for row in map(_to_db, chained)]
-        events, head_table = self._qualified(conn, events_table.name), self._qualified(conn, heads_table.name)
-        columns = ", ".join(conn.dialect.identifier_preparer.quote(name) for name in FIELDS)
-        moved = sorted(heads.items())
-        move_heads = (
-            f"UPDATE {head_table} AS h SET last_sequence = v.last_sequence, last_hash = v.last_hash "  # noqa: S608 - quoted names, bound values
-            f"FROM (VALUES {', '.join(['(%s, %s::integer, %s)'] * len(moved))}) "
-            "AS v(trace_id, last_sequence, last_hash) WHERE h.trace_id = v.trace_id"
-        )
-        head_values = tuple(
-            value for trace_id, (sequence, digest) in moved for value in (trace_id, sequence, digest)
-        )
-        if len(stored) > _COPY_ABOVE:
+        rows = [row for batch in batches for row in batch]
+        if len(rows) > _COPY_ABOVE or not self._pipelines:
+            super()._write_group(batches)
+            return
+        with self._guard("store events"), self._engine.connect() as plain:
+            conn = plain.execution_options(isolation_level="AUTOCOMMIT")
             driver = conn.connection.driver_connection
             assert driver is not None
-            with driver.cursor() as cursor, cursor.copy(f"COPY {events} ({columns}) FROM STDIN") as copy:
-                for values in stored:
-                    copy.write_row(values)
-            conn.exec_driver_sql(move_heads, head_values)
+            try:
+                with driver.pipeline(), driver.cursor() as cursor:
+                    cursor.execute("BEGIN")
+                    cursor.execute(*self._lock_statement(conn, sorted({row["trace_id"] for row in rows})))
+                    locked = {row[0]: (row[1], row[2]) for row in cursor.fetchall()}
+                    cursor.execute(*self._insert_statement(conn, *chain_dicts(rows, locked.__getitem__)))
+                    cursor.execute("COMMIT")
+            except BaseException:
+                _roll_back(plain, driver)
+                raise
+
+    def _write_rows(self, conn: Connection, rows: list[dict[str, Any]]) -> None:
+        """Inside a transaction: lock and read the heads, then insert the events and move the heads.
+
+        The heads: one ``INSERT .. ON CONFLICT DO UPDATE .. RETURNING`` creates the
+        missing ones, locks every one in trace order and returns them. The events:
+        one multi-row ``INSERT`` whose ``WITH`` clause also moves the heads; more
+        than `_COPY_ABOVE` events (an ASYNC drain) go in with ``COPY``.
+        """
+        locked = self._lock_heads(conn, sorted({row["trace_id"] for row in rows}))
+        chained, heads = chain_dicts(rows, locked.__getitem__)
+        if len(chained) <= _COPY_ABOVE:
+            conn.exec_driver_sql(*self._insert_statement(conn, chained, heads))
             return
-        one_row = "(" + ", ".join(["%s"] * len(FIELDS)) + ")"
-        insert_events = f"INSERT INTO {events} ({columns}) VALUES {', '.join([one_row] * len(stored))}"  # noqa: S608 - quoted names, bound values
-        parameters = (*(value for values in stored for value in values), *head_values)
-        conn.exec_driver_sql(f"WITH stored AS ({insert_events}) {move_heads}", parameters)
+        events = self._qualified(conn, events_table.name)
+        driver = conn.connection.driver_connection
+        assert driver is not None
+        with driver.cursor() as cursor, cursor.copy(f"COPY {events} ({_columns(conn)}) FROM STDIN") as copy:
+            for row in map(_to_db, chained):
+                copy.write_row(tuple(row[name] for name in FIELDS))
+        conn.exec_driver_sql(*self._move_statement(conn, heads))
 
     def _lock_heads(self, conn: Connection, trace_ids: Sequence[str]) -> dict[str, tuple[int, str]]:
         """Create the missing heads, lock them all (in trace order) and return them: one statement."""
+        rows = conn.exec_driver_sql(*self._lock_statement(conn, trace_ids))
+        return {row[0]: (row[1], row[2]) for row in rows}
+
+    def _lock_statement(self, conn: Connection, trace_ids: Sequence[str]) -> tuple[str, tuple[Any, ...]]:
         table = self._qualified(conn, heads_table.name)
         values = ", ".join(["(%s, 0, %s)"] * len(trace_ids))
         statement = (
@@ -151,9 +169,32 @@ class PostgresSink(SqlSink):
             "ON CONFLICT (trace_id) DO UPDATE SET trace_id = EXCLUDED.trace_id "
             "RETURNING trace_id, last_sequence, last_hash"
         )
-        parameters = tuple(value for trace_id in trace_ids for value in (trace_id, GENESIS_HASH))
-        rows = conn.exec_driver_sql(statement, parameters)
-        return {row[0]: (row[1], row[2]) for row in rows}
+        return statement, tuple(value for trace_id in trace_ids for value in (trace_id, GENESIS_HASH))
+
+    def _move_statement(
+        self, conn: Connection, heads: dict[str, tuple[int, str]]
+    ) -> tuple[str, tuple[Any, ...]]:
+        table = self._qualified(conn, heads_table.name)
+        moved = sorted(heads.items())
+        statement = (
+            f"UPDATE {table} AS h SET last_sequence = v.last_sequence, last_hash = v.last_hash "  # noqa: S608 - quoted names, bound values
+            f"FROM (VALUES {', '.join(['(%s, %s::integer, %s)'] * len(moved))}) "
+            "AS v(trace_id, last_sequence, last_hash) WHERE h.trace_id = v.trace_id"
+        )
+        return statement, tuple(
+            value for trace_id, (sequence, digest) in moved for value in (trace_id, sequence, digest)
+        )
+
+    def _insert_statement(
+        self, conn: Connection, chained: list[dict[str, Any]], heads: dict[str, tuple[int, str]]
+    ) -> tuple[str, tuple[Any, ...]]:
+        """One statement: the events' multi-row INSERT, in a WITH clause of the heads' UPDATE."""
+        events = self._qualified(conn, events_table.name)
+        one_row = "(" + ", ".join(["%s"] * len(FIELDS)) + ")"
+        insert = f"INSERT INTO {events} ({_columns(conn)}) VALUES {', '.join([one_row] * len(chained))}"  # noqa: S608 - quoted names, bound values
+        move, move_values = self._move_statement(conn, heads)
+        values = tuple(row[name] for row in map(_to_db, chained) for name in FIELDS)
+        return f"WITH stored AS ({insert}) {move}", (*values, *move_values)
 
     def _qualified(self, conn: Connection, name: str) -> str:
         preparer = conn.dialect.identifier_preparer
@@ -182,3 +223,18 @@ def _ping_when_idle(engine: Engine) -> None:
             engine.dialect.do_ping(dbapi_connection)
         except Exception as exc:  # noqa: BLE001 - any failure: replace the connection
             raise DisconnectionError(type(exc).__name__) from None
+
+
+def _columns(conn: Connection) -> str:
+    return ", ".join(conn.dialect.identifier_preparer.quote(name) for name in FIELDS)
+
+
+def _roll_back(plain: Connection, driver: Any) -> None:
+    """End a failed pipelined transaction; a connection that cannot is dropped from the pool."""
+    try:
+        if not driver.closed:
+            driver.execute("ROLLBACK")
+            return
+    except Exception:  # noqa: BLE001, S110 - the connection is broken: invalidated below
+        pass
+    plain.invalidate()
