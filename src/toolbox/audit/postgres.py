@@ -34,9 +34,10 @@ class PostgresSink(SqlSink):
     With ``schema``, the tables live in that schema, created if absent. The
     tables are created on first use, under an advisory lock so concurrent first
     uses do not collide. ``append`` locks each written trace's head row
-    (``INSERT .. ON CONFLICT DO NOTHING`` then ``SELECT .. FOR UPDATE``, in
-    trace order), so concurrent writers of a trace queue up and its sequence
-    stays gap-free. Connecting gives up after ``connect_timeout`` seconds.
+    (``INSERT .. ON CONFLICT DO UPDATE .. RETURNING``, in trace order), so
+    concurrent writers of a trace queue up and its sequence stays gap-free.
+    Connecting gives up after ``connect_timeout`` seconds; a pooled connection
+    idle for a second or more is pinged before use.
 
     Concurrent appends of one sink share transactions (group commit); up to
     ``concurrent_writes`` transactions (default: ``pool_size``) run at once.
