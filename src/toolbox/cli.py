@@ -23,7 +23,8 @@ tenant scoping (the operator running the command is trusted with the store
 itself). ``show`` prints one trace's events in sequence order, then the tree
 of the runs it delegated to (and the run that delegated it); ``tail`` the
 latest events across traces; ``verify`` checks the hash chains of one trace
-or of every trace and names each edited, removed or reordered event (exit 1).
+or of every trace and names each edited, removed or reordered event (exit 1);
+``replay`` stores a fallback file's events once each (``cli_audit_replay``).
 A PostgreSQL URL is only ever read from the environment variable named by
 ``--postgres-url-env``, never from the command line; ``--policy`` reads the
 first ``[[audit.sinks]]`` of the file's ``[audit]`` table. Events are redacted
