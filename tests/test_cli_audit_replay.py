@@ -94,8 +94,13 @@ def test_replay_json_and_invalid_lines(store: Store, tmp_path: Path, capsys) -> 
 
 
 def test_replay_errors(store: Store, tmp_path: Path, capsys) -> None:
+    store.sink().schema_version()
     status, _, err = run(capsys, "audit", "replay", tmp_path / "absent.jsonl", *store_args(store))
     assert status == 2 and "does not exist" in err
+    status, _, err = run(capsys, "audit", "replay", tmp_path, *store_args(store))  # a directory
+    assert status == 2 and "is not a file" in err
+    status, _, err = run(capsys, "audit", "replay", "--sqlite", tmp_path / "absent.db")
+    assert status == 2 and "FALLBACK_FILE" in err
 
 
 def test_replay_with_the_store_down_changes_nothing(tmp_path: Path, capsys, monkeypatch) -> None:

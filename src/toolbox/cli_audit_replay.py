@@ -68,7 +68,7 @@ def audit_replay(args: argparse.Namespace, sink: AuditSink) -> int:
     """Replay ``args.fallback_file`` into ``sink``; print what happened; the exit status."""
     path = Path(args.fallback_file)
     if not path.is_file():
-        raise ValueError(f"fallback file {_clean(str(path))!r} does not exist")
+        raise ValueError(f"fallback file {_clean(str(path))!r} does not exist or is not a file")
     events, invalid = _read(path)
     stored = _store(sink, events)
     traces = sorted({event.trace_id for event in events})
