@@ -171,7 +171,8 @@ class Trace:
     memory is bounded. The audit trail, not the trace, is the durable record of
     every call. ``retention=None`` keeps every record (a short-lived context, a test).
 
-    ``deque.append`` and ``list(deque)`` are atomic, so no lock is needed on the hot path.
+    ``deque.append`` is atomic, so no lock is needed on the hot path; a snapshot
+    that an append interrupts is taken again.
     """
 
     __slots__ = ("_records",)
@@ -195,7 +196,11 @@ class Trace:
 
     def records(self) -> list[OperationRecord | DenialRecord]:
         """A snapshot of the records kept, oldest first."""
-        return list(self._records)
+        while True:
+            try:
+                return list(self._records)
+            except RuntimeError:  # "deque mutated during iteration": a finalizer let an append in
+                continue
 
     def operations(self, tool: str | None = None) -> list[OperationRecord]:
         """Operation records, optionally only those of ``tool``."""
