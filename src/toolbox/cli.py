@@ -69,6 +69,7 @@ from toolbox.audit.sink import AuditQuery, AuditSink, AuditSinkError
 from toolbox.audit.verify import ChainProblem, TraceHeads, verify_chain, verify_heads
 from toolbox.catalog import POLICY_ENV
 from toolbox.cli_audit_replay import add_replay
+from toolbox.cli_auth import add_auth
 from toolbox.cli_format import (
     OPERATION_HEADERS,
     authorization_document,
@@ -851,6 +852,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     check_cmd.set_defaults(handler=_cmd_check)
     _add_audit(commands, common_json)
+    add_auth(commands, common_json)
     return parser
 
 
