@@ -64,6 +64,7 @@ from bench_core import (
     measure_group,
     timing_parser,
 )
+from governed_real_use import bench_real_use
 
 from toolbox import Effect, ExecutionContext, Gateway, Governance, RiskClass, Status, tool
 from toolbox.audit import AuditTrail, MemorySink
@@ -219,7 +220,9 @@ def sanity_check(ns: dict[str, Any], clear: Callable[[], None]) -> None:
 
 
 def bench_sync(table: Table, ns: dict[str, Any], clear: Callable[[], None], **kw: Any) -> None:
-    table.section("1. Sync: a MEMORY_ONLY @tool function, default chain, audit trail STRICT to MemorySink")
+    table.section(
+        "1. Sync, timeit (GC off, min, history cleared): a MEMORY_ONLY @tool function, audit STRICT"
+    )
     bare, pyd, by_name, plain_by_name, typed, plain_typed, schema, intent, ready = measure_group(
         [
             Spec(f"bare call: {BARE_STMT}", BARE_STMT, ns),
@@ -254,7 +257,7 @@ def bench_sync(table: Table, ns: dict[str, Any], clear: Callable[[], None], **kw
 
 
 def bench_async(table: Table, ns: dict[str, Any], clear: Callable[[], None], **kw: Any) -> None:
-    table.section("2. Async, inside one event loop, audit trail STRICT to MemorySink")
+    table.section("2. Async, timeit (GC off, min, history cleared), inside one event loop, audit STRICT")
 
     async def run() -> list[Measurement]:
         return await ameasure_group(
@@ -327,6 +330,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--profile-calls", type=int, default=50_000, help="calls per profiled statement (default 50000)"
     )
+    parser.add_argument(
+        "--calls", type=int, default=10_000, help="real-use rows: calls per repeat (default 10000)"
+    )
+    parser.add_argument(
+        "--retain",
+        type=int,
+        default=100_000,
+        help="real-use rows: calls each governed row retains before timing (default 100000)",
+    )
+    parser.add_argument(
+        "--real-repeat", type=int, default=9, help="real-use rows: repeats, median kept (default 9)"
+    )
+    parser.add_argument(
+        "--alloc-calls",
+        type=int,
+        default=10_000,
+        help="calls over which what one call leaves behind is counted (default 10000)",
+    )
     args = parser.parse_args(argv)
 
     ns, clear = governed_namespace()
@@ -334,6 +355,9 @@ def main(argv: list[str] | None = None) -> int:
     load_before = os.getloadavg()[0]
     started = time.perf_counter()
     table = Table()
+    bench_real_use(
+        table, repeat=args.real_repeat, calls=args.calls, retain=args.retain, alloc_calls=args.alloc_calls
+    )
     opts = {"repeat": args.repeat, "min_time": args.min_time}
     bench_sync(table, ns, clear, **opts)
     bench_async(table, ns, clear, **opts)
@@ -344,8 +368,12 @@ def main(argv: list[str] | None = None) -> int:
         f"pydantic {pydantic.VERSION}"
     )
     print(
-        f"per op = min over {args.repeat} interleaved timeit repeats of (repeat time / N); "
-        "ratio = per op / per op of baseline [key], same run"
+        f"section 0 (the targets): GC on, history retained, per op = median over {args.real_repeat} "
+        "interleaved repeats, ratio = median of the per-repeat ratios to baseline [key]"
+    )
+    print(
+        f"sections 1-2 (the earlier harness, for comparison): per op = min over {args.repeat} interleaved "
+        "timeit repeats of (repeat time / N), GC off, history cleared; ratio = per op / per op of [key]"
     )
     print(
         "targets are informational; nothing here is asserted. Load average before/after: "
@@ -356,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
         "'no audit trail' rows: Governance(), for information"
     )
     print(
-        "every governed row also keeps its context's in-memory trace; "
+        "every governed row also keeps its context's in-memory trace; in sections 1-2, "
         "traces and sink are emptied before every repeat"
     )
     print()
