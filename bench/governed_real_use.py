@@ -173,25 +173,11 @@ def bench_real_use(table: Table, *, repeat: int, calls: int, retain: int, alloc_
         label="  the same async def call, against the def tool's [AD]",
     )
     _row(table, None, aclass, abase, "AP")
-    spreads = zip(
-        ("P", "invoke def", "AP", "ainvoke def", "ainvoke async def", "ainvoke class"),
-        (base, by_name, abase, adef, aasync, aclass),
-        strict=True,
-    )
-    table.note(
-        "fastest..slowest repeat: " + ", ".join(f"{name} {s.spread()}" for name, s in list(spreads)[:3])
-    )
-    table.note(
-        "  "
-        + ", ".join(
-            f"{name} {s.spread()}"
-            for name, s in list(
-                zip(
-                    ("ainvoke def", "ainvoke async def", "ainvoke class"), (adef, aasync, aclass), strict=True
-                )
-            )
-        )
-    )
+    rows = {"P": base, "invoke def": by_name, "AP": abase, "ainvoke def": adef}
+    rows |= {"ainvoke async def": aasync, "ainvoke class": aclass}
+    spreads = [f"{name} {sampled.spread()}" for name, sampled in rows.items()]
+    table.note("fastest..slowest repeat: " + ", ".join(spreads[:3]))
+    table.note("  " + ", ".join(spreads[3:]))
     _allocations(table, alloc_calls)
 
 
