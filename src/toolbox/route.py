@@ -217,11 +217,14 @@ class Route:
             self.name, self.tool, self.operation, content, context.run_id, context.correlation_id
         )
         if opening is not None:
-            closing = Closing(opening, "SUCCESS", None, duration, 1, ended)
             hold = self._hold
             if hold is not None:
-                hold(closing)
-            elif not self._trail.store_closing(closing):  # type: ignore[union-attr]
+                # The sink keeps the opening a second time for the response: no Closing object.
+                opening.close_in_place(duration, ended)
+                hold(opening)
+            elif not self._trail.store_closing(  # type: ignore[union-attr]
+                Closing(opening, "SUCCESS", None, duration, 1, ended)
+            ):
                 result.audit_failed = True
         return result
 

@@ -156,9 +156,25 @@ class Opening(LazyBatch):
     ``arguments`` are redacted when the events are made, so the caller must
     hand over a mapping nobody changes afterwards (the by-name fast path's
     validated scalars). Otherwise set ``payload`` (summary and hash) at once.
+
+    A call that succeeded at its first attempt may be closed in place
+    (`close_in_place`) instead of with a `Closing`: a sink's ``hold`` that
+    keeps the opening then keeps it a second time, for its response. One
+    object per call instead of two is what the by-name route leaves behind.
     """
 
-    __slots__ = ("arguments", "context", "intent_text", "payload", "rules", "subject", "timestamp")
+    __slots__ = (
+        "arguments",
+        "context",
+        "duration",
+        "ended",
+        "held_by",
+        "intent_text",
+        "payload",
+        "rules",
+        "subject",
+        "timestamp",
+    )
 
     def __init__(
         self,
@@ -177,6 +193,11 @@ class Opening(LazyBatch):
         self.payload: tuple[str | None, str | None] | None = None
         #: Ids of the rules that let the call run with a warning.
         self.rules: tuple[str, ...] = ()
+        #: Set by `close_in_place`: the call's duration and when it ended.
+        self.duration: float | None = None
+        self.ended: float | None = None
+        #: The sink that made this opening's events from its ``hold`` (its next read is the response).
+        self.held_by: object | None = None
 
     def _make(self) -> list[AuditEvent]:
         summary, digest = self.payload or self.subject.redaction.payload_fields(self.arguments)
@@ -186,6 +207,30 @@ class Opening(LazyBatch):
             call_event(EventType.GOVERNANCE_DECISION, *at, decision="ALLOW", rule_ids=self.rules),
             call_event(EventType.INVOCATION_REQUEST, *at, attempt=1),
         ]
+
+    def close_in_place(self, duration: float, ended: float) -> None:
+        """Record that the call succeeded at its first attempt: hold this opening again for the response.
+
+        Only for an opening given to a sink's ``hold`` (never to a fan-out): that sink
+        reads its second copy as the INVOCATION_RESPONSE a `Closing` would have made.
+        """
+        self.duration = duration
+        self.ended = ended
+
+    def response(self) -> AuditEvent:
+        """The INVOCATION_RESPONSE of a call closed in place (`close_in_place`)."""
+        assert self.ended is not None
+        return call_event(
+            EventType.INVOCATION_RESPONSE,
+            self.subject,
+            self.context,
+            self.intent_text,
+            self.ended,
+            status="SUCCESS",
+            reason_code=None,
+            duration=self.duration,
+            attempt=1,
+        )
 
 
 @final

@@ -39,7 +39,8 @@ class MemorySink:
         # Lazy batches as given (they are immutable); any other batch as storage rows made now.
         self._pending: list[LazyBatch | list[dict[str, Any]]] = []
         self._chain = ChainState()
-        #: Keep a lazy batch as it is (cannot fail): what the audit trail calls for each call.
+        #: Keep a lazy batch as it is (cannot fail): what the audit trail calls for each call. An
+        #: `Opening` held again after `Opening.close_in_place` is read as the call's response.
         self.hold: Callable[[LazyBatch], None] = self._pending.append
 
     def append(self, events: Sequence[AuditEvent]) -> None:
@@ -71,6 +72,12 @@ class MemorySink:
 
     def _chained(self, batch: LazyBatch | list[dict[str, Any]]) -> list[AuditRecord]:
         """``batch`` chained and validated; the heads move only when all of it is valid."""
+        if type(batch) is Opening:
+            if batch.held_by is self and batch.ended is not None:
+                # Held a second time, closed in place: this copy stands for the call's response.
+                batch = [batch.response().as_dict()]
+            else:
+                batch.held_by = self  # marked first: the next copy is the response even if this fails
         rows = [e.as_dict() for e in batch] if isinstance(batch, LazyBatch) else batch
         chained, heads = chain_dicts(rows, self._chain.head)
         records = [AuditRecord.model_validate(row) for row in chained]
