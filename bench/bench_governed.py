@@ -348,6 +348,9 @@ def main(argv: list[str] | None = None) -> int:
         default=10_000,
         help="calls over which what one call leaves behind is counted (default 10000)",
     )
+    parser.add_argument(
+        "--real-use-only", action="store_true", help="only section 0 (the GC-on, history-retained rows)"
+    )
     args = parser.parse_args(argv)
 
     ns, clear = governed_namespace()
@@ -359,8 +362,9 @@ def main(argv: list[str] | None = None) -> int:
         table, repeat=args.real_repeat, calls=args.calls, retain=args.retain, alloc_calls=args.alloc_calls
     )
     opts = {"repeat": args.repeat, "min_time": args.min_time}
-    bench_sync(table, ns, clear, **opts)
-    bench_async(table, ns, clear, **opts)
+    if not args.real_use_only:
+        bench_sync(table, ns, clear, **opts)
+        bench_async(table, ns, clear, **opts)
     elapsed = time.perf_counter() - started
 
     print(
