@@ -211,6 +211,11 @@ class AuditTrail:
 
     def close_call(self, opening: Opening, status: str, duration: float, attempts: int, ended: float) -> bool:
         """Store the response event of a call the chain's fast path opened; False means it is missing."""
+        if self._hold is not None and status == "SUCCESS" and attempts == 1:
+            # The sink keeps the opening a second time as the response: one object per call.
+            opening.close_in_place(duration, ended)
+            self._hold(opening)
+            return True
         return self.store_closing(Closing(opening, status, None, duration, attempts, ended))
 
     @property
