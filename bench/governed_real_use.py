@@ -21,7 +21,7 @@ the audit batches in the sink are what should remain).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from bench_core import ADDER_PROVIDER, AddArgs, Measurement, Table
@@ -75,6 +75,7 @@ def audited() -> dict[str, Any]:
 STATEMENTS = {
     "P": 'm = AddArgs.model_validate({"a": 1, "b": 2}); add.function(m.a, m.b)',
     "def": f'gateway.invoke("add", {ARGS}, context=ctx)',
+    "typed": 'tools.get(add).call(1, 2).purpose("Sum").execute()',
     "AP": 'await add_validated({"a": 1, "b": 2})',
     "adef": f'await gateway.ainvoke("add", {ARGS}, context=ctx)',
     "aasync": f'await gateway.ainvoke("aadd", {ARGS}, context=ctx)',
@@ -103,9 +104,13 @@ def bench_real_use(table: Table, *, repeat: int, calls: int, retain: int, alloc_
         f"0. Real use: GC on, {retain:,} calls retained per row before timing (and every timed call), "
         f"median of {repeat} repeats of {calls:,} calls"
     )
-    sync_ns = {key: audited() for key in ("P", "def")}
+    sync_ns = {key: audited() for key in ("P", "def", "typed")}
     _sane(eval(STATEMENTS["def"], sync_ns["def"]), sync_ns["def"])
-    base, by_name = measure_retained(
+    typed_ns = sync_ns["typed"]
+    typed_ns["tools"] = typed_ns["gateway"].tools_for(typed_ns["ctx"])
+    if eval(STATEMENTS["typed"], typed_ns) != 3:
+        raise SystemExit("sanity check failed: the typed call did not return 3")
+    base, by_name, typed = measure_retained(
         [
             Row(
                 "pydantic: m = AddArgs.model_validate({...}); add.function(m.a, m.b)",
@@ -118,13 +123,21 @@ def bench_real_use(table: Table, *, repeat: int, calls: int, retain: int, alloc_
                 sync_ns["def"],
                 retain,
             ),
+            Row(
+                "typed, audited: tools.get(add).call(1, 2).purpose(...).execute()",
+                STATEMENTS["typed"],
+                typed_ns,
+                retain,
+            ),
         ],
         repeat=repeat,
         calls=calls,
     )
     _kept(sync_ns["def"], 1 + retain + repeat * calls)
+    _kept(typed_ns, 1 + retain + repeat * calls)
     _row(table, "P", base)
     _row(table, None, by_name, base, "P", TARGET)
+    _row(table, None, typed, base, "P")
 
     async def run() -> list[Sampled]:
         async_ns = {key: audited() for key in ("AP", "adef", "aasync", "aclass")}
@@ -173,11 +186,11 @@ def bench_real_use(table: Table, *, repeat: int, calls: int, retain: int, alloc_
         label="  the same async def call, against the def tool's [AD]",
     )
     _row(table, None, aclass, abase, "AP")
-    rows = {"P": base, "invoke def": by_name, "AP": abase, "ainvoke def": adef}
+    rows = {"P": base, "invoke def": by_name, "typed": typed, "AP": abase, "ainvoke def": adef}
     rows |= {"ainvoke async def": aasync, "ainvoke class": aclass}
     spreads = [f"{name} {sampled.spread()}" for name, sampled in rows.items()]
-    table.note("fastest..slowest repeat: " + ", ".join(spreads[:3]))
-    table.note("  " + ", ".join(spreads[3:]))
+    table.note("fastest..slowest repeat: " + ", ".join(spreads[:4]))
+    table.note("  " + ", ".join(spreads[4:]))
     _allocations(table, alloc_calls)
 
 
@@ -201,13 +214,15 @@ def _row(
 
 def _allocations(table: Table, calls: int) -> None:
     """Memory blocks and tracked objects one governed call leaves behind, per row."""
-    ns = audited()
-    sync_call: Callable[[], object] = lambda: eval(STATEMENTS["def"], ns)  # noqa: E731
-    sync_call()
-    blocks, tracked = retained_per_call(sync_call, calls)
-    table.note(
-        f"left behind per call (trace + sink), invoke def: {blocks:.2f} blocks, {tracked:.2f} tracked objects"
-    )
+    for key, name in (("def", "invoke def"), ("typed", "typed")):
+        ns = audited()
+        ns["tools"] = ns["gateway"].tools_for(ns["ctx"])
+        code = compile(STATEMENTS[key], f"<{key}>", "eval")
+        eval(code, ns)  # the first call compiles the route / makes the plan
+        blocks, tracked = retained_per_call(lambda: eval(code, ns), calls)  # noqa: B023
+        table.note(
+            f"left behind per call (trace + sink), {name}: {blocks:.2f} blocks, {tracked:.2f} tracked objects"
+        )
 
     async def run() -> None:
         for key in ("adef", "aasync", "aclass"):

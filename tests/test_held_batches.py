@@ -213,3 +213,19 @@ def test_async_routed_calls_interleaved_in_one_trace_pair_each_response_with_its
         "Warm",
     ]
     assert gateway.audit.verify(context.run_id, context=AUDITOR) == []
+
+
+def test_typed_fast_path_calls_leave_one_batch_object_per_call_and_chain_alike():
+    gateway, sink = audited()
+    context = ExecutionContext(tenant="t", principal="p")
+    tools = gateway.tools_for(context)
+    assert tools.get(add).call(1, 2).purpose("Sum").execute() == 3  # the first call makes the plan
+    first = len(sink._pending)
+    for _ in range(3):
+        assert tools.get(add).call(1, 2).purpose("Sum").execute() == 3
+    held = list(sink._pending)[first:]  # the sink's unsettled batches: one opening, held twice per call
+    assert len(held) == 6
+    assert all(type(batch) is Opening for batch in held)
+    assert [held[i] is held[i + 1] for i in (0, 2, 4)] == [True, True, True]
+    assert [r.type.value for r in sink.read_trace(context.run_id)] == KINDS * 4
+    assert gateway.audit.verify(context.run_id, context=AUDITOR) == []
