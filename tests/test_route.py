@@ -757,6 +757,10 @@ def _drop_validation(route: Any) -> None:
     route._rest = ()
 
 
+def _drop_trail(route: Any) -> None:
+    route._trail = None
+
+
 @pytest.mark.parametrize(
     ("kind", "mutate", "scenario"),
     [
@@ -766,6 +770,7 @@ def _drop_validation(route: Any) -> None:
         ("def", _drop_audit_opening, "valid"),
         ("async", _drop_audit_opening, "valid"),
         ("class", _drop_validation, "invalid"),
+        ("class", _drop_trail, "valid"),
     ],
 )
 def test_a_mutated_route_is_caught_by_the_comparison(kind, mutate, scenario, monkeypatch):

@@ -87,8 +87,9 @@ def compile_route(
     ):
         return None
     kill_switch = next(c for c in plan.checks if type(c) is KillSwitch)
+    trail: AuditTrail | None = pipeline.hooks[0] if pipeline.hooks else None  # type: ignore[assignment]
     if not getattr(invocation.instance, "is_function_tool", False):
-        return MethodRoute(invocation, plan=plan, pipeline=pipeline, kill_switch=kill_switch)
+        return MethodRoute(invocation, plan=plan, pipeline=pipeline, kill_switch=kill_switch, trail=trail)
     validation = next(c for c in plan.checks if type(c) is ArgumentValidation)
     return Route(
         invocation,
@@ -98,7 +99,7 @@ def compile_route(
         function=invocation.instance.function,  # type: ignore[attr-defined]
         kill_switch=kill_switch,
         limits=validation.limits,
-        trail=pipeline.hooks[0] if pipeline.hooks else None,  # type: ignore[arg-type]
+        trail=trail,
     )
 
 

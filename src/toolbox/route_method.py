@@ -14,16 +14,19 @@ whole chain, before anything is recorded.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, final
+from typing import TYPE_CHECKING, Any, final
 
+from toolbox.audit.trail import AuditTrail, audit_unavailable
 from toolbox.context import ExecutionContext, OperationRecord
 from toolbox.descriptor import ToolDescriptor
+from toolbox.dispatch import arun_dispatched, run_dispatched
 from toolbox.intent_text import declared_intent
-from toolbox.pipeline.chain import Pipeline, Plan
+from toolbox.pipeline.chain import PLAIN_RESULTS, Pipeline, Plan
 from toolbox.pipeline.checks import KillSwitch
 from toolbox.pipeline.invocation import BY_NAME, Invocation
 from toolbox.pipeline.paths import ROUTE_GATES
-from toolbox.pipeline.result import ToolResult
+from toolbox.pipeline.result import ToolResult, succeeded
+from toolbox.pipeline.retry import is_transient_result
 
 if TYPE_CHECKING:
     from toolbox.tools import Tools
@@ -46,6 +49,8 @@ class MethodRoute:
         "_pipeline",
         "_plan",
         "_rest",
+        "_subject",
+        "_trail",
         "name",
         "operation",
         "tool",
@@ -53,7 +58,13 @@ class MethodRoute:
     )
 
     def __init__(
-        self, invocation: Invocation, *, plan: Plan, pipeline: Pipeline, kill_switch: KillSwitch
+        self,
+        invocation: Invocation,
+        *,
+        plan: Plan,
+        pipeline: Pipeline,
+        kill_switch: KillSwitch,
+        trail: AuditTrail | None,
     ) -> None:
         descriptor = invocation.descriptor
         assert descriptor is not None
@@ -69,6 +80,8 @@ class MethodRoute:
         self._engaged = kill_switch.engaged
         #: The plan's checks the gates do not settle (argument validation), in order.
         self._rest = tuple(check for check in plan.checks if type(check) not in ROUTE_GATES)
+        self._trail = trail
+        self._subject = trail.subject(invocation) if trail is not None else None
 
     def _begin(self, context: ExecutionContext, arguments: object, tools: Tools) -> Invocation | None:
         """The call's invocation, its trace record appended, past the gates; None: take the full chain."""
@@ -105,16 +118,87 @@ class MethodRoute:
         invocation.instance = tools.acquire(self.tool)
         return invocation
 
+    def _open(self, invocation: Invocation) -> ToolResult | None:
+        """The chain's steps from argument validation to the first attempt; a result ends the call.
+
+        What the chain's validation, audit hook and attempt counting do for a call
+        without warnings (a call with warnings takes the chain from the audit hook on).
+        """
+        pipeline = self._pipeline
+        refused = pipeline.check(invocation, self._rest)
+        if refused is not None:
+            return pipeline.finish(invocation, refused)
+        if invocation.warnings:
+            return pipeline.run_from(invocation, self._plan, ())
+        trail = self._trail
+        if trail is not None:
+            record = invocation.record
+            opening = trail.open_call(
+                self._subject,  # type: ignore[arg-type]  # set whenever the trail is
+                invocation.context,
+                record.intent_text,
+                invocation.arguments,
+            )
+            if opening is None:
+                return pipeline.finish(invocation, audit_unavailable(invocation))
+            invocation.opening = opening
+        record = invocation.record
+        record.attempts = 1
+        record.start()
+        invocation.runtime.executions += 1  # type: ignore[union-attr]
+        return None
+
+    def _close(self, invocation: Invocation, content: Any) -> ToolResult | None:
+        """The result of a first attempt that returned ``content``; None when it is transient."""
+        if type(content) not in PLAIN_RESULTS and is_transient_result(content):
+            return None
+        record = invocation.record
+        record.end("SUCCESS")
+        context = invocation.context
+        result = succeeded(
+            self.name, self.tool, self.operation, content, context.run_id, context.correlation_id
+        )
+        opening = invocation.opening
+        if opening is not None:
+            duration, ended = record.duration, record.ended_at
+            assert duration is not None and ended is not None  # set by end(), after start()
+            if not self._trail.close_call(opening, "SUCCESS", duration, 1, ended):  # type: ignore[union-attr]
+                result.audit_failed = True
+        return result
+
     def run(self, context: ExecutionContext, arguments: object, tools: Tools) -> ToolResult | None:
         """The call's result, or None when it must take the full chain (nothing was recorded then)."""
         invocation = self._begin(context, arguments, tools)
         if invocation is None:
             return None
-        return self._pipeline.run_from(invocation, self._plan, self._rest)
+        ended = self._open(invocation)
+        if ended is not None:
+            return ended
+        try:
+            content = run_dispatched(self.tool, invocation.call)  # type: ignore[arg-type]
+        except Exception as exc:  # noqa: BLE001 - the full chain classifies it
+            return self._pipeline.continue_failed(invocation, self._plan, exc)
+        result = self._close(invocation, content)
+        if result is None:
+            return self._pipeline.continue_returned(invocation, self._plan, content)
+        return result
 
     async def arun(self, context: ExecutionContext, arguments: object, tools: Tools) -> ToolResult | None:
-        """Async twin of `run`."""
+        """Async twin of `run`: an async operation is awaited, a sync one runs inline (MEMORY_ONLY)."""
         invocation = self._begin(context, arguments, tools)
         if invocation is None:
             return None
-        return await self._pipeline.arun_from(invocation, self._plan, self._rest)
+        ended = self._open(invocation)
+        if ended is not None:
+            return ended
+        try:
+            if invocation.acall is not None:
+                content = await arun_dispatched(self.tool, invocation.acall)
+            else:
+                content = run_dispatched(self.tool, invocation.call)  # type: ignore[arg-type]
+        except Exception as exc:  # noqa: BLE001 - the full chain classifies it
+            return await self._pipeline.acontinue_failed(invocation, self._plan, exc)
+        result = self._close(invocation, content)
+        if result is None:
+            return await self._pipeline.acontinue_returned(invocation, self._plan, content)
+        return result

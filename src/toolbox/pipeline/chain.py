@@ -391,6 +391,10 @@ class Pipeline:
         step = self._after_success(invocation, content, plan)
         return self._finish(invocation, await self._adispatch(invocation, plan, step))
 
+    def check(self, invocation: Invocation, checks: Sequence[Interceptor]) -> ToolResult | None:
+        """Run ``checks`` on ``invocation`` as the chain does: a result refuses the call."""
+        return self._check(invocation, checks)
+
     def finish(self, invocation: Invocation, result: ToolResult) -> ToolResult:
         """Record ``result`` as the final outcome of ``invocation`` (trace record and audit hooks)."""
         return self._finish(invocation, result)
