@@ -387,6 +387,8 @@ def test_a_route_is_per_name_and_a_new_context_first_takes_the_full_chain(kind, 
         ({"a": [1], "b": 2, "purpose": "Sum"}, "int_type", "a"),
         ([1, 2], "not_an_object", ""),
         ({"a": 1, "b": 2, "purpose": "x" * 70_000}, "too_large", "purpose"),
+        # Valid for the schema, refused by the argument guards alone:
+        ({"a": 10**4400, "b": 2, "purpose": "Sum"}, "int_too_large", "a"),
     ],
 )
 def test_invalid_arguments_are_refused_alike_with_zero_executions(
@@ -442,6 +444,39 @@ def test_a_passed_deadline_is_refused_alike(door, kind, monkeypatch):
 
     seen, _ = compare(monkeypatch, kind=kind, call=late)
     assert (seen["result"]["status"], seen["result"]["reason_code"]) == ("DENIED", "DEADLINE_EXCEEDED")
+    assert seen["executions"] == 0
+
+
+@pytest.mark.parametrize(("door", "kind"), DOORS)
+def test_a_deadline_that_passed_for_a_context_whose_tool_is_built_is_refused_alike(door, kind, monkeypatch):
+    """The tool is built for the context (access runs before the deadline check): the route's gate decides."""
+
+    def late_again(side: Side) -> Any:
+        past = ExecutionContext(
+            tenant="t", principal="p", deadline=datetime.now(timezone.utc) - timedelta(seconds=1)
+        )
+        late = Side(side.gateway, side.behaviour, side.env, side.sink, past)
+        first = door(VALID)(late)
+        assert first.reason_code == "DEADLINE_EXCEEDED"
+        assert side.gateway.tools_for(past).built_runtime("add") is not None
+        return door(VALID)(late), past
+
+    seen, _ = compare(monkeypatch, kind=kind, call=late_again)
+    assert (seen["result"]["status"], seen["result"]["reason_code"]) == ("DENIED", "DEADLINE_EXCEEDED")
+    assert seen["executions"] == 0
+
+
+@pytest.mark.parametrize(("door", "kind"), DOORS)
+def test_an_out_of_scope_call_with_the_tool_built_is_refused_alike(door, kind, monkeypatch):
+    """``Tools.get`` hands out out-of-scope tools; a call of one is still DELEGATION_SCOPE."""
+
+    def out_of_scope(side: Side) -> Any:
+        child = side.context.delegate(tools=["other"])
+        side.gateway.tools_for(child).get("add")  # built for the child context
+        return door(VALID)(Side(side.gateway, side.behaviour, side.env, side.sink, child)), child
+
+    seen, _ = compare(monkeypatch, kind=kind, call=out_of_scope)
+    assert (seen["result"]["status"], seen["result"]["reason_code"]) == ("DENIED", "DELEGATION_SCOPE")
     assert seen["executions"] == 0
 
 
