@@ -32,6 +32,7 @@ def test_all_is_sorted_and_complete():
         "provider",
         "redact",
         "route",
+        "route_method",
         "runtime",
         "selection",
         "table_reader",
