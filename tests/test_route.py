@@ -430,8 +430,12 @@ def test_a_budget_in_the_context_is_spent_by_the_full_chain(door, kind, monkeypa
         result = door(VALID)(Side(side.gateway, side.behaviour, side.env, side.sink, budgeted))
         return result, budgeted
 
-    seen, _ = compare(monkeypatch, kind=kind, call=third_call)
+    seen, side = compare(monkeypatch, kind=kind, call=third_call)
     assert (seen["result"]["status"], seen["result"]["reason_code"]) == ("DENIED", "BUDGET_EXHAUSTED")
+    assert seen["executions"] == 2
+    # A class-based tool's route runs the budget check itself: only the first call (tool not built yet)
+    # took the full chain. A @tool function's route hands every budgeted context to the full chain.
+    assert side.full_chain_runs == (1 if kind == "class" else 3)
 
 
 @pytest.mark.parametrize(("door", "kind"), DOORS)
@@ -781,7 +785,10 @@ def test_a_class_tool_intent_with_warnings_is_recorded_alike(door, monkeypatch):
 
 
 def _drop_kill_switch(route: Any) -> None:
-    route._engaged = lambda tool: False
+    if isinstance(route, MethodRoute):  # it runs the plan's checks: take the kill switch out
+        route._rest = tuple(check for check in route._rest if check.name != "kill_switch")
+    else:
+        route._engaged = lambda tool: False
 
 
 def _drop_audit_opening(route: Any) -> None:

@@ -19,8 +19,9 @@ chain before anything is recorded:
 - after dispatch, an exception or a transient result continues in the full
   chain's retry loop with the same record and audit opening.
 
-A class-based tool's route (`toolbox.route_method`) skips only the checks
-these gates settle and runs the rest of the chain from argument validation on.
+A class-based tool's route (`toolbox.route_method`) skips only the access
+check (the tool is built for the context) and runs every other check, the
+audit opening and the dispatch as the chain does.
 
 A routed call leaves the same `ToolResult`, trace record and audit events as
 the full chain; ``tests/test_route.py`` runs every scenario through both.
@@ -89,7 +90,7 @@ def compile_route(
     kill_switch = next(c for c in plan.checks if type(c) is KillSwitch)
     trail: AuditTrail | None = pipeline.hooks[0] if pipeline.hooks else None  # type: ignore[assignment]
     if not getattr(invocation.instance, "is_function_tool", False):
-        return MethodRoute(invocation, plan=plan, pipeline=pipeline, kill_switch=kill_switch, trail=trail)
+        return MethodRoute(invocation, plan=plan, pipeline=pipeline, trail=trail)
     validation = next(c for c in plan.checks if type(c) is ArgumentValidation)
     return Route(
         invocation,

@@ -4,12 +4,13 @@ A class-based tool builds its intent in its own operation method, which may
 check its arguments, record a denial or add warnings: the route cannot try it
 and hand the call back to the full chain, as a ``@tool`` function's route does
 (`toolbox.route.Route`). So the route builds the call's `Invocation` itself,
-settles on its gates the checks whose outcome they decide (kill switch,
-delegation scope, access of a tool already built for this context, deadline,
-budget), and runs the rest of the chain from the remaining checks on
-(`Pipeline.run_from`): argument validation, the audit opening, dispatch with
-retries, the response. A context or a call the gates cannot settle takes the
-whole chain, before anything is recorded.
+as the by-name door and the access check would for a tool already built for
+this context (a context it is not built for takes the whole chain), runs
+every other check of the plan through the chain (kill switch, delegation
+scope, deadline, argument validation, budget: whatever state they read),
+then opens the audit record, makes the first attempt and records the
+response as the chain would, continuing in the chain after a failure or a
+warning.
 """
 
 from __future__ import annotations
@@ -22,9 +23,8 @@ from toolbox.descriptor import ToolDescriptor
 from toolbox.dispatch import arun_dispatched, run_dispatched
 from toolbox.intent_text import declared_intent
 from toolbox.pipeline.chain import PLAIN_RESULTS, Pipeline, Plan
-from toolbox.pipeline.checks import KillSwitch
+from toolbox.pipeline.checks import AccessCheck
 from toolbox.pipeline.invocation import BY_NAME, Invocation
-from toolbox.pipeline.paths import ROUTE_GATES
 from toolbox.pipeline.result import ToolResult, succeeded
 from toolbox.pipeline.retry import is_transient_result
 
@@ -63,7 +63,6 @@ class MethodRoute:
         *,
         plan: Plan,
         pipeline: Pipeline,
-        kill_switch: KillSwitch,
         trail: AuditTrail | None,
     ) -> None:
         descriptor = invocation.descriptor
@@ -77,21 +76,13 @@ class MethodRoute:
         self._intent_field = invocation.record.intent_kind
         self._plan = plan
         self._pipeline = pipeline
-        self._engaged = kill_switch.engaged
-        #: The plan's checks the gates do not settle (argument validation), in order.
-        self._rest = tuple(check for check in plan.checks if type(check) not in ROUTE_GATES)
+        #: The plan's checks but access (settled: the tool is built for the context), in order.
+        self._rest = tuple(check for check in plan.checks if type(check) is not AccessCheck)
         self._trail = trail
         self._subject = trail.subject(invocation) if trail is not None else None
 
     def _begin(self, context: ExecutionContext, arguments: object, tools: Tools) -> Invocation | None:
-        """The call's invocation, its trace record appended, past the gates; None: take the full chain."""
-        if (
-            context.deadline is not None
-            or context.budget is not None
-            or context.scope is not None
-            or self._engaged(self.tool)
-        ):
-            return None
+        """The call's invocation, its trace record appended; None: take the full chain."""
         runtime = tools.built_runtime(self.tool)
         if runtime is None:
             return None
@@ -119,9 +110,9 @@ class MethodRoute:
         return invocation
 
     def _open(self, invocation: Invocation) -> ToolResult | None:
-        """The chain's steps from argument validation to the first attempt; a result ends the call.
+        """The chain's steps from its checks to the first attempt; a result ends the call.
 
-        What the chain's validation, audit hook and attempt counting do for a call
+        What the chain's checks, audit hook and attempt counting do for a call
         without warnings (a call with warnings takes the chain from the audit hook on).
         """
         pipeline = self._pipeline

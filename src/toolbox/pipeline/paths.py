@@ -23,8 +23,9 @@ call to the full chain before anything is recorded:
 - by name: the context is not an `ExecutionContext` object, the tool is not
   built for it yet; for a ``@tool`` function, the arguments are not a small
   flat object or fail validation, or a sync call is made of an ``async def``
-  (``Route.run``). A class-based tool's route runs the chain itself from
-  argument validation on (``MethodRoute.run``).
+  (``Route.run``). A class-based tool's route settles only the access check
+  (the tool is built for the context) and runs every other check through
+  the chain (``MethodRoute.run``).
 
 After dispatch, an exception or a transient result continues in the full
 chain's retry loop (`Pipeline.continue_failed` / `continue_returned`).
@@ -41,7 +42,7 @@ from toolbox.pipeline.checks import AccessCheck, BudgetCheck, DeadlineCheck, Del
 from toolbox.pipeline.interceptor import Interceptor
 from toolbox.pipeline.invocation import Invocation
 
-__all__ = ["CONTEXT_GATES", "ROUTABLE_CHECKS", "ROUTE_GATES", "Plan", "by_name_route", "typed_fast_path"]
+__all__ = ["CONTEXT_GATES", "ROUTABLE_CHECKS", "Plan", "by_name_route", "typed_fast_path"]
 
 #: The checks the typed fast path performs itself: the kill switch and the context's own gates.
 CONTEXT_GATES = frozenset({KillSwitch, DelegationCheck, DeadlineCheck, BudgetCheck})
@@ -49,9 +50,6 @@ CONTEXT_GATES = frozenset({KillSwitch, DelegationCheck, DeadlineCheck, BudgetChe
 ROUTABLE_CHECKS = frozenset(
     {KillSwitch, DelegationCheck, AccessCheck, DeadlineCheck, ArgumentValidation, BudgetCheck}
 )
-#: The checks whose outcome a route's gates settle (no deadline, budget or scope in the context,
-#: the kill switch not engaged, the tool built for this context): all but argument validation.
-ROUTE_GATES = ROUTABLE_CHECKS - {ArgumentValidation}
 
 
 @final
