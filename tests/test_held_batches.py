@@ -229,3 +229,38 @@ def test_typed_fast_path_calls_leave_one_batch_object_per_call_and_chain_alike()
     assert [held[i] is held[i + 1] for i in (0, 2, 4)] == [True, True, True]
     assert [r.type.value for r in sink.read_trace(context.run_id)] == KINDS * 4
     assert gateway.audit.verify(context.run_id, context=AUDITOR) == []
+
+
+class HoldingSink:
+    """A sink with a ``hold`` of its own that does not say it reads an opening held twice."""
+
+    def __init__(self) -> None:
+        self.held: list[Any] = []
+        self.hold = self.held.append
+
+    def append(self, events: Any) -> None:
+        self.held.append(events)
+
+    def read_trace(self, trace_id: str) -> list[Any]:
+        return []
+
+    def query(self, query: Any) -> list[Any]:
+        return []
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_sink_whose_hold_does_not_read_openings_twice_gets_a_closing():
+    sink = HoldingSink()
+    gateway = Gateway.load(
+        providers=[add], discover=False, env={}, governance=Governance(audit=AuditTrail(sink))
+    )
+    context = ExecutionContext(tenant="t", principal="p")
+    tools = gateway.tools_for(context)
+    for _ in range(3):
+        assert gateway.invoke("add", {"a": 1, "b": 2, "purpose": "Sum"}, context=context).content == 3
+        assert tools.get(add).call(1, 2).purpose("Sum").execute() == 3
+    assert isinstance(gateway._routes["add"], Route)
+    assert [type(batch).__name__ for batch in sink.held] == ["Opening", "Closing"] * 6
+    assert len({id(batch) for batch in sink.held}) == 12  # no batch is held twice

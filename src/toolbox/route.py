@@ -117,6 +117,7 @@ class Route:
         "_engaged",
         "_function",
         "_hold",
+        "_hold_twice",
         "_intent_field",
         "_is_async",
         "_limits",
@@ -162,6 +163,7 @@ class Route:
         self._trail = trail
         # Where the trail lets batches go straight to the sink (it cannot fail): one call less.
         self._hold = trail.direct_hold if trail is not None else None
+        self._hold_twice = trail.closing_hold if trail is not None else None
         self._subject = trail.subject(invocation) if trail is not None else None
 
     # -- the call -------------------------------------------------------------------
@@ -219,7 +221,7 @@ class Route:
             self.name, self.tool, self.operation, content, context.run_id, context.correlation_id
         )
         if opening is not None:
-            hold = self._hold
+            hold = self._hold_twice
             if hold is not None:
                 # The sink keeps the opening a second time for the response: no Closing object.
                 opening.close_in_place(duration, ended)

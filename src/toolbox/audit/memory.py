@@ -32,6 +32,8 @@ class MemorySink:
     """
 
     __slots__ = ("_chain", "_pending", "_rows", "hold")
+    #: ``hold`` reads an `Opening` held a second time, after `Opening.close_in_place`, as its response.
+    holds_openings_twice = True
 
     def __init__(self) -> None:
         # Rows are chained and validated into AuditRecord when the sink is read: writes stay cheap.

@@ -101,6 +101,9 @@ class AuditTrail:
         # (Not in ASYNC mode: held and queued events would then be stored out of order.)
         direct = callable(hold) and self.mode is not AuditMode.ASYNC
         self._hold: Callable[[LazyBatch], None] | None = hold if direct else None
+        # A sink that says so reads a closed Opening held a second time as its response.
+        twice = self._hold is not None and getattr(sink, "holds_openings_twice", False) is True
+        self._hold_twice = self._hold if twice else None
         self.redaction = redaction or Redaction()
         self.fallback_path = Path(fallback_path) if fallback_path is not None else None
         self._fallback = FallbackFile(self.fallback_path) if self.fallback_path is not None else None
@@ -211,10 +214,10 @@ class AuditTrail:
 
     def close_call(self, opening: Opening, status: str, duration: float, attempts: int, ended: float) -> bool:
         """Store the response event of a call the chain's fast path opened; False means it is missing."""
-        if self._hold is not None and status == "SUCCESS" and attempts == 1:
+        if self._hold_twice is not None and status == "SUCCESS" and attempts == 1:
             # The sink keeps the opening a second time as the response: one object per call.
             opening.close_in_place(duration, ended)
-            self._hold(opening)
+            self._hold_twice(opening)
             return True
         return self.store_closing(Closing(opening, status, None, duration, attempts, ended))
 
@@ -225,6 +228,12 @@ class AuditTrail:
         A sink's ``hold`` keeps a lazy batch and cannot fail (the memory sink's).
         """
         return self._hold
+
+    @property
+    def closing_hold(self) -> Callable[[LazyBatch], None] | None:
+        """`direct_hold`, when the sink reads an `Opening` held again after `Opening.close_in_place`
+        as the call's response (``holds_openings_twice``, the memory sink); else None."""
+        return self._hold_twice
 
     def store_opening(self, opening: Opening) -> bool:
         """Store the opening events of a call about to run; False means refuse the call."""
