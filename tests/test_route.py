@@ -41,6 +41,7 @@ from toolbox import (
     Status,
     ToolDeniedError,
     ToolDescriptor,
+    ToolExecutionError,
     ToolProvider,
     ToolRuntime,
     tool,
@@ -54,7 +55,7 @@ FAST = RetryPolicy(max_attempts=3, base_delay=0.0, max_delay=0.0)
 AUDITOR = ExecutionContext(tenant="ops", principal="auditor", roles=frozenset({"auditor"}))
 VALID = {"a": 1, "b": 2, "purpose": "Sum the order"}
 ROUTES = (Route, MethodRoute)
-KINDS = ["def", "async", "class"]
+KINDS = ["def", "async", "class", "aclass"]
 
 
 @dataclass
@@ -126,13 +127,30 @@ def adder(behaviour: Behaviour) -> object:
                     self._runtime.record_denial(behaviour.refuse)
                 raise behaviour.refuse
             arguments = {"a": a, "b": b}
+            acall = None
+            if behaviour.kind == "aclass":  # an async-capable operation: ainvoke awaits acall
+
+                async def acall() -> Any:
+                    await asyncio.sleep(0)
+                    return behaviour.body(a, b)
+
+            call = lambda: behaviour.body(a, b)  # noqa: E731
+            if behaviour.kind == "aclass":
+
+                def call() -> Any:  # as a @tool async function's: only ainvoke runs it
+                    raise ToolExecutionError("call it with ainvoke", request_sent=False)
+
             make = (
                 self._runtime.read_intent
                 if behaviour.effect is Effect.READ_ONLY
                 else self._runtime.write_intent
             )
             return make(
-                "call", lambda: behaviour.body(a, b), arguments=arguments, warnings=behaviour.warnings
+                "call",
+                call,
+                acall=acall,
+                arguments=arguments,
+                warnings=behaviour.warnings,
             )
 
     operation = OperationDescriptor(name="call", effect=behaviour.effect, summary="Add two integers.")
@@ -280,8 +298,8 @@ def ainvoke(arguments: Any, **kwargs: Any) -> Callable[[Side], Any]:
 
 
 def door_of(kind: str) -> Callable[..., Callable[[Side], Any]]:
-    """The door that runs a tool of ``kind``: an ``async def`` tool is called with ``ainvoke``."""
-    return ainvoke if kind == "async" else invoke
+    """The door that runs a tool of ``kind``: an async tool is called with ``ainvoke``."""
+    return ainvoke if kind in ("async", "aclass") else invoke
 
 
 #: Every door that can call each kind of tool (a sync call of an async tool has its own test).
@@ -291,7 +309,9 @@ DOORS = [
     pytest.param(ainvoke, "async", id="ainvoke-async"),
     pytest.param(invoke, "class", id="invoke-class"),
     pytest.param(ainvoke, "class", id="ainvoke-class"),
+    pytest.param(ainvoke, "aclass", id="ainvoke-aclass"),
 ]
+CLASS_DOORS = [door for door in DOORS if door.values[1] in ("class", "aclass")]
 
 
 def compare(
@@ -320,7 +340,7 @@ def compare(
         if routed:
             route = side.gateway._routes.get("add")
             assert isinstance(route, ROUTES) is routable
-            if kind != "class" and routable:
+            if kind not in ("class", "aclass") and routable:
                 assert isinstance(route, Route)
             if mutate is not None:
                 mutate(route)
@@ -435,7 +455,7 @@ def test_a_budget_in_the_context_is_spent_by_the_full_chain(door, kind, monkeypa
     assert seen["executions"] == 2
     # A class-based tool's route runs the budget check itself: only the first call (tool not built yet)
     # took the full chain. A @tool function's route hands every budgeted context to the full chain.
-    assert side.full_chain_runs == (1 if kind == "class" else 3)
+    assert side.full_chain_runs == (1 if kind in ("class", "aclass") else 3)
 
 
 @pytest.mark.parametrize(("door", "kind"), DOORS)
@@ -746,7 +766,7 @@ def test_a_sync_call_of_an_async_tool_takes_the_full_chain_alike(monkeypatch):
     assert side.full_chain_runs == 1
 
 
-@pytest.mark.parametrize("door", [invoke, ainvoke])
+@pytest.mark.parametrize(("door", "kind"), CLASS_DOORS)
 @pytest.mark.parametrize(
     ("refusal", "status", "code"),
     [
@@ -759,11 +779,13 @@ def test_a_sync_call_of_an_async_tool_takes_the_full_chain_alike(monkeypatch):
         (TypeError("secret-token-456"), "INVALID_ARGUMENTS", "INVALID_ARGUMENTS"),
     ],
 )
-def test_a_class_tool_that_refuses_its_arguments_is_refused_alike(door, refusal, status, code, monkeypatch):
+def test_a_class_tool_that_refuses_its_arguments_is_refused_alike(
+    door, kind, refusal, status, code, monkeypatch
+):
     def refuse(side: Side) -> None:
         side.behaviour.refuse = refusal
 
-    seen, side = compare(monkeypatch, door(VALID), prepare=refuse, kind="class")
+    seen, side = compare(monkeypatch, door(VALID), prepare=refuse, kind=kind)
     assert (seen["result"]["status"], seen["result"]["reason_code"]) == (status, code)
     assert seen["executions"] == 0
     assert "secret-token-456" not in str(seen)
@@ -772,12 +794,12 @@ def test_a_class_tool_that_refuses_its_arguments_is_refused_alike(door, refusal,
         assert [r.get("reason_code") for r in seen["records"]] == ["PATH_DENIED", "PATH_DENIED"]
 
 
-@pytest.mark.parametrize("door", [invoke, ainvoke])
-def test_a_class_tool_intent_with_warnings_is_recorded_alike(door, monkeypatch):
+@pytest.mark.parametrize(("door", "kind"), CLASS_DOORS)
+def test_a_class_tool_intent_with_warnings_is_recorded_alike(door, kind, monkeypatch):
     def warn(side: Side) -> None:
         side.behaviour.warnings = ("SOFT_LIMIT:close to the limit",)
 
-    seen, _ = compare(monkeypatch, door(VALID), prepare=warn, kind="class")
+    seen, _ = compare(monkeypatch, door(VALID), prepare=warn, kind=kind)
     assert seen["result"]["status"] == "SUCCESS"
     assert seen["result"]["warnings"] == ["SOFT_LIMIT:close to the limit"]
     decision = next(e for e in seen["events"] if e["type"].value == "GOVERNANCE_DECISION")

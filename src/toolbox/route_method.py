@@ -33,6 +33,9 @@ if TYPE_CHECKING:
 
 __all__ = ["MethodRoute"]
 
+#: `MethodRoute._open`: the intent carries warnings, so the chain goes on from its audit hook.
+_WARNED: Any = object()
+
 
 @final
 class MethodRoute:
@@ -44,7 +47,6 @@ class MethodRoute:
     __slots__ = (
         "_descriptor",
         "_effect",
-        "_engaged",
         "_intent_field",
         "_pipeline",
         "_plan",
@@ -113,14 +115,15 @@ class MethodRoute:
         """The chain's steps from its checks to the first attempt; a result ends the call.
 
         What the chain's checks, audit hook and attempt counting do for a call
-        without warnings (a call with warnings takes the chain from the audit hook on).
+        without warnings; `_WARNED` when the intent carries some (the chain then
+        goes on from its audit hook, which records the warning rules).
         """
         pipeline = self._pipeline
         refused = pipeline.check(invocation, self._rest)
         if refused is not None:
             return pipeline.finish(invocation, refused)
         if invocation.warnings:
-            return pipeline.run_from(invocation, self._plan, ())
+            return _WARNED  # type: ignore[no-any-return]
         trail = self._trail
         if trail is not None:
             record = invocation.record
@@ -164,6 +167,8 @@ class MethodRoute:
             return None
         ended = self._open(invocation)
         if ended is not None:
+            if ended is _WARNED:
+                return self._pipeline.run_from(invocation, self._plan, ())
             return ended
         try:
             content = run_dispatched(self.tool, invocation.call)  # type: ignore[arg-type]
@@ -181,6 +186,8 @@ class MethodRoute:
             return None
         ended = self._open(invocation)
         if ended is not None:
+            if ended is _WARNED:
+                return await self._pipeline.arun_from(invocation, self._plan, ())
             return ended
         try:
             if invocation.acall is not None:
