@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping
 from types import UnionType
 from typing import TYPE_CHECKING, Any, Literal, Union, final, get_args, get_origin
 
-from toolbox.audit.batch import IMMUTABLE_TYPES, Closing, Opening
+from toolbox.audit.batch import HELD_OPENING, HELD_RESPONSE, IMMUTABLE_TYPES, Closing, Opening
 from toolbox.audit.trail import AuditTrail, audit_unavailable
 from toolbox.context import ExecutionContext, OperationRecord
 from toolbox.descriptor import ToolDescriptor
@@ -71,6 +71,8 @@ def _immutable(annotation: Any) -> bool:
 
 
 _now = time.time
+#: `Route._begin`'s opening when the call went to the sink as a held call (a tuple, no object).
+_HELD: Any = object()
 
 
 def compile_route(
@@ -117,9 +119,10 @@ class Route:
         "_engaged",
         "_function",
         "_hold",
-        "_hold_twice",
+        "_hold_call",
         "_intent_field",
         "_is_async",
+        "_key",
         "_limits",
         "_pipeline",
         "_plan",
@@ -163,8 +166,12 @@ class Route:
         self._trail = trail
         # Where the trail lets batches go straight to the sink (it cannot fail): one call less.
         self._hold = trail.direct_hold if trail is not None else None
-        self._hold_twice = trail.closing_hold if trail is not None else None
         self._subject = trail.subject(invocation) if trail is not None else None
+        # A sink that keeps held calls (the memory sink): two tuples per call, no object to walk.
+        self._hold_call = trail.call_hold if trail is not None else None
+        # Validated values come in the model's field order; a held call carries them in that order.
+        names = tuple(name for name in schema.model.model_fields if name != schema.intent_field)
+        self._key = trail.subject_key(self._subject, names) if self._hold_call is not None else -1  # type: ignore[union-attr, arg-type]
 
     # -- the call -------------------------------------------------------------------
 
@@ -197,13 +204,33 @@ class Route:
         opening = None
         if trail is not None:
             # Immutable values (compile_route checked the field types): safe to redact when read.
-            opening = Opening(self._subject, context, text, values, record.declared_at)  # type: ignore[arg-type]
-            hold = self._hold
-            if hold is not None:
-                hold(opening)
-            elif not trail.store_opening(opening):
-                invocation = self._invocation(context, tools, runtime, record, values, opening=None)
-                return self._pipeline.finish(invocation, audit_unavailable(invocation))
+            hold_call = self._hold_call
+            if hold_call is not None:
+                # toolbox.audit.batch.held_call, inlined: plain values the collector stops tracking.
+                hold_call(
+                    (
+                        HELD_OPENING,
+                        self._key,
+                        context.run_id,
+                        context.correlation_id,
+                        context.tenant,
+                        context.principal,
+                        context.parent_run_id,
+                        text,
+                        record.declared_at,
+                        None,
+                        *values.values(),
+                    )
+                )
+                opening = _HELD
+            else:
+                opening = Opening(self._subject, context, text, values, record.declared_at)  # type: ignore[arg-type]
+                hold = self._hold
+                if hold is not None:
+                    hold(opening)
+                elif not trail.store_opening(opening):
+                    invocation = self._invocation(context, tools, runtime, record, values, opening=None)
+                    return self._pipeline.finish(invocation, audit_unavailable(invocation))
         record.attempts = 1
         record.started_at = record.declared_at
         record.status = "STARTED"
@@ -220,15 +247,27 @@ class Route:
         result = succeeded(
             self.name, self.tool, self.operation, content, context.run_id, context.correlation_id
         )
-        if opening is not None:
-            hold = self._hold_twice
+        if opening is _HELD:
+            self._hold_call(  # type: ignore[misc]
+                (
+                    HELD_RESPONSE,
+                    self._key,
+                    context.run_id,
+                    context.correlation_id,
+                    context.tenant,
+                    context.principal,
+                    context.parent_run_id,
+                    record.intent_text,
+                    ended,
+                    duration,
+                )
+            )
+        elif opening is not None:
+            closing = Closing(opening, "SUCCESS", None, duration, 1, ended)
+            hold = self._hold
             if hold is not None:
-                # The sink keeps the opening a second time for the response: no Closing object.
-                opening.close_in_place(duration, ended)
-                hold(opening)
-            elif not self._trail.store_closing(  # type: ignore[union-attr]
-                Closing(opening, "SUCCESS", None, duration, 1, ended)
-            ):
+                hold(closing)
+            elif not self._trail.store_closing(closing):  # type: ignore[union-attr]
                 result.audit_failed = True
         return result
 
@@ -296,6 +335,9 @@ class Route:
         invocation.runtime = runtime
         invocation.tools = tools
         invocation.instance = instance = tools.acquire(self.tool)
+        if opening is _HELD:
+            # The sink holds the opening as plain values; the chain's Closing needs an Opening to refer to.
+            opening = Opening(self._subject, context, record.intent_text, values, record.declared_at)  # type: ignore[arg-type]
         invocation.opening = opening
         # The calls the chain's argument validation would have taken from the intent.
         invocation.call, invocation.acall = dispatch_calls(instance.call(**values))  # type: ignore[attr-defined]

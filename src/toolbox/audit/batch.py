@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from toolbox.context import ExecutionContext
 
 __all__ = [
+    "HELD_OPENING",
+    "HELD_RESPONSE",
     "IMMUTABLE_TYPES",
     "LAZY_BATCHES",
     "CallSubject",
@@ -36,6 +38,8 @@ __all__ = [
     "LazyBatch",
     "Opening",
     "call_event",
+    "held_call",
+    "held_events",
     "immutable_copy",
 ]
 
@@ -275,3 +279,81 @@ class Closing(LazyBatch):
 
 #: The batch types, for a type test cheaper than ``isinstance(x, LazyBatch)`` (an ABC check).
 LAZY_BATCHES = frozenset({Opening, Closing})
+
+#: A held call's first field: its opening (3 events) or its response (1 event).
+HELD_OPENING = 0
+HELD_RESPONSE = 1
+
+
+def held_call(  # noqa: PLR0917 - the tuple's fields, in order
+    kind: int,
+    subject_key: int,
+    context: ExecutionContext,
+    intent_text: str,
+    timestamp: float,
+    duration: float | None,
+    values: Sequence[Any] = (),
+) -> tuple[Any, ...]:
+    """A call's opening or response as a tuple of plain values, for a sink that holds calls.
+
+    Strings, numbers and None only (the argument values last, in the order of
+    the names the sink registered with ``subject_key``), so the garbage
+    collector stops tracking the tuple at its first pass when the arguments
+    are scalars: a held call costs later collections nothing, where an
+    `Opening` object is walked by every full collection for as long as the
+    sink keeps it. The by-name route builds the same tuple inline.
+    """
+    return (
+        kind,
+        subject_key,
+        context.run_id,
+        context.correlation_id,
+        context.tenant,
+        context.principal,
+        context.parent_run_id,
+        intent_text,
+        timestamp,
+        duration,
+        *values,
+    )
+
+
+def held_events(held: tuple[Any, ...], subject: CallSubject, names: tuple[str, ...]) -> list[AuditEvent]:
+    """The events of a held call (`held_call`): the same as its `Opening`'s, or its `Closing`'s."""
+    kind, _, run_id, correlation_id, tenant, principal, parent_run_id, text, timestamp, duration = held[:10]
+    common = {
+        "trace_id": run_id,
+        "correlation_id": correlation_id,
+        "name": subject.name,
+        "tool": subject.tool,
+        "operation": subject.operation,
+        "risk": subject.risk,
+        "effect": subject.effect,
+        "intent_kind": subject.intent_kind or None,
+        "intent_text": text or None,
+        "tenant": tenant,
+        "principal": principal,
+        "parent_run_id": parent_run_id,
+    }
+    if kind == HELD_RESPONSE:
+        made = [
+            AuditEvent(
+                EventType.INVOCATION_RESPONSE,
+                status="SUCCESS",
+                reason_code=None,
+                duration=duration,
+                attempt=1,
+                **common,
+            )
+        ]
+    else:
+        arguments = dict(zip(names, held[10:], strict=True))
+        summary, digest = subject.redaction.payload_fields(arguments)
+        made = [
+            AuditEvent(EventType.INTENT_DECLARED, payload_summary=summary, payload_hash=digest, **common),
+            AuditEvent(EventType.GOVERNANCE_DECISION, decision="ALLOW", rule_ids=(), **common),
+            AuditEvent(EventType.INVOCATION_REQUEST, attempt=1, **common),
+        ]
+    for event in made:
+        event.timestamp = timestamp
+    return made
