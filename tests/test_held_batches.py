@@ -9,11 +9,13 @@ their chain must be those of an `Opening` followed by a `Closing`.
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 from typing import Any
 
 import pytest
 
+import toolbox.audit.memory as memory
 from toolbox import Effect, ExecutionContext, Gateway, Governance, RiskClass, Status, tool
 from toolbox.audit import AuditTrail, FanOutSink, MemorySink
 from toolbox.audit.batch import CallSubject, Closing, Opening
@@ -264,3 +266,36 @@ def test_a_sink_whose_hold_does_not_read_openings_twice_gets_a_closing():
     assert isinstance(gateway._routes["add"], Route)
     assert [type(batch).__name__ for batch in sink.held] == ["Opening", "Closing"] * 6
     assert len({id(batch) for batch in sink.held}) == 12  # no batch is held twice
+
+
+def test_a_routed_call_is_held_as_plain_values_the_collector_stops_tracking():
+    gateway, sink = audited()
+    context = ExecutionContext(tenant="t", principal="p")
+    for _ in range(3):
+        assert gateway.invoke("add", {"a": 1, "b": 2, "purpose": "Sum"}, context=context).content == 3
+    assert isinstance(gateway._routes["add"], Route)
+    held = list(sink._pending)[-4:]  # the last two calls: opening, response, opening, response
+    assert [type(item) for item in held] == [tuple] * 4
+    gc.collect()
+    assert not any(gc.is_tracked(item) for item in held)  # nothing left for later collections to walk
+    assert [r.type.value for r in sink.read_trace(context.run_id)] == KINDS * 3
+    request = sink.read_trace(context.run_id)[-4]
+    assert request.payload_hash  # the arguments were redacted and hashed when read
+    assert gateway.audit.verify(context.run_id, context=AUDITOR) == []
+
+
+def test_a_held_call_that_cannot_be_made_is_recorded_in_its_trace(monkeypatch, caplog):
+    gateway, sink = audited()
+    context = ExecutionContext(tenant="t", principal="p")
+    for _ in range(2):
+        gateway.invoke("add", {"a": 1, "b": 2, "purpose": "Sum"}, context=context)
+
+    def broken(*args: Any) -> Any:
+        raise ValueError("cannot serialise")
+
+    monkeypatch.setattr(memory, "held_events", broken)
+    trace = sink.read_trace(context.run_id)
+    # The first call took the full chain (Opening, Closing); the routed call's two held tuples failed.
+    assert [r.type.value for r in trace] == [*KINDS, "SYSTEM_ERROR", "SYSTEM_ERROR"]
+    assert all(r.reason_code == "AUDIT_EVENT_UNSTORABLE" for r in trace[4:])
+    assert "could not be stored" in caplog.text
