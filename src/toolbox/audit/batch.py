@@ -10,6 +10,11 @@ read. A sink that writes at once (SQLite, PostgreSQL, JSONL) reads it in
 
 The events of a batch are made once, under a lock: every sink of a fan-out
 stores the same event ids.
+
+A sink that holds calls (`MemorySink.hold_call`) takes the by-name route's
+calls as *held calls* instead (`held_call`): tuples of plain values, which the
+garbage collector stops tracking, where `Opening` and `Closing` objects stay
+tracked for as long as the sink keeps them.
 """
 
 from __future__ import annotations
