@@ -9,9 +9,10 @@ their chain must be those of an `Opening` followed by a `Closing`.
 from __future__ import annotations
 
 import asyncio
+import enum
 import gc
 import threading
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -299,3 +300,46 @@ def test_a_held_call_that_cannot_be_made_is_recorded_in_its_trace(monkeypatch, c
     assert [r.type.value for r in trace] == [*KINDS, "SYSTEM_ERROR", "SYSTEM_ERROR"]
     assert all(r.reason_code == "AUDIT_EVENT_UNSTORABLE" for r in trace[4:])
     assert "could not be stored" in caplog.text
+
+
+class Shade(enum.Enum):
+    LIGHT = "light"
+    DARK = "dark"
+
+
+@tool(risk=RiskClass.MEMORY_ONLY, effect=Effect.READ_ONLY)
+def describe(
+    colour: str,
+    shade: Shade = Shade.LIGHT,
+    size: Literal["s", "m"] = "m",
+    note: str | None = None,
+    n: int = 1,
+) -> str:
+    """Describe a colour."""
+    return f"{n} {size} {shade.value} {colour} {note}"
+
+
+def test_held_arguments_are_redacted_under_their_own_names_like_the_full_chain():
+    """Defaults, enums, literals and optionals: the routed call's payload is the full chain's."""
+    sink = MemorySink()
+    redaction = Redaction(keys=frozenset({"note"}))
+    gateway = Gateway.load(
+        providers=[describe],
+        discover=False,
+        env={},
+        governance=Governance(audit=AuditTrail(sink, redaction=redaction)),
+    )
+    context = ExecutionContext(tenant="t", principal="p")
+    arguments = {"colour": "red", "n": 3, "note": "token=abc", "purpose": "Describe"}
+    first = gateway.invoke("describe", arguments, context=context)  # the full chain
+    second = gateway.invoke("describe", arguments, context=context)  # the route
+    assert isinstance(gateway._routes["describe"], Route)
+    assert first.content == second.content == "3 m light red token=abc"
+    declared = [r for r in sink.read_trace(context.run_id) if r.type.value == "INTENT_DECLARED"]
+    assert len(declared) == 2
+    assert declared[0].payload_summary == declared[1].payload_summary
+    assert declared[0].payload_hash == declared[1].payload_hash
+    summary = declared[1].payload_summary or ""
+    assert "red" in summary and "colour" in summary
+    assert "abc" not in summary  # "note" is a redacted key: its value went in under its own name
+    assert gateway.audit.verify(context.run_id, context=AUDITOR) == []
