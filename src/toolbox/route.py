@@ -71,8 +71,6 @@ def _immutable(annotation: Any) -> bool:
 
 
 _now = time.time
-#: `Route._begin`'s opening when the call went to the sink as a held call (a tuple, no object).
-_HELD: Any = object()
 
 
 def compile_route(
@@ -201,28 +199,26 @@ class Route:
         record = OperationRecord(self.tool, self.operation, self._intent_field, text, None, self.name)
         runtime.record(record)
         trail = self._trail
-        opening = None
+        opening: Any = None  # a held call (a tuple), an Opening, or None without a trail
         if trail is not None:
             # Immutable values (compile_route checked the field types): safe to redact when read.
             hold_call = self._hold_call
             if hold_call is not None:
                 # toolbox.audit.batch.held_call, inlined: plain values the collector stops tracking.
-                hold_call(
-                    (
-                        HELD_OPENING,
-                        self._key,
-                        context.run_id,
-                        context.correlation_id,
-                        context.tenant,
-                        context.principal,
-                        context.parent_run_id,
-                        text,
-                        record.declared_at,
-                        None,
-                        *values.values(),
-                    )
+                opening = (
+                    HELD_OPENING,
+                    self._key,
+                    context.run_id,
+                    context.correlation_id,
+                    context.tenant,
+                    context.principal,
+                    context.parent_run_id,
+                    text,
+                    record.declared_at,
+                    None,
+                    *values.values(),
                 )
-                opening = _HELD
+                hold_call(opening)
             else:
                 opening = Opening(self._subject, context, text, values, record.declared_at)  # type: ignore[arg-type]
                 hold = self._hold
@@ -247,21 +243,9 @@ class Route:
         result = succeeded(
             self.name, self.tool, self.operation, content, context.run_id, context.correlation_id
         )
-        if opening is _HELD:
-            self._hold_call(  # type: ignore[misc]
-                (
-                    HELD_RESPONSE,
-                    self._key,
-                    context.run_id,
-                    context.correlation_id,
-                    context.tenant,
-                    context.principal,
-                    context.parent_run_id,
-                    record.intent_text,
-                    ended,
-                    duration,
-                )
-            )
+        if type(opening) is tuple:
+            # The response names the held opening (plain values too): nothing more to read.
+            self._hold_call((HELD_RESPONSE, opening, ended, duration))  # type: ignore[misc]
         elif opening is not None:
             closing = Closing(opening, "SUCCESS", None, duration, 1, ended)
             hold = self._hold
@@ -317,7 +301,7 @@ class Route:
         record: OperationRecord,
         values: Mapping[str, Any],
         *,
-        opening: Opening | None,
+        opening: Any,
     ) -> Invocation:
         """The full chain's view of this call, to continue it there."""
         invocation = Invocation(
@@ -335,7 +319,7 @@ class Route:
         invocation.runtime = runtime
         invocation.tools = tools
         invocation.instance = instance = tools.acquire(self.tool)
-        if opening is _HELD:
+        if type(opening) is tuple:
             # The sink holds the opening as plain values; the chain's Closing needs an Opening to refer to.
             opening = Opening(self._subject, context, record.intent_text, values, record.declared_at)  # type: ignore[arg-type]
         invocation.opening = opening

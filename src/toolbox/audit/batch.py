@@ -45,6 +45,7 @@ __all__ = [
     "call_event",
     "held_call",
     "held_events",
+    "held_response",
     "immutable_copy",
 ]
 
@@ -299,7 +300,7 @@ def held_call(  # noqa: PLR0917 - the tuple's fields, in order
     duration: float | None,
     values: Sequence[Any] = (),
 ) -> tuple[Any, ...]:
-    """A call's opening or response as a tuple of plain values, for a sink that holds calls.
+    """A call's opening as a tuple of plain values, for a sink that holds calls (`held_response` closes it).
 
     Strings, numbers and None only (the argument values last, in the order of
     the names the sink registered with ``subject_key``), so the garbage
@@ -323,9 +324,19 @@ def held_call(  # noqa: PLR0917 - the tuple's fields, in order
     )
 
 
+def held_response(opening: tuple[Any, ...], ended: float, duration: float) -> tuple[Any, ...]:
+    """The response of a held call that succeeded at its first attempt: it names its held opening."""
+    return (HELD_RESPONSE, opening, ended, duration)
+
+
 def held_events(held: tuple[Any, ...], subject: CallSubject, names: tuple[str, ...]) -> list[AuditEvent]:
-    """The events of a held call (`held_call`): the same as its `Opening`'s, or its `Closing`'s."""
-    kind, _, run_id, correlation_id, tenant, principal, parent_run_id, text, timestamp, duration = held[:10]
+    """The events of a held call (`held_call`, `held_response`): its `Opening`'s, or its `Closing`'s."""
+    if held[0] == HELD_RESPONSE:
+        _, opening, timestamp, duration = held
+        _, _, run_id, correlation_id, tenant, principal, parent_run_id, text = opening[:8]
+        kind = HELD_RESPONSE
+    else:
+        kind, _, run_id, correlation_id, tenant, principal, parent_run_id, text, timestamp, _ = held[:10]
     common = {
         "trace_id": run_id,
         "correlation_id": correlation_id,

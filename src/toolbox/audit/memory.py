@@ -6,7 +6,15 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any, final
 
-from toolbox.audit.batch import LAZY_BATCHES, CallSubject, Closing, LazyBatch, Opening, held_events
+from toolbox.audit.batch import (
+    HELD_OPENING,
+    LAZY_BATCHES,
+    CallSubject,
+    Closing,
+    LazyBatch,
+    Opening,
+    held_events,
+)
 from toolbox.audit.events import AuditEvent, AuditRecord, EventType, storable_text
 from toolbox.audit.filtering import select
 from toolbox.audit.sink import AuditQuery, ChainState, chain_dicts
@@ -95,7 +103,8 @@ class MemorySink:
         """``batch`` chained and validated; the heads move only when all of it is valid."""
         rows: list[dict[str, Any]]
         if type(batch) is tuple:
-            rows = [e.as_dict() for e in held_events(batch, *self._subjects[batch[1]])]
+            key = batch[1] if batch[0] == HELD_OPENING else batch[1][1]  # a response names its opening
+            rows = [e.as_dict() for e in held_events(batch, *self._subjects[key])]
         elif type(batch) is Opening and batch.held_by is self and batch.ended is not None:
             # Held a second time, closed in place: this copy stands for the call's response.
             rows = [batch.response().as_dict()]
@@ -133,7 +142,7 @@ class MemorySink:
 def _unstorable(batch: LazyBatch | tuple[Any, ...] | list[dict[str, Any]]) -> AuditEvent:
     """The event that stands for a batch that could not be stored, in the batch's trace."""
     if type(batch) is tuple:
-        trace_id = batch[2]
+        trace_id = batch[2] if batch[0] == HELD_OPENING else batch[1][2]
     elif isinstance(batch, Opening):
         trace_id = batch.context.run_id
     elif isinstance(batch, Closing):
