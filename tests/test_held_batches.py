@@ -19,7 +19,7 @@ import pytest
 import toolbox.audit.memory as memory
 from toolbox import Effect, ExecutionContext, Gateway, Governance, RiskClass, Status, tool
 from toolbox.audit import AuditTrail, FanOutSink, MemorySink
-from toolbox.audit.batch import CallSubject, Closing, Opening
+from toolbox.audit.batch import HELD_OPENING, CallSubject, Closing, Opening, held_call, held_response
 from toolbox.audit.redaction import Redaction
 from toolbox.route import Route
 
@@ -343,3 +343,25 @@ def test_held_arguments_are_redacted_under_their_own_names_like_the_full_chain()
     assert "red" in summary and "colour" in summary
     assert "abc" not in summary  # "note" is a redacted key: its value went in under its own name
     assert gateway.audit.verify(context.run_id, context=AUDITOR) == []
+
+
+def test_held_call_helpers_make_the_events_an_opening_and_a_closing_make():
+    context = ExecutionContext(tenant="t", principal="p", parent_run_id="parent-run")
+    held, expected = MemorySink(), MemorySink()
+    key = held.subject_key(subject(), ("a", "b"))
+    assert held.subject_key(subject(), ("a", "b")) == key + 1  # a new subject object: its own key
+    opening_tuple = held_call(HELD_OPENING, key, context, "Sum", 100.0, None, (1, 2))
+    held.hold_call(opening_tuple)
+    held.hold_call(held_response(opening_tuple, 100.5, 0.5))
+    batch = opening(context)
+    expected.append(batch)
+    expected.append(Closing(batch, "SUCCESS", None, 0.5, 1, 100.5))
+
+    def comparable(records: Any) -> list[dict[str, Any]]:
+        return [
+            {k: v for k, v in r.model_dump().items() if k not in ("event_id", "hash", "previous_hash")}
+            for r in records
+        ]
+
+    assert comparable(held.records) == comparable(expected.records)
+    assert held.records[0].parent_run_id == "parent-run"

@@ -168,9 +168,10 @@ class Opening(LazyBatch):
     validated scalars). Otherwise set ``payload`` (summary and hash) at once.
 
     A call that succeeded at its first attempt may be closed in place
-    (`close_in_place`) instead of with a `Closing`: a sink's ``hold`` that
-    keeps the opening then keeps it a second time, for its response. One
-    object per call instead of two is what the by-name route leaves behind.
+    (`close_in_place`) instead of with a `Closing`: a sink whose ``hold`` reads
+    it so (``holds_openings_twice``) then keeps it a second time, for its
+    response. One object per call instead of two is what the typed fast path
+    leaves behind.
     """
 
     __slots__ = (

@@ -242,12 +242,6 @@ class AuditTrail:
         """The key the sink's held calls name ``subject`` by (only when `call_hold` is not None)."""
         return self.sink.subject_key(subject, names)  # type: ignore[attr-defined, no-any-return]
 
-    @property
-    def closing_hold(self) -> Callable[[LazyBatch], None] | None:
-        """`direct_hold`, when the sink reads an `Opening` held again after `Opening.close_in_place`
-        as the call's response (``holds_openings_twice``, the memory sink); else None."""
-        return self._hold_twice
-
     def store_opening(self, opening: Opening) -> bool:
         """Store the opening events of a call about to run; False means refuse the call."""
         if self._hold is not None:
