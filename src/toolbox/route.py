@@ -179,6 +179,8 @@ class Route:
         The started call is ``(runtime, record, values, opening)``. One method on
         purpose: this is the hot path, and each call level costs.
         """
+        # These gates stand for the plan's kill switch, deadline, budget and delegation checks: a
+        # check that starts reading other state (say, a shared budget) must be re-checked here too.
         if (
             context.deadline is not None
             or context.budget is not None
