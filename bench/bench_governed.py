@@ -2,15 +2,21 @@
 
 Run from the repository root::
 
-    .venv/bin/python bench/bench_governed.py              # the table (about 20 s)
-    .venv/bin/python bench/bench_governed.py --profile    # then cProfile the audited governed paths
+    .venv/bin/python bench/bench_governed.py                  # the table (about 60 s)
+    .venv/bin/python bench/bench_governed.py --real-use-only  # section 0 only
+    .venv/bin/python bench/bench_governed.py --profile        # then cProfile the audited governed paths
 
 This is a measurement script, not a test: nothing in it asserts anything about
-time. It reuses the timing helpers of ``bench_core.py``: every row is timed with
-``timeit`` (N chosen so that one repeat lasts about ``--min-time``, garbage
-collector off), the repeats of one group are interleaved, a row reports the
-minimum time per operation, and ratios divide by a baseline measured in the
-same run. Targets are printed for information only.
+time. Section 0 (``governed_real_use.py``, the targets) times as real use runs:
+garbage collector on, each governed row keeping 100,000 calls and every timed
+call in its context's trace and its memory sink, medians of interleaved
+repeats, ratios as medians of per-repeat ratios, and what one call leaves
+behind. Sections 1 and 2 reuse the timing helpers of ``bench_core.py``: every
+row is timed with ``timeit`` (N chosen so that one repeat lasts about
+``--min-time``, garbage collector off, traces and sink emptied), the repeats
+of one group are interleaved, a row reports the minimum time per operation,
+and ratios divide by a baseline measured in the same run. Targets are printed
+for information only.
 
 The tool is the smallest one ``@tool`` can describe::
 
@@ -30,6 +36,8 @@ no approver) of two gateways, each called with its own `ExecutionContext`:
 
 Sections:
 
+0. Real use (see ``governed_real_use.py``): the by-name call of a ``def``, an
+   ``async def`` and a class-based tool, and the typed call, against [P] / [AP].
 1. Sync: ``gateway.invoke("add", {..., "purpose": "Sum"}, context=ctx)`` (the
    target row) and ``tools.get(add).call(1, 2).purpose("Sum").execute()``, each
    through both gateways, against a bare call [B] and a pydantic-validated
