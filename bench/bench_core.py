@@ -233,9 +233,17 @@ class Table:
         self._row(f"[{key}]", m, "baseline", "", "")
 
     def measured(
-        self, m: Measurement, against: str, target: float | None = None, *, label: str | None = None
+        self,
+        m: Measurement,
+        against: str,
+        target: float | None = None,
+        *,
+        label: str | None = None,
+        ratio: float | None = None,
     ) -> None:
-        ratio = m.per_op / self._baselines[against].per_op
+        """A row and its ratio to baseline ``against`` (``ratio`` when given, else per op / per op)."""
+        if ratio is None:
+            ratio = m.per_op / self._baselines[against].per_op
         shown = m if label is None else Measurement(label, m.number, m.per_op)
         ratio_text = f"{ratio:7.2f}x {against}"
         if target is None:

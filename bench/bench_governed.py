@@ -2,15 +2,21 @@
 
 Run from the repository root::
 
-    .venv/bin/python bench/bench_governed.py              # the table (about 20 s)
-    .venv/bin/python bench/bench_governed.py --profile    # then cProfile the audited governed paths
+    .venv/bin/python bench/bench_governed.py                  # the table (about 60 s)
+    .venv/bin/python bench/bench_governed.py --real-use-only  # section 0 only
+    .venv/bin/python bench/bench_governed.py --profile        # then cProfile the audited governed paths
 
 This is a measurement script, not a test: nothing in it asserts anything about
-time. It reuses the timing helpers of ``bench_core.py``: every row is timed with
-``timeit`` (N chosen so that one repeat lasts about ``--min-time``, garbage
-collector off), the repeats of one group are interleaved, a row reports the
-minimum time per operation, and ratios divide by a baseline measured in the
-same run. Targets are printed for information only.
+time. Section 0 (``governed_real_use.py``, the targets) times as real use runs:
+garbage collector on, each governed row keeping 100,000 calls and every timed
+call in its context's trace and its memory sink, medians of interleaved
+repeats, ratios as medians of per-repeat ratios, and what one call leaves
+behind. Sections 1 and 2 reuse the timing helpers of ``bench_core.py``: every
+row is timed with ``timeit`` (N chosen so that one repeat lasts about
+``--min-time``, garbage collector off, traces and sink emptied), the repeats
+of one group are interleaved, a row reports the minimum time per operation,
+and ratios divide by a baseline measured in the same run. Targets are printed
+for information only.
 
 The tool is the smallest one ``@tool`` can describe::
 
@@ -30,6 +36,8 @@ no approver) of two gateways, each called with its own `ExecutionContext`:
 
 Sections:
 
+0. Real use (see ``governed_real_use.py``): the by-name call of a ``def``, an
+   ``async def`` and a class-based tool, and the typed call, against [P] / [AP].
 1. Sync: ``gateway.invoke("add", {..., "purpose": "Sum"}, context=ctx)`` (the
    target row) and ``tools.get(add).call(1, 2).purpose("Sum").execute()``, each
    through both gateways, against a bare call [B] and a pydantic-validated
@@ -64,6 +72,7 @@ from bench_core import (
     measure_group,
     timing_parser,
 )
+from governed_real_use import bench_real_use
 
 from toolbox import Effect, ExecutionContext, Gateway, Governance, RiskClass, Status, tool
 from toolbox.audit import AuditTrail, MemorySink
@@ -219,7 +228,9 @@ def sanity_check(ns: dict[str, Any], clear: Callable[[], None]) -> None:
 
 
 def bench_sync(table: Table, ns: dict[str, Any], clear: Callable[[], None], **kw: Any) -> None:
-    table.section("1. Sync: a MEMORY_ONLY @tool function, default chain, audit trail STRICT to MemorySink")
+    table.section(
+        "1. Sync, timeit (GC off, min, history cleared): a MEMORY_ONLY @tool function, audit STRICT"
+    )
     bare, pyd, by_name, plain_by_name, typed, plain_typed, schema, intent, ready = measure_group(
         [
             Spec(f"bare call: {BARE_STMT}", BARE_STMT, ns),
@@ -254,7 +265,7 @@ def bench_sync(table: Table, ns: dict[str, Any], clear: Callable[[], None], **kw
 
 
 def bench_async(table: Table, ns: dict[str, Any], clear: Callable[[], None], **kw: Any) -> None:
-    table.section("2. Async, inside one event loop, audit trail STRICT to MemorySink")
+    table.section("2. Async, timeit (GC off, min, history cleared), inside one event loop, audit STRICT")
 
     async def run() -> list[Measurement]:
         return await ameasure_group(
@@ -327,6 +338,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--profile-calls", type=int, default=50_000, help="calls per profiled statement (default 50000)"
     )
+    parser.add_argument(
+        "--calls", type=int, default=10_000, help="real-use rows: calls per repeat (default 10000)"
+    )
+    parser.add_argument(
+        "--retain",
+        type=int,
+        default=100_000,
+        help="real-use rows: calls each governed row retains before timing (default 100000)",
+    )
+    parser.add_argument(
+        "--real-repeat", type=int, default=9, help="real-use rows: repeats, median kept (default 9)"
+    )
+    parser.add_argument(
+        "--alloc-calls",
+        type=int,
+        default=10_000,
+        help="calls over which what one call leaves behind is counted (default 10000)",
+    )
+    parser.add_argument(
+        "--real-use-only", action="store_true", help="only section 0 (the GC-on, history-retained rows)"
+    )
     args = parser.parse_args(argv)
 
     ns, clear = governed_namespace()
@@ -334,9 +366,13 @@ def main(argv: list[str] | None = None) -> int:
     load_before = os.getloadavg()[0]
     started = time.perf_counter()
     table = Table()
+    bench_real_use(
+        table, repeat=args.real_repeat, calls=args.calls, retain=args.retain, alloc_calls=args.alloc_calls
+    )
     opts = {"repeat": args.repeat, "min_time": args.min_time}
-    bench_sync(table, ns, clear, **opts)
-    bench_async(table, ns, clear, **opts)
+    if not args.real_use_only:
+        bench_sync(table, ns, clear, **opts)
+        bench_async(table, ns, clear, **opts)
     elapsed = time.perf_counter() - started
 
     print(
@@ -344,8 +380,12 @@ def main(argv: list[str] | None = None) -> int:
         f"pydantic {pydantic.VERSION}"
     )
     print(
-        f"per op = min over {args.repeat} interleaved timeit repeats of (repeat time / N); "
-        "ratio = per op / per op of baseline [key], same run"
+        f"section 0 (the targets): GC on, history retained, per op = median over {args.real_repeat} "
+        "interleaved repeats, ratio = median of the per-repeat ratios to baseline [key]"
+    )
+    print(
+        f"sections 1-2 (the earlier harness, for comparison): per op = min over {args.repeat} interleaved "
+        "timeit repeats of (repeat time / N), GC off, history cleared; ratio = per op / per op of [key]"
     )
     print(
         "targets are informational; nothing here is asserted. Load average before/after: "
@@ -356,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
         "'no audit trail' rows: Governance(), for information"
     )
     print(
-        "every governed row also keeps its context's in-memory trace; "
+        "every governed row also keeps its context's in-memory trace; in sections 1-2, "
         "traces and sink are emptied before every repeat"
     )
     print()

@@ -5,6 +5,10 @@ Every scenario runs twice, on two identical gateways: one that compiles routes
 one valid call, so the routed gateway has compiled the name when the scenario
 call comes. The observations (result, new trace records, new audit events,
 tool executions) must be equal once times and random ids are set aside.
+
+Each scenario runs for three kinds of the same tool: a ``def`` and an ``async
+def`` ``@tool`` function (`toolbox.route.Route`) and a class-based tool
+(`toolbox.route_method.MethodRoute`), through each door that can call it.
 """
 
 from __future__ import annotations
@@ -31,19 +35,27 @@ from toolbox import (
     Governance,
     Guardrail,
     GuardrailAction,
+    OperationDescriptor,
     RetryPolicy,
     RiskClass,
     Status,
+    ToolDeniedError,
+    ToolDescriptor,
+    ToolExecutionError,
+    ToolProvider,
+    ToolRuntime,
     tool,
 )
 from toolbox.audit import AuditMode, AuditTrail, MemorySink
 from toolbox.audit.events import AuditEvent, EventType
 from toolbox.pipeline.chain import Pipeline
-from toolbox.route import Route
+from toolbox.route import MethodRoute, Route
 
 FAST = RetryPolicy(max_attempts=3, base_delay=0.0, max_delay=0.0)
 AUDITOR = ExecutionContext(tenant="ops", principal="auditor", roles=frozenset({"auditor"}))
 VALID = {"a": 1, "b": 2, "purpose": "Sum the order"}
+ROUTES = (Route, MethodRoute)
+KINDS = ["def", "async", "class", "aclass"]
 
 
 @dataclass
@@ -54,6 +66,11 @@ class Behaviour:
     result: Any = None
     calls: int = 0
     effect: Effect = Effect.READ_ONLY
+    kind: str = "def"
+    #: Class-based tools only: the operation method raises this when it builds the intent.
+    refuse: Exception | None = None
+    #: Class-based tools only: the warnings the intent carries.
+    warnings: tuple[str, ...] = ()
 
     @property
     def valid(self) -> dict[str, Any]:
@@ -61,6 +78,13 @@ class Behaviour:
         if self.effect is Effect.READ_ONLY:
             return VALID
         return {"a": 1, "b": 2, "audit_as": "Record the sum"}
+
+    def body(self, a: int, b: int) -> Any:
+        """The tool's work, counted."""
+        self.calls += 1
+        if self.raises:
+            raise self.raises.pop(0)
+        return a + b if self.result is None else self.result
 
 
 class Transient:
@@ -70,21 +94,86 @@ class Transient:
         return True
 
 
+def adder(behaviour: Behaviour) -> object:
+    """The tool ``add`` (operation ``call``) of ``behaviour.kind``."""
+    if behaviour.kind == "def":
+
+        @tool(risk=RiskClass.MEMORY_ONLY, effect=behaviour.effect)
+        def add(a: int, b: int = 0) -> Any:
+            """Add two integers."""
+            return behaviour.body(a, b)
+
+        return add
+    if behaviour.kind == "async":
+
+        @tool(risk=RiskClass.MEMORY_ONLY, effect=behaviour.effect)
+        async def add(a: int, b: int = 0) -> Any:  # type: ignore[no-redef]
+            """Add two integers."""
+            await asyncio.sleep(0)  # a real suspension point
+            return behaviour.body(a, b)
+
+        return add
+
+    class Adder:
+        """A class-based tool with one operation."""
+
+        def __init__(self, runtime: ToolRuntime) -> None:
+            self._runtime = runtime
+
+        def call(self, a: int, b: int = 0) -> Any:
+            """Intent to add two integers."""
+            if behaviour.refuse is not None:
+                if isinstance(behaviour.refuse, ToolDeniedError):
+                    self._runtime.record_denial(behaviour.refuse)
+                raise behaviour.refuse
+            arguments = {"a": a, "b": b}
+            acall = None
+            if behaviour.kind == "aclass":  # an async-capable operation: ainvoke awaits acall
+
+                async def acall() -> Any:
+                    await asyncio.sleep(0)
+                    return behaviour.body(a, b)
+
+            call = lambda: behaviour.body(a, b)  # noqa: E731
+            if behaviour.kind == "aclass":
+
+                def call() -> Any:  # as a @tool async function's: only ainvoke runs it
+                    raise ToolExecutionError("call it with ainvoke", request_sent=False)
+
+            make = (
+                self._runtime.read_intent
+                if behaviour.effect is Effect.READ_ONLY
+                else self._runtime.write_intent
+            )
+            return make(
+                "call",
+                call,
+                acall=acall,
+                arguments=arguments,
+                warnings=behaviour.warnings,
+            )
+
+    operation = OperationDescriptor(name="call", effect=behaviour.effect, summary="Add two integers.")
+    descriptor = ToolDescriptor(
+        name="add",
+        version="1",
+        summary="Add two integers.",
+        risk=RiskClass.MEMORY_ONLY,
+        operations=(operation,),
+    )
+    return ToolProvider(tool_type=Adder, descriptor=descriptor)
+
+
 def build(
     behaviour: Behaviour, *, env: dict[str, str], sink: Any, mode: AuditMode, **governance: Any
 ) -> Gateway:
-    @tool(risk=RiskClass.MEMORY_ONLY, effect=behaviour.effect)
-    def add(a: int, b: int = 0) -> Any:
-        """Add two integers."""
-        behaviour.calls += 1
-        if behaviour.raises:
-            raise behaviour.raises.pop(0)
-        return a + b if behaviour.result is None else behaviour.result
-
     trail = AuditTrail(sink, mode=mode, fallback_path=None) if sink is not None else None
     governance.setdefault("retry", FAST)
     return Gateway.load(
-        providers=[add], discover=False, env=env, governance=Governance(audit=trail, **governance)
+        providers=[adder(behaviour)],
+        discover=False,
+        env=env,
+        governance=Governance(audit=trail, **governance),
     )
 
 
@@ -125,9 +214,10 @@ def make_side(
     sink: str,
     mode: AuditMode,
     effect: Effect,
+    kind: str,
     **governance: Any,
 ) -> Side:
-    behaviour = Behaviour(effect=effect)
+    behaviour = Behaviour(effect=effect, kind=kind)
     env: dict[str, str] = {}
     made = {"memory": MemorySink, "switchable": FlakySink, "none": lambda: None}[sink]()
     gateway = build(behaviour, env=env, sink=made, mode=mode, **governance)
@@ -155,8 +245,9 @@ def normal_event(event: Any) -> dict[str, Any]:
 
 def normal_record(record: Any) -> dict[str, Any]:
     data = record.as_dict()
-    for key in ("declared_at", "started_at", "ended_at", "duration"):
-        data[key] = data[key] is not None  # set or not, never when
+    for key in ("declared_at", "started_at", "ended_at", "duration", "at"):
+        if key in data:
+            data[key] = data[key] is not None  # set or not, never when
     return data
 
 
@@ -206,6 +297,23 @@ def ainvoke(arguments: Any, **kwargs: Any) -> Callable[[Side], Any]:
     return call
 
 
+def door_of(kind: str) -> Callable[..., Callable[[Side], Any]]:
+    """The door that runs a tool of ``kind``: an async tool is called with ``ainvoke``."""
+    return ainvoke if kind in ("async", "aclass") else invoke
+
+
+#: Every door that can call each kind of tool (a sync call of an async tool has its own test).
+DOORS = [
+    pytest.param(invoke, "def", id="invoke-def"),
+    pytest.param(ainvoke, "def", id="ainvoke-def"),
+    pytest.param(ainvoke, "async", id="ainvoke-async"),
+    pytest.param(invoke, "class", id="invoke-class"),
+    pytest.param(ainvoke, "class", id="ainvoke-class"),
+    pytest.param(ainvoke, "aclass", id="ainvoke-aclass"),
+]
+CLASS_DOORS = [door for door in DOORS if door.values[1] in ("class", "aclass")]
+
+
 def compare(
     monkeypatch: pytest.MonkeyPatch,
     call: Callable[[Side], Any],
@@ -215,17 +323,27 @@ def compare(
     mode: AuditMode = AuditMode.STRICT,
     routable: bool = True,
     effect: Effect = Effect.READ_ONLY,
+    kind: str = "def",
+    mutate: Callable[[Any], None] | None = None,
     **governance: Any,
 ) -> tuple[dict[str, Any], Side]:
-    """Observe ``call`` on a routed and an unrouted gateway; assert both saw the same; return one."""
+    """Observe ``call`` on a routed and an unrouted gateway; assert both saw the same; return one.
+
+    ``mutate`` changes the compiled route before the call (to prove the comparison catches it).
+    """
     observed = []
     sides = []
     for routed in (True, False):
-        side = make_side(routed, monkeypatch, sink=sink, mode=mode, effect=effect, **governance)
-        warm = side.gateway.invoke("add", side.behaviour.valid, context=side.context)
+        side = make_side(routed, monkeypatch, sink=sink, mode=mode, effect=effect, kind=kind, **governance)
+        warm = door_of(kind)(side.behaviour.valid)(side)
         assert warm.status is Status.SUCCESS
         if routed:
-            assert isinstance(side.gateway._routes.get("add"), Route) is routable
+            route = side.gateway._routes.get("add")
+            assert isinstance(route, ROUTES) is routable
+            if kind not in ("class", "aclass") and routable:
+                assert isinstance(route, Route)
+            if mutate is not None:
+                mutate(route)
         prepare(side)
         observed.append(observe(side, call, monkeypatch))
         sides.append(side)
@@ -237,10 +355,12 @@ def compare(
 # -- the route is taken ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("door", [invoke, ainvoke])
+@pytest.mark.parametrize(("door", "kind"), DOORS)
 @pytest.mark.parametrize("sink", ["memory", "switchable", "none"])
-def test_a_valid_call_takes_the_route_and_leaves_what_the_full_chain_leaves(door, sink, monkeypatch):
-    seen, side = compare(monkeypatch, door({"a": 2, "b": 3, "purpose": "Sum the order"}), sink=sink)
+def test_a_valid_call_takes_the_route_and_leaves_what_the_full_chain_leaves(door, kind, sink, monkeypatch):
+    seen, side = compare(
+        monkeypatch, kind=kind, call=door({"a": 2, "b": 3, "purpose": "Sum the order"}), sink=sink
+    )
     assert seen["result"]["status"] == "SUCCESS"
     assert seen["result"]["content"] == 5
     assert seen["executions"] == 1
@@ -256,17 +376,19 @@ def test_a_valid_call_takes_the_route_and_leaves_what_the_full_chain_leaves(door
         assert side.gateway.audit.verify(side.context.run_id, context=AUDITOR) == []
 
 
-def test_defaults_are_filled_in_as_the_full_chain_does(monkeypatch):
-    seen, _ = compare(monkeypatch, invoke({"a": 4, "purpose": "Add nothing"}))
+@pytest.mark.parametrize("kind", KINDS)
+def test_defaults_are_filled_in_as_the_full_chain_does(kind, monkeypatch):
+    seen, _ = compare(monkeypatch, kind=kind, call=door_of(kind)({"a": 4, "purpose": "Add nothing"}))
     assert seen["result"]["content"] == 4
 
 
-def test_a_route_is_per_name_and_a_new_context_first_takes_the_full_chain(monkeypatch):
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_route_is_per_name_and_a_new_context_first_takes_the_full_chain(kind, monkeypatch):
     def other_context(side: Side) -> Any:
         fresh = ExecutionContext(tenant="tenant-b", principal="bob")
-        return side.gateway.invoke("add", VALID, context=fresh), fresh
+        return door_of(kind)(VALID)(Side(side.gateway, side.behaviour, side.env, side.sink, fresh)), fresh
 
-    seen, side = compare(monkeypatch, other_context)
+    seen, side = compare(monkeypatch, kind=kind, call=other_context)
     assert seen["result"]["status"] == "SUCCESS"
     assert side.full_chain_runs == 1  # the tool was not built for this context yet
 
@@ -274,7 +396,7 @@ def test_a_route_is_per_name_and_a_new_context_first_takes_the_full_chain(monkey
 # -- anything unusual takes the full chain, with the same outcome ---------------------------------
 
 
-@pytest.mark.parametrize("door", [invoke, ainvoke])
+@pytest.mark.parametrize(("door", "kind"), DOORS)
 @pytest.mark.parametrize(
     ("arguments", "error_code", "field_path"),
     [
@@ -285,24 +407,26 @@ def test_a_route_is_per_name_and_a_new_context_first_takes_the_full_chain(monkey
         ({"a": [1], "b": 2, "purpose": "Sum"}, "int_type", "a"),
         ([1, 2], "not_an_object", ""),
         ({"a": 1, "b": 2, "purpose": "x" * 70_000}, "too_large", "purpose"),
+        # Valid for the schema, refused by the argument guards alone:
+        ({"a": 10**4400, "b": 2, "purpose": "Sum"}, "int_too_large", "a"),
     ],
 )
 def test_invalid_arguments_are_refused_alike_with_zero_executions(
-    door, arguments, error_code, field_path, monkeypatch
+    door, kind, arguments, error_code, field_path, monkeypatch
 ):
-    seen, _ = compare(monkeypatch, door(arguments))
+    seen, _ = compare(monkeypatch, kind=kind, call=door(arguments))
     assert seen["result"]["status"] == "INVALID_ARGUMENTS"
     assert seen["result"]["error_code"] == error_code
     assert seen["result"]["field_path"] == field_path
     assert seen["executions"] == 0
 
 
-@pytest.mark.parametrize("door", [invoke, ainvoke])
-def test_the_kill_switch_engaged_after_compiling_stops_the_route(door, monkeypatch):
+@pytest.mark.parametrize(("door", "kind"), DOORS)
+def test_the_kill_switch_engaged_after_compiling_stops_the_route(door, kind, monkeypatch):
     def engage(side: Side) -> None:
         side.env["TOOLBOX_KILL_SWITCH"] = "1"
 
-    seen, _ = compare(monkeypatch, door(VALID), prepare=engage)
+    seen, _ = compare(monkeypatch, kind=kind, call=door(VALID), prepare=engage)
     assert (seen["result"]["status"], seen["result"]["reason_code"]) == ("DENIED", "KILL_SWITCH")
     assert seen["executions"] == 0
 
@@ -316,40 +440,78 @@ def test_a_disabled_tool_is_stopped_on_the_route_too(monkeypatch):
     assert (result.status, result.reason_code) == (Status.DENIED, "KILL_SWITCH")
 
 
-@pytest.mark.parametrize("door", [invoke, ainvoke])
-def test_a_budget_in_the_context_is_spent_by_the_full_chain(door, monkeypatch):
+@pytest.mark.parametrize(("door", "kind"), DOORS)
+def test_a_budget_in_the_context_is_spent_by_the_full_chain(door, kind, monkeypatch):
     def third_call(side: Side) -> Any:
         budgeted = ExecutionContext(tenant="t", principal="p", budget=Budget(max_calls=2))
         for _ in range(2):
-            assert side.gateway.invoke("add", VALID, context=budgeted).status is Status.SUCCESS
+            spent = door(VALID)(Side(side.gateway, side.behaviour, side.env, side.sink, budgeted))
+            assert spent.status is Status.SUCCESS
         result = door(VALID)(Side(side.gateway, side.behaviour, side.env, side.sink, budgeted))
         return result, budgeted
 
-    seen, _ = compare(monkeypatch, third_call)
+    seen, side = compare(monkeypatch, kind=kind, call=third_call)
     assert (seen["result"]["status"], seen["result"]["reason_code"]) == ("DENIED", "BUDGET_EXHAUSTED")
+    assert seen["executions"] == 2
+    # A class-based tool's route runs the budget check itself: only the first call (tool not built yet)
+    # took the full chain. A @tool function's route hands every budgeted context to the full chain.
+    assert side.full_chain_runs == (1 if kind in ("class", "aclass") else 3)
 
 
-@pytest.mark.parametrize("door", [invoke, ainvoke])
-def test_a_passed_deadline_is_refused_alike(door, monkeypatch):
+@pytest.mark.parametrize(("door", "kind"), DOORS)
+def test_a_passed_deadline_is_refused_alike(door, kind, monkeypatch):
     def late(side: Side) -> Any:
         past = ExecutionContext(
             tenant="t", principal="p", deadline=datetime.now(timezone.utc) - timedelta(seconds=1)
         )
         return door(VALID)(Side(side.gateway, side.behaviour, side.env, side.sink, past)), past
 
-    seen, _ = compare(monkeypatch, late)
+    seen, _ = compare(monkeypatch, kind=kind, call=late)
     assert (seen["result"]["status"], seen["result"]["reason_code"]) == ("DENIED", "DEADLINE_EXCEEDED")
     assert seen["executions"] == 0
 
 
-@pytest.mark.parametrize("door", [invoke, ainvoke])
+@pytest.mark.parametrize(("door", "kind"), DOORS)
+def test_a_deadline_that_passed_for_a_context_whose_tool_is_built_is_refused_alike(door, kind, monkeypatch):
+    """The tool is built for the context (access runs before the deadline check): the route's gate decides."""
+
+    def late_again(side: Side) -> Any:
+        past = ExecutionContext(
+            tenant="t", principal="p", deadline=datetime.now(timezone.utc) - timedelta(seconds=1)
+        )
+        late = Side(side.gateway, side.behaviour, side.env, side.sink, past)
+        first = door(VALID)(late)
+        assert first.reason_code == "DEADLINE_EXCEEDED"
+        assert side.gateway.tools_for(past).built_runtime("add") is not None
+        return door(VALID)(late), past
+
+    seen, _ = compare(monkeypatch, kind=kind, call=late_again)
+    assert (seen["result"]["status"], seen["result"]["reason_code"]) == ("DENIED", "DEADLINE_EXCEEDED")
+    assert seen["executions"] == 0
+
+
+@pytest.mark.parametrize(("door", "kind"), DOORS)
+def test_an_out_of_scope_call_with_the_tool_built_is_refused_alike(door, kind, monkeypatch):
+    """``Tools.get`` hands out out-of-scope tools; a call of one is still DELEGATION_SCOPE."""
+
+    def out_of_scope(side: Side) -> Any:
+        child = side.context.delegate(tools=["other"])
+        side.gateway.tools_for(child).get("add")  # built for the child context
+        return door(VALID)(Side(side.gateway, side.behaviour, side.env, side.sink, child)), child
+
+    seen, _ = compare(monkeypatch, kind=kind, call=out_of_scope)
+    assert (seen["result"]["status"], seen["result"]["reason_code"]) == ("DENIED", "DELEGATION_SCOPE")
+    assert seen["executions"] == 0
+
+
+@pytest.mark.parametrize(("door", "kind"), DOORS)
 @pytest.mark.parametrize(("scope", "status"), [(["other"], "DENIED"), (["add"], "SUCCESS")])
-def test_a_delegated_context_is_checked_alike(door, scope, status, monkeypatch):
+def test_a_delegated_context_is_checked_alike(door, kind, scope, status, monkeypatch):
     def delegated(side: Side) -> Any:
         child = side.context.delegate(tools=scope)
         return door(VALID)(Side(side.gateway, side.behaviour, side.env, side.sink, child)), child
 
-    seen, _ = compare(monkeypatch, delegated)
+    seen, _ = compare(monkeypatch, kind=kind, call=delegated)
     assert seen["result"]["status"] == status
     if status == "DENIED":
         assert seen["result"]["reason_code"] == "DELEGATION_SCOPE"
@@ -357,9 +519,10 @@ def test_a_delegated_context_is_checked_alike(door, scope, status, monkeypatch):
     assert seen["events"] and all(e["parent_run_id"] for e in seen["events"])
 
 
-def test_an_approval_grant_takes_the_full_chain(monkeypatch):
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_approval_grant_takes_the_full_chain(kind, monkeypatch):
     grant = Approval(request_id="r", fingerprint="0" * 64, approved_by="bob", expires_at=0.0)
-    seen, side = compare(monkeypatch, invoke(VALID, approval=grant))
+    seen, side = compare(monkeypatch, kind=kind, call=door_of(kind)(VALID, approval=grant))
     # No approval is required here: the grant is ignored, as the full chain ignores it.
     assert seen["result"]["status"] == "SUCCESS"
     assert side.full_chain_runs == 1
@@ -368,45 +531,50 @@ def test_an_approval_grant_takes_the_full_chain(monkeypatch):
 # -- after dispatch: failures continue in the full chain's retry loop ------------------------------
 
 
-@pytest.mark.parametrize("door", [invoke, ainvoke])
-def test_a_timeout_then_success_is_retried_like_the_full_chain(door, monkeypatch):
+@pytest.mark.parametrize(("door", "kind"), DOORS)
+def test_a_timeout_then_success_is_retried_like_the_full_chain(door, kind, monkeypatch):
     def flaky(side: Side) -> None:
         side.behaviour.raises = [TimeoutError("slow")]
 
-    seen, _ = compare(monkeypatch, door(VALID), prepare=flaky)
+    seen, _ = compare(monkeypatch, kind=kind, call=door(VALID), prepare=flaky)
     assert seen["result"]["status"] == "SUCCESS"
     assert seen["result"]["attempts"] == 2
     assert seen["executions"] == 2
     assert [e["attempt"] for e in seen["events"] if e["type"].value == "INVOCATION_RESPONSE"] == [2]
 
 
-@pytest.mark.parametrize("door", [invoke, ainvoke])
-def test_a_tool_exception_is_an_error_alike(door, monkeypatch):
+@pytest.mark.parametrize(("door", "kind"), DOORS)
+def test_a_tool_exception_is_an_error_alike(door, kind, monkeypatch):
     def broken(side: Side) -> None:
         side.behaviour.raises = [ValueError("secret-token-123 went wrong")]
 
-    seen, _ = compare(monkeypatch, door(VALID), prepare=broken)
+    seen, _ = compare(monkeypatch, kind=kind, call=door(VALID), prepare=broken)
     assert seen["result"]["status"] == "ERROR"
     assert seen["result"]["error_code"] == "ValueError"
     assert "secret-token-123" not in str(seen)
     assert seen["executions"] == 1
 
 
-@pytest.mark.parametrize("door", [invoke, ainvoke])
-def test_a_transient_result_is_retried_alike(door, monkeypatch):
+@pytest.mark.parametrize(("door", "kind"), DOORS)
+def test_a_transient_result_is_retried_alike(door, kind, monkeypatch):
     def transient(side: Side) -> None:
         side.behaviour.result = Transient()
 
-    seen, _ = compare(monkeypatch, door(VALID), prepare=transient)
+    seen, _ = compare(monkeypatch, kind=kind, call=door(VALID), prepare=transient)
     assert seen["executions"] == 3  # retried to the policy's limit: the result stays transient
 
 
-def test_a_guardrail_makes_a_name_take_the_full_chain(monkeypatch):
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_guardrail_makes_a_name_take_the_full_chain(kind, monkeypatch):
     rule = Guardrail(
         "BIG", action=GuardrailAction.DENY, tool="add", when=lambda arguments: arguments["a"] > 100
     )
     seen, side = compare(
-        monkeypatch, invoke({"a": 101, "purpose": "Add a lot"}), guardrails=[rule], routable=False
+        monkeypatch,
+        door_of(kind)({"a": 101, "purpose": "Add a lot"}),
+        guardrails=[rule],
+        routable=False,
+        kind=kind,
     )
     assert (seen["result"]["status"], seen["result"]["reason_code"]) == ("DENIED", "GUARDRAIL_BIG")
     assert side.gateway._routes.get("add") is None  # a guardrail applies: the name is not compiled
@@ -415,34 +583,45 @@ def test_a_guardrail_makes_a_name_take_the_full_chain(monkeypatch):
 # -- the audit trail on the route -----------------------------------------------------------------
 
 
-def test_an_unwritable_audit_trail_refuses_the_routed_call(monkeypatch):
-    def break_sink(side: Side) -> None:
-        side.sink.failing = True
-
-    seen, _ = compare(monkeypatch, invoke(VALID), prepare=break_sink, sink="switchable")
-    assert (seen["result"]["status"], seen["result"]["reason_code"]) == ("DENIED", "AUDIT_UNAVAILABLE")
-    assert seen["executions"] == 0
-
-
-def test_a_best_effort_trail_lets_the_routed_call_run(monkeypatch):
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_unwritable_audit_trail_refuses_the_routed_call(kind, monkeypatch):
     def break_sink(side: Side) -> None:
         side.sink.failing = True
 
     seen, _ = compare(
-        monkeypatch, invoke(VALID), prepare=break_sink, sink="switchable", mode=AuditMode.BEST_EFFORT
+        monkeypatch, kind=kind, call=door_of(kind)(VALID), prepare=break_sink, sink="switchable"
+    )
+    assert (seen["result"]["status"], seen["result"]["reason_code"]) == ("DENIED", "AUDIT_UNAVAILABLE")
+    assert seen["executions"] == 0
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_best_effort_trail_lets_the_routed_call_run(kind, monkeypatch):
+    def break_sink(side: Side) -> None:
+        side.sink.failing = True
+
+    seen, _ = compare(
+        monkeypatch,
+        door_of(kind)(VALID),
+        prepare=break_sink,
+        sink="switchable",
+        mode=AuditMode.BEST_EFFORT,
+        kind=kind,
     )
     assert seen["result"]["status"] == "SUCCESS"
     assert seen["result"]["audit_failed"] is False
     assert seen["executions"] == 1
 
 
-def test_a_response_that_cannot_be_written_flags_the_routed_result(monkeypatch):
+@pytest.mark.parametrize(("door", "kind"), DOORS)
+def test_a_response_that_cannot_be_written_flags_the_routed_result(door, kind, monkeypatch):
     sink = FlakySink()
-    behaviour = Behaviour()
+    behaviour = Behaviour(kind=kind)
     gateway = build(behaviour, env={}, sink=sink, mode=AuditMode.STRICT)
     context = ExecutionContext(tenant="t", principal="p")
-    gateway.invoke("add", VALID, context=context)
-    assert isinstance(gateway._routes.get("add"), Route)
+    side = Side(gateway, behaviour, {}, sink, context)
+    door(VALID)(side)
+    assert isinstance(gateway._routes.get("add"), ROUTES)
 
     original = sink.append
 
@@ -453,7 +632,9 @@ def test_a_response_that_cannot_be_written_flags_the_routed_result(monkeypatch):
 
     monkeypatch.setattr(sink, "append", fail_after_opening)
     gateway.audit._append = fail_after_opening  # the trail binds the sink's append once
-    result = gateway.invoke("add", VALID, context=context)
+    with counting_full_chain(side, monkeypatch):
+        result = door(VALID)(side)
+    assert side.full_chain_runs == 0
     assert result.status is Status.SUCCESS
     assert result.audit_failed is True
     assert behaviour.calls == 2
@@ -535,22 +716,26 @@ def test_optional_literal_and_enum_parameters_are_routable():
     ],
     ids=["roles", "authorizer", "mapper", "no-extra"],
 )
-def test_authorization_and_mappers_keep_every_call_on_the_full_chain(governance, monkeypatch):
+@pytest.mark.parametrize("kind", KINDS)
+def test_authorization_and_mappers_keep_every_call_on_the_full_chain(kind, governance, monkeypatch):
     """A name is compiled only when nothing but the built-in checks applies to it."""
-    gateway = build(Behaviour(), env={}, sink=MemorySink(), mode=AuditMode.STRICT, **governance)
+    behaviour = Behaviour(kind=kind)
+    gateway = build(behaviour, env={}, sink=MemorySink(), mode=AuditMode.STRICT, **governance)
     allowed = ExecutionContext(tenant="t", principal="p", roles=frozenset({"support"}))
+    door = door_of(kind)
     for _ in range(2):
-        assert gateway.invoke("add", VALID, context=allowed).status is Status.SUCCESS
-    routed = isinstance(gateway._routes.get("add"), Route)
+        assert door(VALID)(Side(gateway, behaviour, {}, None, allowed)).status is Status.SUCCESS
+    routed = isinstance(gateway._routes.get("add"), ROUTES)
     assert routed is (governance == {"interceptors": []})
     if "roles" in governance:
         stranger = ExecutionContext(tenant="t", principal="q")
         for _ in range(2):
-            result = gateway.invoke("add", VALID, context=stranger)
+            result = door(VALID)(Side(gateway, behaviour, {}, None, stranger))
             assert (result.status, result.reason_code, result.attempts) == (Status.DENIED, "AUTH_DENIED", 0)
+    assert behaviour.calls == 2
 
 
-@pytest.mark.parametrize("door", [invoke, ainvoke])
+@pytest.mark.parametrize(("door", "kind"), DOORS)
 @pytest.mark.parametrize(
     ("effect", "status", "executions"),
     [
@@ -560,12 +745,105 @@ def test_authorization_and_mappers_keep_every_call_on_the_full_chain(governance,
     ],
 )
 def test_a_timeout_follows_the_effect_on_the_route_as_on_the_full_chain(
-    door, effect, status, executions, monkeypatch
+    door, kind, effect, status, executions, monkeypatch
 ):
     def flaky(side: Side) -> None:
         side.behaviour.raises = [TimeoutError("slow")]
 
     arguments = {"a": 1, "b": 2, "audit_as": "Record the sum"}
-    seen, _ = compare(monkeypatch, door(arguments), prepare=flaky, effect=effect)
+    seen, _ = compare(monkeypatch, kind=kind, call=door(arguments), prepare=flaky, effect=effect)
     assert seen["result"]["status"] == status
     assert seen["executions"] == executions
+
+
+# -- async and class-based tools ------------------------------------------------------------------
+
+
+def test_a_sync_call_of_an_async_tool_takes_the_full_chain_alike(monkeypatch):
+    seen, side = compare(monkeypatch, invoke(VALID), kind="async")
+    assert (seen["result"]["status"], seen["result"]["error_code"]) == ("ERROR", "ToolExecutionError")
+    assert seen["executions"] == 0  # the coroutine function never ran
+    assert side.full_chain_runs == 1
+
+
+@pytest.mark.parametrize(("door", "kind"), CLASS_DOORS)
+@pytest.mark.parametrize(
+    ("refusal", "status", "code"),
+    [
+        (
+            ToolDeniedError("outside the tool's roots", tool="add", reason_code="PATH_DENIED", rule="roots"),
+            "DENIED",
+            "PATH_DENIED",
+        ),
+        (ValueError("b must be even"), "INVALID_ARGUMENTS", "INVALID_ARGUMENTS"),
+        (TypeError("secret-token-456"), "INVALID_ARGUMENTS", "INVALID_ARGUMENTS"),
+    ],
+)
+def test_a_class_tool_that_refuses_its_arguments_is_refused_alike(
+    door, kind, refusal, status, code, monkeypatch
+):
+    def refuse(side: Side) -> None:
+        side.behaviour.refuse = refusal
+
+    seen, side = compare(monkeypatch, door(VALID), prepare=refuse, kind=kind)
+    assert (seen["result"]["status"], seen["result"]["reason_code"]) == (status, code)
+    assert seen["executions"] == 0
+    assert "secret-token-456" not in str(seen)
+    assert side.full_chain_runs == 0  # refused on the route, by the chain's own validation step
+    if status == "DENIED":  # the tool's own denial record, then the call's
+        assert [r.get("reason_code") for r in seen["records"]] == ["PATH_DENIED", "PATH_DENIED"]
+
+
+@pytest.mark.parametrize(("door", "kind"), CLASS_DOORS)
+def test_a_class_tool_intent_with_warnings_is_recorded_alike(door, kind, monkeypatch):
+    def warn(side: Side) -> None:
+        side.behaviour.warnings = ("SOFT_LIMIT:close to the limit",)
+
+    seen, _ = compare(monkeypatch, door(VALID), prepare=warn, kind=kind)
+    assert seen["result"]["status"] == "SUCCESS"
+    assert seen["result"]["warnings"] == ["SOFT_LIMIT:close to the limit"]
+    decision = next(e for e in seen["events"] if e["type"].value == "GOVERNANCE_DECISION")
+    assert list(decision["rule_ids"]) == ["SOFT_LIMIT"]
+
+
+def _drop_kill_switch(route: Any) -> None:
+    if isinstance(route, MethodRoute):  # it runs the plan's checks: take the kill switch out
+        route._rest = tuple(check for check in route._rest if check.name != "kill_switch")
+    else:
+        route._engaged = lambda tool: False
+
+
+def _drop_audit_opening(route: Any) -> None:
+    route._hold = route._hold_call = lambda batch: None
+
+
+def _drop_validation(route: Any) -> None:
+    route._rest = ()
+
+
+def _drop_trail(route: Any) -> None:
+    route._trail = None
+
+
+@pytest.mark.parametrize(
+    ("kind", "mutate", "scenario"),
+    [
+        ("def", _drop_kill_switch, "kill"),
+        ("async", _drop_kill_switch, "kill"),
+        ("class", _drop_kill_switch, "kill"),
+        ("def", _drop_audit_opening, "valid"),
+        ("async", _drop_audit_opening, "valid"),
+        ("class", _drop_validation, "invalid"),
+        ("class", _drop_trail, "valid"),
+    ],
+)
+def test_a_mutated_route_is_caught_by_the_comparison(kind, mutate, scenario, monkeypatch):
+    """The comparison is not vacuous: a route that skips a check or a record fails it."""
+
+    def engage(side: Side) -> None:
+        if scenario == "kill":
+            side.env["TOOLBOX_KILL_SWITCH"] = "1"
+
+    arguments = {"a": "x", "purpose": "Sum"} if scenario == "invalid" else VALID
+    with pytest.raises(AssertionError):
+        compare(monkeypatch, door_of(kind)(arguments), prepare=engage, kind=kind, mutate=mutate)

@@ -24,12 +24,12 @@ from toolbox.definition_formats import FORMATS, format_definition
 from toolbox.descriptor import Effect
 from toolbox.errors import InvalidArgumentsError
 from toolbox.governance import Governance
-from toolbox.intent import validate_intent_text
+from toolbox.intent_text import declared_intent
 from toolbox.pipeline.approval import Approval
 from toolbox.pipeline.invocation import BY_NAME, Invocation
 from toolbox.pipeline.result import Status, ToolResult
 from toolbox.policy import ToolPolicy
-from toolbox.route import Route, compile_route
+from toolbox.route import MethodRoute, Route, compile_route
 from toolbox.tools import Tools
 
 __all__ = ["ContextResolver", "Gateway"]
@@ -85,7 +85,7 @@ class Gateway:
         self._resolver = resolver
         self._tools: OrderedDict[int, tuple[ExecutionContext, Tools]] = OrderedDict()
         # Compiled by-name calls (None: the name always takes the full chain); see toolbox.route.
-        self._routes: dict[str, Route | None] = {}
+        self._routes: dict[str, Route | MethodRoute | None] = {}
         self._lock = threading.Lock()
         # The latest (context, tools) pair bound or moved under the lock; one tuple, read without it.
         self._last: tuple[ExecutionContext, Tools] | None = None
@@ -283,7 +283,9 @@ class Gateway:
         assert entry is not None  # resolve_name only returns registered tools
         effect = entry.descriptor.effect_of(operation)
         intent_field = "purpose" if effect is Effect.READ_ONLY else "audit_as"
-        record = OperationRecord(tool, operation, intent_field, _intent_text(arguments, intent_field), None)
+        record = OperationRecord(
+            tool, operation, intent_field, declared_intent(arguments, intent_field), None
+        )
         record.name = dotted
         trusted.trace.append(record)
         invocation = Invocation(
@@ -334,11 +336,3 @@ class Gateway:
             self._last = None
         for _, tools in cached:
             tools.close()
-
-
-def _intent_text(arguments: object, field: str) -> str:
-    text = arguments.get(field) if isinstance(arguments, Mapping) else None
-    try:
-        return validate_intent_text(text)
-    except ValueError:
-        return ""

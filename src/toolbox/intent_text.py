@@ -8,8 +8,9 @@ them has to import another for it.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
-__all__ = ["MAX_INTENT_LENGTH", "VALID_TEXTS", "validate_intent_text"]
+__all__ = ["MAX_INTENT_LENGTH", "VALID_TEXTS", "declared_intent", "validate_intent_text"]
 
 MAX_INTENT_LENGTH = 1000
 _CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -37,3 +38,15 @@ def validate_intent_text(text: object) -> str:
     if len(VALID_TEXTS) < _VALID_TEXTS_MAX:
         VALID_TEXTS[text] = None
     return text
+
+
+def declared_intent(arguments: object, field: str) -> str:
+    """The intent text by-name ``arguments`` declare in ``field``, or "" when it is missing or invalid.
+
+    What a by-name call's trace record starts with, before its arguments are validated.
+    """
+    text = arguments.get(field) if isinstance(arguments, Mapping) else None
+    try:
+        return validate_intent_text(text)
+    except ValueError:
+        return ""

@@ -1,26 +1,30 @@
 """`Route`: a by-name call compiled for its name, where only the default checks apply.
 
 The full chain builds an `Invocation` and asks every interceptor whether it
-applies, on every call. For a synchronous ``MEMORY_ONLY`` function tool
-whose parameters validate to immutable values and whose plan holds nothing
+applies, on every call. For a ``MEMORY_ONLY`` tool whose plan holds nothing
 but the built-in checks (kill switch, access, deadline, argument validation,
 budget), no outcome mapper, no timeout and no hook but the audit trail, the
 gateway compiles a route after the first call of the name that reached the
 tool (`toolbox.pipeline.paths.by_name_route` decides, beside the typed fast
-path's decision). The decisions that cannot change between calls (registry, policy,
-version, which checks apply) are then taken once; what can change is checked
-on every call, and anything out of the ordinary goes to the full chain before
-anything is recorded:
+path's decision). The decisions that cannot change between calls (registry,
+policy, version, which checks apply) are then taken once; what can change is
+checked on every call, and anything out of the ordinary goes to the full
+chain before anything is recorded:
 
-- a context with a deadline, a budget or a delegation scope, an engaged kill switch, a tool not
-  yet built for this context, an approval grant;
-- arguments that are not a small, flat JSON object, or that fail validation
-  (the full chain then produces the INVALID_ARGUMENTS result);
+- a context with a deadline, a budget or a delegation scope, an engaged kill
+  switch, a tool not yet built for this context, an approval grant;
+- for a ``@tool`` function (``def`` or ``async def``): arguments that are not a
+  small, flat JSON object, or that fail validation (the full chain then
+  produces the INVALID_ARGUMENTS result); a sync call of an ``async def`` tool;
 - after dispatch, an exception or a transient result continues in the full
   chain's retry loop with the same record and audit opening.
 
+A class-based tool's route (`toolbox.route_method`) skips only the access
+check (the tool is built for the context) and runs every other check, the
+audit opening and the dispatch as the chain does.
+
 A routed call leaves the same `ToolResult`, trace record and audit events as
-the full chain; the test suite runs every scenario through both.
+the full chain; ``tests/test_route.py`` runs every scenario through both.
 """
 
 from __future__ import annotations
@@ -31,11 +35,11 @@ from collections.abc import Callable, Mapping
 from types import UnionType
 from typing import TYPE_CHECKING, Any, Literal, Union, final, get_args, get_origin
 
-from toolbox.audit.batch import IMMUTABLE_TYPES, Closing, Opening
+from toolbox.audit.batch import HELD_OPENING, HELD_RESPONSE, IMMUTABLE_TYPES, Closing, Opening
 from toolbox.audit.trail import AuditTrail, audit_unavailable
 from toolbox.context import ExecutionContext, OperationRecord
 from toolbox.descriptor import ToolDescriptor
-from toolbox.intent import validate_intent_text
+from toolbox.intent import dispatch_calls, validate_intent_text
 from toolbox.pipeline.arguments import ArgumentLimits, ArgumentValidation, OperationSchema, flat_and_small
 from toolbox.pipeline.chain import PLAIN_RESULTS, Pipeline, Plan
 from toolbox.pipeline.checks import KillSwitch
@@ -43,12 +47,13 @@ from toolbox.pipeline.invocation import BY_NAME, Invocation
 from toolbox.pipeline.paths import by_name_route
 from toolbox.pipeline.result import ToolResult, succeeded
 from toolbox.pipeline.retry import is_transient_result
+from toolbox.route_method import MethodRoute
 
 if TYPE_CHECKING:
     from toolbox.runtime import ToolRuntime
     from toolbox.tools import Tools
 
-__all__ = ["Route", "compile_route"]
+__all__ = ["MethodRoute", "Route", "compile_route"]
 
 # Validated values of these types cannot change after the call: the audit redacts them lazily.
 _IMMUTABLE = IMMUTABLE_TYPES | {Any}
@@ -68,7 +73,9 @@ def _immutable(annotation: Any) -> bool:
 _now = time.time
 
 
-def compile_route(invocation: Invocation, pipeline: Pipeline, schema: OperationSchema) -> Route | None:
+def compile_route(
+    invocation: Invocation, pipeline: Pipeline, schema: OperationSchema
+) -> Route | MethodRoute | None:
     """A route for the name of ``invocation``, a by-name call that ran through ``pipeline``; else None."""
     plan = pipeline.plan_of(invocation.tool, invocation.operation, BY_NAME)
     if plan is None or not by_name_route(
@@ -81,6 +88,9 @@ def compile_route(invocation: Invocation, pipeline: Pipeline, schema: OperationS
     ):
         return None
     kill_switch = next(c for c in plan.checks if type(c) is KillSwitch)
+    trail: AuditTrail | None = pipeline.hooks[0] if pipeline.hooks else None  # type: ignore[assignment]
+    if not getattr(invocation.instance, "is_function_tool", False):
+        return MethodRoute(invocation, plan=plan, pipeline=pipeline, trail=trail)
     validation = next(c for c in plan.checks if type(c) is ArgumentValidation)
     return Route(
         invocation,
@@ -90,13 +100,16 @@ def compile_route(invocation: Invocation, pipeline: Pipeline, schema: OperationS
         function=invocation.instance.function,  # type: ignore[attr-defined]
         kill_switch=kill_switch,
         limits=validation.limits,
-        trail=pipeline.hooks[0] if pipeline.hooks else None,  # type: ignore[arg-type]
+        trail=trail,
     )
 
 
 @final
 class Route:
-    """One compiled by-name name: ``run`` and ``arun`` return a result, or None for the full chain."""
+    """One compiled name of a ``@tool`` function: ``run`` and ``arun`` return a result, or None.
+
+    None means the call takes the full chain; nothing was recorded then.
+    """
 
     __slots__ = (
         "_descriptor",
@@ -104,7 +117,10 @@ class Route:
         "_engaged",
         "_function",
         "_hold",
+        "_hold_call",
         "_intent_field",
+        "_is_async",
+        "_key",
         "_limits",
         "_pipeline",
         "_plan",
@@ -142,20 +158,29 @@ class Route:
         self._validate = schema.model.__pydantic_validator__.validate_python
         self._intent_field = schema.intent_field
         self._function = function
+        self._is_async: bool = invocation.instance.is_async  # type: ignore[attr-defined]
         self._engaged = kill_switch.engaged
         self._limits = limits
         self._trail = trail
         # Where the trail lets batches go straight to the sink (it cannot fail): one call less.
         self._hold = trail.direct_hold if trail is not None else None
         self._subject = trail.subject(invocation) if trail is not None else None
+        # A sink that keeps held calls (the memory sink): two tuples per call, no object to walk.
+        self._hold_call = trail.call_hold if trail is not None else None
+        # Validated values come in the model's field order; a held call carries them in that order.
+        names = tuple(name for name in schema.model.model_fields if name != schema.intent_field)
+        self._key = trail.subject_key(self._subject, names) if self._hold_call is not None else -1  # type: ignore[union-attr, arg-type]
 
     # -- the call -------------------------------------------------------------------
 
-    def _attempt(self, context: ExecutionContext, arguments: object, tools: Tools) -> Any:
-        """The first attempt: a `ToolResult`, None (take the full chain), or a `_Continue`.
+    def _begin(self, context: ExecutionContext, arguments: object, tools: Tools) -> Any:
+        """Up to the dispatch: None (take the full chain), a `ToolResult` (refused), or the started call.
 
-        One method on purpose: this is the hot path, and each call level costs.
+        The started call is ``(runtime, record, values, opening)``. One method on
+        purpose: this is the hot path, and each call level costs.
         """
+        # These gates stand for the plan's kill switch, deadline, budget and delegation checks: a
+        # check that starts reading other state (say, a shared budget) must be re-checked here too.
         if (
             context.deadline is not None
             or context.budget is not None
@@ -176,60 +201,99 @@ class Route:
         record = OperationRecord(self.tool, self.operation, self._intent_field, text, None, self.name)
         runtime.record(record)
         trail = self._trail
-        opening = None
+        opening: Any = None  # a held call (a tuple), an Opening, or None without a trail
         if trail is not None:
             # Immutable values (compile_route checked the field types): safe to redact when read.
-            opening = Opening(self._subject, context, text, values, record.declared_at)  # type: ignore[arg-type]
-            hold = self._hold
-            if hold is not None:
-                hold(opening)
-            elif not trail.store_opening(opening):
-                invocation = self._invocation(context, tools, runtime, record, values, opening=None)
-                return self._pipeline.finish(invocation, audit_unavailable(invocation))
+            hold_call = self._hold_call
+            if hold_call is not None:
+                # toolbox.audit.batch.held_call, inlined: plain values the collector stops tracking.
+                opening = (
+                    HELD_OPENING,
+                    self._key,
+                    context.run_id,
+                    context.correlation_id,
+                    context.tenant,
+                    context.principal,
+                    context.parent_run_id,
+                    text,
+                    record.declared_at,
+                    None,
+                    *values.values(),
+                )
+                hold_call(opening)
+            else:
+                opening = Opening(self._subject, context, text, values, record.declared_at)  # type: ignore[arg-type]
+                hold = self._hold
+                if hold is not None:
+                    hold(opening)
+                elif not trail.store_opening(opening):
+                    invocation = self._invocation(context, tools, runtime, record, values, opening=None)
+                    return self._pipeline.finish(invocation, audit_unavailable(invocation))
         record.attempts = 1
         record.started_at = record.declared_at
         record.status = "STARTED"
         runtime.executions += 1
-        try:
-            content = self._function(**values)
-        except Exception as exc:  # noqa: BLE001 - the full chain classifies it
-            invocation = self._invocation(context, tools, runtime, record, values, opening=opening)
-            return _Continue(invocation, exc, None)
+        return runtime, record, values, opening
+
+    def _end(self, context: ExecutionContext, record: OperationRecord, opening: Any, content: Any) -> Any:
+        """After a first attempt that returned ``content``: the result, or None when it is transient."""
         if type(content) not in PLAIN_RESULTS and is_transient_result(content):
-            invocation = self._invocation(context, tools, runtime, record, values, opening=opening)
-            return _Continue(invocation, None, content)
+            return None
         record.ended_at = ended = _now()
         record.duration = duration = ended - record.declared_at
         record.status = "SUCCESS"
         result = succeeded(
             self.name, self.tool, self.operation, content, context.run_id, context.correlation_id
         )
-        if opening is not None:
+        if type(opening) is tuple:
+            # The response names the held opening (plain values too): nothing more to read.
+            self._hold_call((HELD_RESPONSE, opening, ended, duration))  # type: ignore[misc]
+        elif opening is not None:
             closing = Closing(opening, "SUCCESS", None, duration, 1, ended)
             hold = self._hold
             if hold is not None:
                 hold(closing)
-            elif not trail.store_closing(closing):  # type: ignore[union-attr]
+            elif not self._trail.store_closing(closing):  # type: ignore[union-attr]
                 result.audit_failed = True
         return result
 
     def run(self, context: ExecutionContext, arguments: object, tools: Tools) -> ToolResult | None:
         """The call's result, or None when it must take the full chain (nothing was recorded then)."""
-        outcome = self._attempt(context, arguments, tools)
-        if type(outcome) is _Continue:
-            if outcome.error is not None:
-                return self._pipeline.continue_failed(outcome.invocation, self._plan, outcome.error)
-            return self._pipeline.continue_returned(outcome.invocation, self._plan, outcome.content)
-        return outcome  # type: ignore[no-any-return]
+        if self._is_async:
+            return None  # the full chain refuses it (call it with ainvoke): nothing to speed up
+        begun = self._begin(context, arguments, tools)
+        if type(begun) is not tuple:
+            return begun  # type: ignore[no-any-return]
+        runtime, record, values, opening = begun
+        try:
+            content = self._function(**values)
+        except Exception as exc:  # noqa: BLE001 - the full chain classifies it
+            invocation = self._invocation(context, tools, runtime, record, values, opening=opening)
+            return self._pipeline.continue_failed(invocation, self._plan, exc)
+        result = self._end(context, record, opening, content)
+        if result is None:
+            invocation = self._invocation(context, tools, runtime, record, values, opening=opening)
+            return self._pipeline.continue_returned(invocation, self._plan, content)
+        return result  # type: ignore[no-any-return]
 
     async def arun(self, context: ExecutionContext, arguments: object, tools: Tools) -> ToolResult | None:
-        """Async twin of `run`: the function runs inline (MEMORY_ONLY); retries sleep without blocking."""
-        outcome = self._attempt(context, arguments, tools)
-        if type(outcome) is _Continue:
-            if outcome.error is not None:
-                return await self._pipeline.acontinue_failed(outcome.invocation, self._plan, outcome.error)
-            return await self._pipeline.acontinue_returned(outcome.invocation, self._plan, outcome.content)
-        return outcome  # type: ignore[no-any-return]
+        """Async twin of `run`: an ``async def`` is awaited, a ``def`` runs inline (MEMORY_ONLY)."""
+        begun = self._begin(context, arguments, tools)
+        if type(begun) is not tuple:
+            return begun  # type: ignore[no-any-return]
+        runtime, record, values, opening = begun
+        try:
+            content = self._function(**values)
+            if self._is_async:
+                content = await content
+        except Exception as exc:  # noqa: BLE001 - the full chain classifies it
+            invocation = self._invocation(context, tools, runtime, record, values, opening=opening)
+            return await self._pipeline.acontinue_failed(invocation, self._plan, exc)
+        result = self._end(context, record, opening, content)
+        if result is None:
+            invocation = self._invocation(context, tools, runtime, record, values, opening=opening)
+            return await self._pipeline.acontinue_returned(invocation, self._plan, content)
+        return result  # type: ignore[no-any-return]
 
     def _invocation(
         self,
@@ -239,7 +303,7 @@ class Route:
         record: OperationRecord,
         values: Mapping[str, Any],
         *,
-        opening: Opening | None,
+        opening: Any,
     ) -> Invocation:
         """The full chain's view of this call, to continue it there."""
         invocation = Invocation(
@@ -256,20 +320,11 @@ class Route:
         invocation.effect = self._effect
         invocation.runtime = runtime
         invocation.tools = tools
-        invocation.instance = tools.acquire(self.tool)
+        invocation.instance = instance = tools.acquire(self.tool)
+        if type(opening) is tuple:
+            # The sink holds the opening as plain values; the chain's Closing needs an Opening to refer to.
+            opening = Opening(self._subject, context, record.intent_text, values, record.declared_at)  # type: ignore[arg-type]
         invocation.opening = opening
-        function = self._function
-        invocation.call = lambda: function(**values)
+        # The calls the chain's argument validation would have taken from the intent.
+        invocation.call, invocation.acall = dispatch_calls(instance.call(**values))  # type: ignore[attr-defined]
         return invocation
-
-
-@final
-class _Continue:
-    """The first attempt raised or returned a transient result: the full chain's retry loop goes on."""
-
-    __slots__ = ("content", "error", "invocation")
-
-    def __init__(self, invocation: Invocation, error: Exception | None, content: Any) -> None:
-        self.invocation = invocation
-        self.error = error
-        self.content = content

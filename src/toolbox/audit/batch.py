@@ -10,6 +10,11 @@ read. A sink that writes at once (SQLite, PostgreSQL, JSONL) reads it in
 
 The events of a batch are made once, under a lock: every sink of a fan-out
 stores the same event ids.
+
+A sink that holds calls (`MemorySink.hold_call`) takes the by-name route's
+calls as *held calls* instead (`held_call`): tuples of plain values, which the
+garbage collector stops tracking, where `Opening` and `Closing` objects stay
+tracked for as long as the sink keeps them.
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ if TYPE_CHECKING:
     from toolbox.context import ExecutionContext
 
 __all__ = [
+    "HELD_OPENING",
+    "HELD_RESPONSE",
     "IMMUTABLE_TYPES",
     "LAZY_BATCHES",
     "CallSubject",
@@ -36,6 +43,9 @@ __all__ = [
     "LazyBatch",
     "Opening",
     "call_event",
+    "held_call",
+    "held_events",
+    "held_response",
     "immutable_copy",
 ]
 
@@ -156,9 +166,26 @@ class Opening(LazyBatch):
     ``arguments`` are redacted when the events are made, so the caller must
     hand over a mapping nobody changes afterwards (the by-name fast path's
     validated scalars). Otherwise set ``payload`` (summary and hash) at once.
+
+    A call that succeeded at its first attempt may be closed in place
+    (`close_in_place`) instead of with a `Closing`: a sink whose ``hold`` reads
+    it so (``holds_openings_twice``) then keeps it a second time, for its
+    response. One object per call instead of two is what the typed fast path
+    leaves behind.
     """
 
-    __slots__ = ("arguments", "context", "intent_text", "payload", "rules", "subject", "timestamp")
+    __slots__ = (
+        "arguments",
+        "context",
+        "duration",
+        "ended",
+        "held_by",
+        "intent_text",
+        "payload",
+        "rules",
+        "subject",
+        "timestamp",
+    )
 
     def __init__(
         self,
@@ -177,6 +204,11 @@ class Opening(LazyBatch):
         self.payload: tuple[str | None, str | None] | None = None
         #: Ids of the rules that let the call run with a warning.
         self.rules: tuple[str, ...] = ()
+        #: Set by `close_in_place`: the call's duration and when it ended.
+        self.duration: float | None = None
+        self.ended: float | None = None
+        #: The sink that made this opening's events from its ``hold`` (its next read is the response).
+        self.held_by: object | None = None
 
     def _make(self) -> list[AuditEvent]:
         summary, digest = self.payload or self.subject.redaction.payload_fields(self.arguments)
@@ -186,6 +218,30 @@ class Opening(LazyBatch):
             call_event(EventType.GOVERNANCE_DECISION, *at, decision="ALLOW", rule_ids=self.rules),
             call_event(EventType.INVOCATION_REQUEST, *at, attempt=1),
         ]
+
+    def close_in_place(self, duration: float, ended: float) -> None:
+        """Record that the call succeeded at its first attempt: hold this opening again for the response.
+
+        Only for an opening given to a sink's ``hold`` (never to a fan-out): that sink
+        reads its second copy as the INVOCATION_RESPONSE a `Closing` would have made.
+        """
+        self.duration = duration
+        self.ended = ended
+
+    def response(self) -> AuditEvent:
+        """The INVOCATION_RESPONSE of a call closed in place (`close_in_place`)."""
+        assert self.ended is not None
+        return call_event(
+            EventType.INVOCATION_RESPONSE,
+            self.subject,
+            self.context,
+            self.intent_text,
+            self.ended,
+            status="SUCCESS",
+            reason_code=None,
+            duration=self.duration,
+            attempt=1,
+        )
 
 
 @final
@@ -230,3 +286,91 @@ class Closing(LazyBatch):
 
 #: The batch types, for a type test cheaper than ``isinstance(x, LazyBatch)`` (an ABC check).
 LAZY_BATCHES = frozenset({Opening, Closing})
+
+#: A held call's first field: its opening (3 events) or its response (1 event).
+HELD_OPENING = 0
+HELD_RESPONSE = 1
+
+
+def held_call(  # noqa: PLR0917 - the tuple's fields, in order
+    kind: int,
+    subject_key: int,
+    context: ExecutionContext,
+    intent_text: str,
+    timestamp: float,
+    duration: float | None,
+    values: Sequence[Any] = (),
+) -> tuple[Any, ...]:
+    """A call's opening as a tuple of plain values, for a sink that holds calls (`held_response` closes it).
+
+    Strings, numbers and None only (the argument values last, in the order of
+    the names the sink registered with ``subject_key``), so the garbage
+    collector stops tracking the tuple at its first pass when the arguments
+    are scalars: a held call costs later collections nothing, where an
+    `Opening` object is walked by every full collection for as long as the
+    sink keeps it. The by-name route builds the same tuple inline.
+    """
+    return (
+        kind,
+        subject_key,
+        context.run_id,
+        context.correlation_id,
+        context.tenant,
+        context.principal,
+        context.parent_run_id,
+        intent_text,
+        timestamp,
+        duration,
+        *values,
+    )
+
+
+def held_response(opening: tuple[Any, ...], ended: float, duration: float) -> tuple[Any, ...]:
+    """The response of a held call that succeeded at its first attempt: it names its held opening."""
+    return (HELD_RESPONSE, opening, ended, duration)
+
+
+def held_events(held: tuple[Any, ...], subject: CallSubject, names: tuple[str, ...]) -> list[AuditEvent]:
+    """The events of a held call (`held_call`, `held_response`): its `Opening`'s, or its `Closing`'s."""
+    if held[0] == HELD_RESPONSE:
+        _, opening, timestamp, duration = held
+        _, _, run_id, correlation_id, tenant, principal, parent_run_id, text = opening[:8]
+        kind = HELD_RESPONSE
+    else:
+        kind, _, run_id, correlation_id, tenant, principal, parent_run_id, text, timestamp, _ = held[:10]
+    common = {
+        "trace_id": run_id,
+        "correlation_id": correlation_id,
+        "name": subject.name,
+        "tool": subject.tool,
+        "operation": subject.operation,
+        "risk": subject.risk,
+        "effect": subject.effect,
+        "intent_kind": subject.intent_kind or None,
+        "intent_text": text or None,
+        "tenant": tenant,
+        "principal": principal,
+        "parent_run_id": parent_run_id,
+    }
+    if kind == HELD_RESPONSE:
+        made = [
+            AuditEvent(
+                EventType.INVOCATION_RESPONSE,
+                status="SUCCESS",
+                reason_code=None,
+                duration=duration,
+                attempt=1,
+                **common,
+            )
+        ]
+    else:
+        arguments = dict(zip(names, held[10:], strict=True))
+        summary, digest = subject.redaction.payload_fields(arguments)
+        made = [
+            AuditEvent(EventType.INTENT_DECLARED, payload_summary=summary, payload_hash=digest, **common),
+            AuditEvent(EventType.GOVERNANCE_DECISION, decision="ALLOW", rule_ids=(), **common),
+            AuditEvent(EventType.INVOCATION_REQUEST, attempt=1, **common),
+        ]
+    for event in made:
+        event.timestamp = timestamp
+    return made

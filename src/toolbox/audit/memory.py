@@ -6,7 +6,15 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any, final
 
-from toolbox.audit.batch import LAZY_BATCHES, Closing, LazyBatch, Opening
+from toolbox.audit.batch import (
+    HELD_OPENING,
+    LAZY_BATCHES,
+    CallSubject,
+    Closing,
+    LazyBatch,
+    Opening,
+    held_events,
+)
 from toolbox.audit.events import AuditEvent, AuditRecord, EventType, storable_text
 from toolbox.audit.filtering import select
 from toolbox.audit.sink import AuditQuery, ChainState, chain_dicts
@@ -31,16 +39,38 @@ class MemorySink:
     trace, and logged.
     """
 
-    __slots__ = ("_chain", "_pending", "_rows", "hold")
+    __slots__ = ("_chain", "_keys", "_pending", "_rows", "_subjects", "hold", "hold_call")
+    #: ``hold`` reads an `Opening` held a second time, after `Opening.close_in_place`, as its response.
+    holds_openings_twice = True
 
     def __init__(self) -> None:
         # Rows are chained and validated into AuditRecord when the sink is read: writes stay cheap.
         self._rows: list[AuditRecord] = []
-        # Lazy batches as given (they are immutable); any other batch as storage rows made now.
-        self._pending: list[LazyBatch | list[dict[str, Any]]] = []
+        # Lazy batches and held calls as given (they are immutable); any other batch as rows made now.
+        self._pending: list[LazyBatch | tuple[Any, ...] | list[dict[str, Any]]] = []
         self._chain = ChainState()
-        #: Keep a lazy batch as it is (cannot fail): what the audit trail calls for each call.
+        # The subjects (and argument names) held calls name by key (a held call is plain values).
+        self._subjects: list[tuple[CallSubject, tuple[str, ...]]] = []
+        self._keys: dict[tuple[CallSubject, tuple[str, ...]], int] = {}
+        #: Keep a lazy batch as it is (cannot fail): what the audit trail calls for each call. An
+        #: `Opening` held again after `Opening.close_in_place` is read as the call's response.
         self.hold: Callable[[LazyBatch], None] = self._pending.append
+        #: Keep a held call (`toolbox.audit.batch.held_call`), the by-name route's form: a tuple the
+        #: garbage collector stops tracking, so a long history costs its collections nothing.
+        self.hold_call: Callable[[tuple[Any, ...]], None] = self._pending.append
+
+    def subject_key(self, subject: CallSubject, names: tuple[str, ...]) -> int:
+        """The key held calls name ``subject`` by, their argument values following in ``names``' order.
+
+        Registered on first use and kept for good (one per compiled by-name route).
+        """
+        entry = (subject, names)
+        with self._chain.lock:
+            key = self._keys.get(entry)
+            if key is None:
+                key = self._keys[entry] = len(self._subjects)
+                self._subjects.append(entry)
+            return key
 
     def append(self, events: Sequence[AuditEvent]) -> None:
         """Store ``events`` in order."""
@@ -69,9 +99,21 @@ class MemorySink:
                     records = self._chained([_unstorable(batch).as_dict()])
                 self._rows.extend(records)
 
-    def _chained(self, batch: LazyBatch | list[dict[str, Any]]) -> list[AuditRecord]:
+    def _chained(self, batch: LazyBatch | tuple[Any, ...] | list[dict[str, Any]]) -> list[AuditRecord]:
         """``batch`` chained and validated; the heads move only when all of it is valid."""
-        rows = [e.as_dict() for e in batch] if isinstance(batch, LazyBatch) else batch
+        rows: list[dict[str, Any]]
+        if type(batch) is tuple:
+            key = batch[1] if batch[0] == HELD_OPENING else batch[1][1]  # a response names its opening
+            rows = [e.as_dict() for e in held_events(batch, *self._subjects[key])]
+        elif type(batch) is Opening and batch.held_by is self and batch.ended is not None:
+            # Held a second time, closed in place: this copy stands for the call's response.
+            rows = [batch.response().as_dict()]
+        elif isinstance(batch, LazyBatch):
+            if type(batch) is Opening:
+                batch.held_by = self  # marked first: the next copy is the response even if this fails
+            rows = [e.as_dict() for e in batch]
+        else:
+            rows = batch  # type: ignore[assignment]  # rows made at append
         chained, heads = chain_dicts(rows, self._chain.head)
         records = [AuditRecord.model_validate(row) for row in chained]
         for trace_id, (sequence, digest) in heads.items():
@@ -97,9 +139,11 @@ class MemorySink:
         """Nothing to release."""
 
 
-def _unstorable(batch: LazyBatch | list[dict[str, Any]]) -> AuditEvent:
+def _unstorable(batch: LazyBatch | tuple[Any, ...] | list[dict[str, Any]]) -> AuditEvent:
     """The event that stands for a batch that could not be stored, in the batch's trace."""
-    if isinstance(batch, Opening):
+    if type(batch) is tuple:
+        trace_id = batch[2] if batch[0] == HELD_OPENING else batch[1][2]
+    elif isinstance(batch, Opening):
         trace_id = batch.context.run_id
     elif isinstance(batch, Closing):
         trace_id = batch.opening.context.run_id

@@ -103,6 +103,13 @@ class AuditTrail:
         # (Not in ASYNC mode: held and queued events would then be stored out of order.)
         direct = callable(hold) and self.mode is not AuditMode.ASYNC
         self._hold: Callable[[LazyBatch], None] | None = hold if direct else None
+        # A sink that says so reads a closed Opening held a second time as its response.
+        twice = self._hold is not None and getattr(sink, "holds_openings_twice", False) is True
+        self._hold_twice = self._hold if twice else None
+        # A sink that holds calls as plain tuples (toolbox.audit.batch.held_call), under the same terms.
+        hold_call = getattr(sink, "hold_call", None)
+        held = direct and callable(hold_call) and callable(getattr(sink, "subject_key", None))
+        self._hold_call: Callable[[tuple[Any, ...]], None] | None = hold_call if held else None
         self.redaction = redaction or Redaction()
         self.fallback_path = Path(fallback_path) if fallback_path is not None else None
         self._fallback = FallbackFile(self.fallback_path) if self.fallback_path is not None else None
@@ -226,6 +233,11 @@ class AuditTrail:
 
     def close_call(self, opening: Opening, status: str, duration: float, attempts: int, ended: float) -> bool:
         """Store the response event of a call the chain's fast path opened; False means it is missing."""
+        if self._hold_twice is not None and status == "SUCCESS" and attempts == 1:
+            # The sink keeps the opening a second time as the response: one object per call.
+            opening.close_in_place(duration, ended)
+            self._hold_twice(opening)
+            return True
         return self.store_closing(Closing(opening, status, None, duration, attempts, ended))
 
     @property
@@ -235,6 +247,15 @@ class AuditTrail:
         A sink's ``hold`` keeps a lazy batch and cannot fail (the memory sink's).
         """
         return self._hold
+
+    @property
+    def call_hold(self) -> Callable[[tuple[Any, ...]], None] | None:
+        """The sink's ``hold_call``, when it keeps held calls (`held_call`) and cannot fail; else None."""
+        return self._hold_call
+
+    def subject_key(self, subject: CallSubject, names: tuple[str, ...]) -> int:
+        """The key the sink's held calls name ``subject`` by (only when `call_hold` is not None)."""
+        return self.sink.subject_key(subject, names)  # type: ignore[attr-defined, no-any-return]
 
     def store_opening(self, opening: Opening) -> bool:
         """Store the opening events of a call about to run; False means refuse the call."""

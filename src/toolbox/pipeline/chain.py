@@ -255,7 +255,11 @@ class Pipeline:
     def run(self, invocation: Invocation) -> ToolResult:
         """Run ``invocation`` through the chain and return its result (never raises for denials)."""
         plan = self._plan(invocation)
-        result = self._check(invocation, plan.checks) or (self._open(invocation) if self._hooks else None)
+        return self.run_from(invocation, plan, plan.checks)
+
+    def run_from(self, invocation: Invocation, plan: Plan, checks: Sequence[Interceptor]) -> ToolResult:
+        """`run` from ``checks`` on: the plan's other checks were settled by a by-name route."""
+        result = self._check(invocation, checks) or (self._open(invocation) if self._hooks else None)
         if result is None:
             result = self._dispatch(invocation, plan)
         return self._finish(invocation, result)
@@ -387,6 +391,10 @@ class Pipeline:
         step = self._after_success(invocation, content, plan)
         return self._finish(invocation, await self._adispatch(invocation, plan, step))
 
+    def check(self, invocation: Invocation, checks: Sequence[Interceptor]) -> ToolResult | None:
+        """Run ``checks`` on ``invocation`` as the chain does: a result refuses the call."""
+        return self._check(invocation, checks)
+
     def finish(self, invocation: Invocation, result: ToolResult) -> ToolResult:
         """Record ``result`` as the final outcome of ``invocation`` (trace record and audit hooks)."""
         return self._finish(invocation, result)
@@ -396,7 +404,13 @@ class Pipeline:
     async def arun(self, invocation: Invocation) -> ToolResult:
         """Async twin of `run`; sync-only I/O tools run on a worker thread, MEMORY_ONLY inline."""
         plan = self._plan(invocation)
-        result = self._check(invocation, plan.checks) or (self._open(invocation) if self._hooks else None)
+        return await self.arun_from(invocation, plan, plan.checks)
+
+    async def arun_from(
+        self, invocation: Invocation, plan: Plan, checks: Sequence[Interceptor]
+    ) -> ToolResult:
+        """Async twin of `run_from`."""
+        result = self._check(invocation, checks) or (self._open(invocation) if self._hooks else None)
         if result is None:
             result = await self._adispatch(invocation, plan)
         return self._finish(invocation, result)

@@ -7,8 +7,10 @@ run every scenario both ways):
 
 - the **typed fast path** (`Pipeline.run_inline`, entered from ``Ready.execute``):
   `typed_fast_path` decides it per tool and operation;
-- the **by-name route** (`toolbox.route.Route`, compiled by the gateway after a
-  name's first dispatched call): `by_name_route` decides it per name.
+- the **by-name route** (`toolbox.route.Route` for ``@tool`` functions, sync
+  or async; `toolbox.route_method.MethodRoute` for class-based tools; compiled
+  by the gateway after a name's first dispatched call): `by_name_route`
+  decides it per name.
 
 Both decisions are taken once, from what cannot change between calls. What can
 change is re-checked on every call where each fast path starts, and sends the
@@ -19,8 +21,11 @@ call to the full chain before anything is recorded:
 - typed: the intent carries warnings (``Ready.execute``); ``aexecute`` takes the
   typed fast path only for a ``MEMORY_ONLY`` tool without an async implementation;
 - by name: the context is not an `ExecutionContext` object, the tool is not
-  built for it yet, the arguments are not a small flat object or fail
-  validation (``Route.run``).
+  built for it yet; for a ``@tool`` function, the arguments are not a small
+  flat object or fail validation, or a sync call is made of an ``async def``
+  (``Route.run``). A class-based tool's route settles only the access check
+  (the tool is built for the context) and runs every other check through
+  the chain (``MethodRoute.run``).
 
 After dispatch, an exception or a transient result continues in the full
 chain's retry loop (`Pipeline.continue_failed` / `continue_returned`).
@@ -93,24 +98,25 @@ def by_name_route(
 ) -> bool:
     """Whether the by-name name of ``invocation`` (a call that dispatched) may be compiled into a route.
 
-    Only a synchronous ``MEMORY_ONLY`` function tool without an acknowledgement,
-    whose plan holds only the built-in checks, with no mapper, no timeout, no
-    renamed parameter and no hook but the audit trail. ``immutable_values``:
-    every parameter validates to a value that cannot change after the call
-    (the route hands them to the audit trail unredacted, to redact when read).
+    Only a ``MEMORY_ONLY`` tool without an acknowledgement, whose plan holds
+    only the built-in checks, with no mapper, no timeout, no renamed parameter
+    and no hook but the audit trail. A ``@tool`` function (``def`` or ``async
+    def``) also needs ``immutable_values``: every parameter validates to a value
+    that cannot change after the call (its route hands them to the audit trail
+    unredacted, to redact when read). A class-based tool's route runs the
+    chain's own argument validation and audit opening (`toolbox.route_method`).
     """
     descriptor = invocation.descriptor
     instance = invocation.instance
+    function_tool = getattr(instance, "is_function_tool", False)
     return (
         invocation.runtime is not None
         and descriptor is not None
         and descriptor.risk is RiskClass.MEMORY_ONLY
         and descriptor.acknowledgement is None
-        and getattr(instance, "is_function_tool", False)
-        and callable(getattr(instance, "function", None))
-        and not getattr(instance, "is_async", True)
+        and instance is not None
+        and (not function_tool or (callable(getattr(instance, "function", None)) and immutable_values))
         and not schema.renames
-        and immutable_values
         and plan.mapper is None
         and plan.timeout is None
         and all(type(check) in ROUTABLE_CHECKS for check in plan.checks)
