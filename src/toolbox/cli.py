@@ -66,6 +66,7 @@ from toolbox.audit.runs import draw_tree, run_tree
 from toolbox.audit.sink import AuditQuery, AuditSink, AuditSinkError
 from toolbox.audit.verify import ChainProblem, verify_chain
 from toolbox.catalog import POLICY_ENV
+from toolbox.cli_auth import add_auth
 from toolbox.cli_format import (
     OPERATION_HEADERS,
     authorization_document,
@@ -843,6 +844,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     check_cmd.set_defaults(handler=_cmd_check)
     _add_audit(commands, common_json)
+    add_auth(commands, common_json)
     return parser
 
 

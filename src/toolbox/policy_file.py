@@ -28,6 +28,13 @@ Schema (version 1)::
     cedar_policies = "policies.cedar"          # paths relative to this file
     cedar_schema = "policies.cedarschema"      # Cedar syntax, or Cedar JSON when it ends in .json
 
+    [auth]                       # who may call `toolbox serve` / `toolbox mcp serve` over HTTP
+    api_keys = "keys.toml"       # SHA-256 hashes of API keys (toolbox.auth_keys)
+    [auth.jwt]                   # JWT bearer tokens (toolbox.auth_jwt)
+    issuer = "https://idp.example"
+    audience = "toolbox"
+    jwks_file = "jwks.json"      # or key_file = "public.pem"
+
     [guardrails]
     mode = "ENFORCE"             # or "REPORT": DENY becomes WARN
     [[guardrails.rules]]
@@ -47,6 +54,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from toolbox.auth_config import read_auth_section
 from toolbox.descriptor import MAX_NAME_LENGTH, TOOL_NAME_PATTERN, RiskClass
 from toolbox.errors import ConfigurationError, PolicyFileError
 from toolbox.policy import ToolPolicy, install_file_reader
@@ -70,6 +78,7 @@ _TOP_KEYS = (
     "guardrails",
     "audit",
     "tools",
+    "auth",
 )
 _DISTRIBUTION = r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$"
 _RISKS = tuple(r.value for r in RiskClass)
@@ -113,6 +122,8 @@ def policy_from_mapping(data: dict[str, object], *, source: str, directory: Path
             "remove it from one of them"
         )
     governance = _governance(root)
+    if "auth" in root:
+        governance["auth"] = read_auth_section(root.table("auth"), directory or Path())
     if "authorization" in root:
         governance["cedar"] = _cedar(root.table("authorization"), directory or Path())
     file_names = {name: f"allow.tools[{i}]" for i, name in enumerate(allow_tools)}
