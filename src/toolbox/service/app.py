@@ -1,0 +1,152 @@
+"""`create_app`: the governance service as a FastAPI app (mount it, or run it under any ASGI server).
+
+``toolbox serve`` builds it from a policy file; `app_from_environment` is the
+factory for ``uvicorn --factory`` and gunicorn. Every route but ``/healthz``
+and ``/readyz`` needs a credential: there is no anonymous mode.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import importlib.util
+import logging
+import os
+from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI
+
+from toolbox.auth import Authenticator
+from toolbox.errors import ConfigurationError
+from toolbox.governance import Governance
+from toolbox.pipeline.approval import HmacApprover
+from toolbox.pipeline.state_ports import ApprovalStore
+from toolbox.policy import ToolPolicy
+from toolbox.service import routes_approvals, routes_audit, routes_health, routes_kill, routes_tools
+from toolbox.service.approvals import ApprovalDesk
+from toolbox.service.audit_log import ServiceAudit
+from toolbox.service.problems import install_problem_handlers
+from toolbox.service.service import Service
+from toolbox.service.serving import ServedGateway
+from toolbox.service.settings import ServiceSettings
+from toolbox.state.memory import MemoryApprovalStore
+
+__all__ = ["app_from_environment", "create_app", "read_secret"]
+
+LOGGER = logging.getLogger("toolbox.service")
+POLICY_ENV = "TOOLBOX_POLICY"
+SECRET_FILE_ENV = "TOOLBOX_SERVICE_SECRET_FILE"  # noqa: S105 - the name of a variable, not a secret
+
+
+def _derived(secret: bytes, purpose: bytes) -> bytes:
+    return hmac.new(secret, b"toolbox service " + purpose, hashlib.sha256).digest()
+
+
+def create_app(
+    *,
+    policy: ToolPolicy,
+    authenticator: Authenticator,
+    providers: Iterable[object] = (),
+    discover: bool = True,
+    env: Mapping[str, str] | None = None,
+    governance: Governance | None = None,
+    approvals: ApprovalStore | None = None,
+    settings: ServiceSettings | None = None,
+    console: bool = True,
+) -> FastAPI:
+    """The service over the tools ``policy`` allows, for callers ``authenticator`` accepts.
+
+    Args:
+        policy: decides every call; its ``[audit]`` builds the audit trail.
+        authenticator: turns a bearer credential into an identity (`toolbox.auth`).
+        providers: explicit providers, besides the installed ones when ``discover``.
+        discover: load the ``toolbox.providers`` entry points.
+        env: environment for acknowledgements and the kill-switch variable (default ``os.environ``).
+        governance: the chain's configuration from code; the service sets its approver.
+        approvals: where approval requests are kept (default: this process's memory).
+        settings: the service's knobs; see `ServiceSettings`.
+        console: serve the operator console under ``/console``.
+    """
+    if authenticator is None or not callable(getattr(authenticator, "authenticate", None)):
+        raise ConfigurationError("the service needs an authenticator: there is no anonymous mode")
+    chosen = settings or ServiceSettings()
+    approver = HmacApprover(_derived(chosen.secret, b"approvals"))
+    served = ServedGateway(
+        policy=policy,
+        providers=tuple(providers),
+        discover=discover,
+        env=os.environ if env is None else env,
+        governance=(governance or Governance()).replace(approver=approver),
+    )
+    audit = ServiceAudit(served.audit)
+    desk = ApprovalDesk(approvals or MemoryApprovalStore(), approver, audit, chosen.approval_ttl_seconds)
+    service = Service(served, authenticator, chosen, desk, audit)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        yield
+        served.close()
+
+    app = FastAPI(
+        title="toolbox governance service",
+        version="1",
+        lifespan=lifespan,
+        docs_url=None,  # the Swagger page loads its assets from a CDN; /openapi.json stays
+        redoc_url=None,
+    )
+    app.state.service = service
+    install_problem_handlers(app)
+    for module in (routes_tools, routes_audit, routes_approvals, routes_kill, routes_health):
+        app.include_router(module.router)
+    if console:
+        from toolbox.service.console import mount_console
+
+        mount_console(app, _derived(chosen.secret, b"console"))
+    _mount_mcp(app, authenticator, served)
+    return app
+
+
+def _mount_mcp(app: FastAPI, authenticator: Authenticator, served: ServedGateway) -> None:
+    """Mount ``toolbox.mcp``'s streamable-HTTP app at ``/mcp`` when that room is installed.
+
+    Optional: it activates once `toolbox.mcp` exists and provides ``create_asgi_app``.
+    """
+    if importlib.util.find_spec("toolbox.mcp") is None:
+        return
+    module: Any = importlib.import_module("toolbox.mcp")
+    factory = getattr(module, "create_asgi_app", None)
+    if factory is None:
+        LOGGER.info("toolbox.mcp has no create_asgi_app; /mcp is not mounted")
+        return
+    app.mount("/mcp", factory(served.gateway, authenticator=authenticator))
+
+
+def read_secret(path: str | os.PathLike[str]) -> bytes:
+    """The service secret from a file (at least 16 bytes; surrounding whitespace is dropped)."""
+    try:
+        secret = Path(path).read_bytes().strip()
+    except OSError as exc:
+        raise ConfigurationError(
+            f"cannot read the service secret file {str(path)!r}: {exc.strerror}"
+        ) from None
+    if len(secret) < 16:
+        raise ConfigurationError(f"the service secret file {str(path)!r} must hold at least 16 bytes")
+    return secret
+
+
+def app_from_environment() -> FastAPI:
+    """The app of the policy file ``$TOOLBOX_POLICY``, authenticated by its ``[auth]``.
+
+    For ``uvicorn --factory toolbox.service:app_from_environment`` and gunicorn.
+    ``$TOOLBOX_SERVICE_SECRET_FILE`` names the shared secret of several replicas.
+    """
+    path = os.environ.get(POLICY_ENV)
+    if not path:
+        raise ConfigurationError(f"set {POLICY_ENV} to the policy file the service enforces")
+    from toolbox.service.startup import app_from_policy_file
+
+    secret_file = os.environ.get(SECRET_FILE_ENV)
+    return app_from_policy_file(path, secret_file=secret_file)

@@ -1,0 +1,204 @@
+"""`ApprovalDesk`: pending approvals raised by calls, decided by people, redeemed once.
+
+1. A call that needs approval answers 202: the chain's `ApprovalRequest`
+   (arguments redacted as in the audit trail, a keyed fingerprint over every
+   value) is submitted to the `ApprovalStore` as a `PendingApproval`.
+2. An approver of the same tenant, never the requester, approves or denies it.
+3. The requester repeats the call with ``approval_id``: the store marks the
+   grant used (true exactly once), the service signs an `Approval` for the
+   stored fingerprint, and the chain runs every check again, authorization
+   included, and refuses a grant whose fingerprint is not that of these
+   arguments. A grant redeemed with edited arguments is spent and runs nothing.
+
+Every refusal and every decision is an audit event in the call's trace.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, final
+
+from starlette.concurrency import run_in_threadpool
+
+from toolbox.auth import Identity
+from toolbox.pipeline.approval import HmacApprover
+from toolbox.pipeline.grants import Approval, PendingApproval
+from toolbox.pipeline.result import ToolResult
+from toolbox.pipeline.state_ports import ApprovalDecisionError, ApprovalStore
+from toolbox.service.audit_log import ServiceAudit
+from toolbox.service.problems import Problem
+
+__all__ = ["ApprovalDesk", "approval_document"]
+
+_DECISION_HTTP = {"UNKNOWN_REQUEST": 404, "ALREADY_DECIDED": 409, "EXPIRED": 409, "SELF_APPROVAL": 403}
+_REDEEM_REFUSALS = {
+    "pending": ("APPROVAL_PENDING", "the approval has not been decided yet"),
+    "denied": ("APPROVAL_DENIED", "the approval was denied"),
+    "expired": ("APPROVAL_EXPIRED", "the approval has expired"),
+    "used": ("APPROVAL_USED", "the approval was already used"),
+}
+
+
+def approval_document(pending: PendingApproval) -> dict[str, Any]:
+    """What the API and the console show of an approval (arguments already redacted)."""
+    request = pending.request
+    return {
+        "id": request.id,
+        "url": f"/v1/approvals/{request.id}",
+        "tool": request.tool,
+        "operation": request.operation,
+        "arguments": dict(request.arguments),
+        "rules": list(request.rules),
+        "intent_kind": pending.intent_kind,
+        "intent_text": pending.intent_text,
+        "requester": request.principal,
+        "run_id": pending.run_id,
+        "created_at": pending.created_at,
+        "expires_at": pending.expires_at,
+        "state": pending.state,
+        "decided_by": pending.decided_by,
+        "decided_at": pending.decided_at,
+        "reason": pending.reason,
+    }
+
+
+@final
+class ApprovalDesk:
+    """The service's side of approvals, over an `ApprovalStore`."""
+
+    __slots__ = ("_approver", "_audit", "_ttl", "store")
+
+    def __init__(self, store: ApprovalStore, approver: HmacApprover, audit: ServiceAudit, ttl: float) -> None:
+        self.store = store
+        self._approver = approver
+        self._audit = audit
+        self._ttl = ttl
+
+    async def raised(
+        self, result: ToolResult, intent_kind: str, intent_text: str, run_id: str
+    ) -> PendingApproval:
+        """Store the request of an APPROVAL_REQUIRED ``result``."""
+        request = result.approval
+        assert request is not None
+        now = time.time()
+        pending = PendingApproval(
+            request=request,
+            intent_kind=intent_kind,
+            intent_text=intent_text,
+            run_id=run_id,
+            created_at=now,
+            expires_at=now + self._ttl,
+        )
+        await run_in_threadpool(self.store.submit, pending)
+        return pending
+
+    async def visible(self, request_id: str, identity: Identity, trace_id: str) -> PendingApproval:
+        """The approval ``request_id`` of the caller's tenant, else an audited 404."""
+        pending = await run_in_threadpool(self.store.get, request_id) if _plausible(request_id) else None
+        if pending is None or pending.request.tenant != identity.tenant:
+            # Another tenant's approval is indistinguishable from none at all.
+            await self._audit.refused(
+                "approval",
+                "UNKNOWN_REQUEST",
+                "service:approvals:tenant",
+                trace_id=trace_id,
+                identity=identity,
+            )
+            raise Problem(
+                404, "UNKNOWN_REQUEST", "no such approval", rule="service:approvals", trace_id=trace_id
+            )
+        return pending
+
+    async def decide(
+        self, request_id: str, *, approve: bool, reason: str, identity: Identity, trace_id: str
+    ) -> PendingApproval:
+        """Record an approver's decision, or an audited problem (404, 403 four eyes, 409)."""
+        pending = await self.visible(request_id, identity, trace_id)
+        try:
+            decided = await run_in_threadpool(
+                lambda: self.store.decide(
+                    request_id, approve=approve, decided_by=identity.principal, reason=reason
+                )
+            )
+        except ApprovalDecisionError as exc:
+            await self._audit.refused(
+                f"approval:{exc.reason_code.lower()}",
+                exc.reason_code,
+                "service:approvals",
+                trace_id=pending.run_id,
+                identity=identity,
+            )
+            raise Problem(
+                _DECISION_HTTP.get(exc.reason_code, 409),
+                exc.reason_code,
+                str(exc),
+                rule="service:approvals",
+                trace_id=pending.run_id,
+            ) from None
+        except ValueError as exc:
+            raise Problem(
+                422, "INVALID_REQUEST", str(exc)[:300], rule="service:approvals", trace_id=trace_id
+            ) from None
+        request = decided.request
+        await self._audit.decided(
+            "approval",
+            "APPROVED" if approve else "REJECTED",
+            "APPROVAL_DECIDED",
+            identity=identity,
+            trace_id=pending.run_id,
+            text=reason,
+            tool=request.tool,
+            operation=request.operation,
+        )
+        return decided
+
+    async def redeem(self, request_id: object, identity: Identity, trace_id: str) -> tuple[Approval, str]:
+        """Spend an approved grant of the caller's: the signed `Approval` and the run id to continue.
+
+        Raises:
+            Problem: 404 unknown (or another tenant's), 403 not the requester, 409 pending, denied,
+                expired or used.
+        """
+        if not isinstance(request_id, str):
+            raise Problem(
+                422,
+                "INVALID_REQUEST",
+                "approval_id must be a string",
+                rule="service:approvals",
+                trace_id=trace_id,
+                field_path="approval_id",
+            )
+        pending = await self.visible(request_id, identity, trace_id)
+        request = pending.request
+        if request.principal != identity.principal:
+            await self._audit.refused(
+                "approval:redeem",
+                "NOT_REQUESTER",
+                "service:approvals",
+                trace_id=pending.run_id,
+                identity=identity,
+            )
+            raise Problem(
+                403,
+                "NOT_REQUESTER",
+                "only the requester can redeem an approval",
+                rule="service:approvals",
+                trace_id=pending.run_id,
+            )
+        refusal = _REDEEM_REFUSALS.get(pending.state)
+        if refusal is None and not await run_in_threadpool(
+            self.store.consume, request_id, request.fingerprint
+        ):
+            refusal = _REDEEM_REFUSALS["used"]  # spent (or expired) between the read and now
+        if refusal is not None:
+            await self._audit.refused(
+                "approval:redeem", refusal[0], "service:approvals", trace_id=pending.run_id, identity=identity
+            )
+            raise Problem(409, refusal[0], refusal[1], rule="service:approvals", trace_id=pending.run_id)
+        ttl = max(pending.expires_at - time.time(), 1.0)
+        grant = self._approver.grant(request, approved_by=pending.decided_by or "", ttl_seconds=ttl)
+        return grant, pending.run_id
+
+
+def _plausible(request_id: str) -> bool:
+    return 0 < len(request_id) <= 64 and request_id.isascii() and request_id.isalnum()

@@ -1,0 +1,38 @@
+"""Building the app from a policy file: its ``[auth]`` authenticates, its ``[audit]`` records."""
+
+from __future__ import annotations
+
+import os
+
+from fastapi import FastAPI
+
+from toolbox.auth import authenticator_from_policy
+from toolbox.errors import ConfigurationError
+from toolbox.policy import ToolPolicy
+from toolbox.service.app import create_app, read_secret
+from toolbox.service.settings import ServiceSettings
+
+__all__ = ["app_from_policy_file"]
+
+
+def app_from_policy_file(
+    path: str | os.PathLike[str], *, secret_file: str | os.PathLike[str] | None = None, console: bool = True
+) -> FastAPI:
+    """The service enforcing the policy file at ``path``.
+
+    Raises:
+        PolicyFileError: the file is missing or malformed.
+        ConfigurationError: the file has no ``[auth]`` (there is no anonymous mode), or the
+            secret file is unreadable or too short.
+    """
+    policy = ToolPolicy.from_file(path)
+    authenticator = authenticator_from_policy(policy)
+    if authenticator is None:
+        raise ConfigurationError(
+            f"{os.fspath(path)}: the service needs an [auth] section (api_keys and/or [auth.jwt]); "
+            "there is no anonymous mode"
+        )
+    settings = (
+        ServiceSettings(secret=read_secret(secret_file)) if secret_file is not None else ServiceSettings()
+    )
+    return create_app(policy=policy, authenticator=authenticator, settings=settings, console=console)
