@@ -119,3 +119,15 @@ class TenantAudit:
             if len(fresh) > limit or len(rows) < fetch or fetch >= 64 * (limit + 1):
                 return fresh[:limit], len(fresh) > limit
             fetch *= 4
+
+    def latest(self, wanted: EventFilter, limit: int, *, pages: int = 20) -> list[AuditRecord]:
+        """The newest ``limit`` events matching ``wanted`` (reading at most ``pages`` pages forward)."""
+        kept: list[AuditRecord] = []
+        after: _Key | None = None
+        for _ in range(pages):
+            page, more = self.events(wanted, limit=limit, after=after)
+            kept = (kept + page)[-limit:]
+            if not more or not page:
+                break
+            after = _key(page[-1])
+        return kept
