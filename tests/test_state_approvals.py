@@ -5,19 +5,21 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from state_support import pending
+from state_support import pending, state_store
 from toolbox.pipeline.state_ports import ApprovalDecisionError, ApprovalStore
 from toolbox.state import MemoryApprovalStore
 
-BACKENDS = ["memory"]
+BACKENDS = ["memory", "redis", "sqlite", "postgres"]
 
 
 @pytest.fixture(params=BACKENDS)
-def store(request: pytest.FixtureRequest) -> Iterator[ApprovalStore]:
-    yield MemoryApprovalStore()
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ApprovalStore]:
+    with state_store(request.param, tmp_path) as shared:
+        yield MemoryApprovalStore() if shared is None else shared
 
 
 def test_submit_get_round_trip(store: ApprovalStore) -> None:

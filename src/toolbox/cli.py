@@ -845,6 +845,9 @@ def _parser() -> argparse.ArgumentParser:
     check_cmd.set_defaults(handler=_cmd_check)
     _add_audit(commands, common_json)
     add_auth(commands, common_json)
+    from toolbox.cli_kill import add_kill
+
+    add_kill(commands, common)
     return parser
 
 

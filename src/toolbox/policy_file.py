@@ -79,6 +79,7 @@ _TOP_KEYS = (
     "audit",
     "tools",
     "auth",
+    "state",
 )
 _DISTRIBUTION = r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$"
 _RISKS = tuple(r.value for r in RiskClass)
@@ -166,6 +167,10 @@ def _governance(root: TableReader) -> dict[str, Any]:
         audit = root.table("audit").raw()
         check_config(audit, source=source)
         governance["audit"] = audit
+    if "state" in root:
+        from toolbox.state.config import check_state_config
+
+        governance["state"] = check_state_config(root.table("state"))
     if "tools" in root:
         tools = root.table("tools")
         options: dict[str, Any] = {}

@@ -59,6 +59,11 @@ class Approval:
     expires_at: float
     signature: str = ""
 
+    @staticmethod
+    def of_request(request_id: str, fingerprint: str) -> Approval:
+        """A reference to a grant an approval store holds (decided there; no signature)."""
+        return Approval(request_id, fingerprint, approved_by="", expires_at=0.0)
+
 
 @final
 @dataclass(frozen=True)

@@ -10,9 +10,11 @@ these Protocols, and a store that cannot answer raises `StateUnavailableError`
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, final
+from urllib.parse import quote
 
 from toolbox.errors import ToolboxError
 from toolbox.pipeline.grants import PendingApproval
@@ -26,7 +28,24 @@ __all__ = [
     "Quota",
     "Refusal",
     "StateUnavailableError",
+    "key_part",
 ]
+
+_MAX_PART = 128
+
+
+def key_part(value: str) -> str:
+    """``value`` as one segment of a store key: never a ``:``, never long, never ambiguous.
+
+    Tenant, principal, run and tool names come from callers: percent-encoding
+    keeps ``acme:x`` from reaching another tenant's key, and a value longer than
+    128 characters becomes ``%h`` + its SHA-256 (no encoded value starts with
+    ``%h``, which is not a percent escape).
+    """
+    encoded = quote(value, safe="")
+    if len(encoded) <= _MAX_PART:
+        return encoded
+    return "%h" + hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class StateUnavailableError(ToolboxError, ConnectionError):
