@@ -277,9 +277,10 @@ def test_replay_with_edited_arguments_runs_nothing(service: Deployment) -> None:
     assert body["tool_status"] == "DENIED"
     assert RUNS["transfer"] == 0
     assert refusals(service, approval["run_id"], "APPROVAL_INVALID")
-    # The grant was spent by the attempt: the approved arguments cannot run afterwards either.
+    # Edited arguments consume nothing: the approved ones still run, exactly once.
+    assert redeem(service, approval["id"]).status_code == 200
     problem(redeem(service, approval["id"]), 409, "APPROVAL_USED")
-    assert RUNS["transfer"] == 0
+    assert RUNS["transfer"] == 1
 
 
 def test_only_the_requester_redeems(sqlite_service: Deployment) -> None:
@@ -393,7 +394,8 @@ def test_health_ready_and_metrics(sqlite_service: Deployment) -> None:
     service = sqlite_service
     assert service.get("/healthz").json() == {"status": "ok"}
     ready = service.get("/readyz")
-    assert ready.status_code == 200 and ready.json()["checks"] == {"audit": "ok", "approvals": "ok"}
+    assert ready.json()["checks"] == {"audit": "ok", "approvals": "ok", "kill_switch": "ok"}
+    assert ready.status_code == 200
     service.invoke("alice", "echo", {"text": "x"}, purpose="Greet")
     service.invoke("alice", "nope.call", {}, purpose="Greet")
     problem(service.get("/metrics"), 401, "MISSING_CREDENTIALS")

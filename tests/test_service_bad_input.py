@@ -254,7 +254,8 @@ def test_concurrent_redeems_of_one_grant_run_once(service: Deployment) -> None:
 
     with concurrent.futures.ThreadPoolExecutor(16) as pool:
         codes = sorted(pool.map(attempt, range(16)))
-    assert codes.count(200) == 1 and set(codes) == {200, 409}
+    # The losers are told the grant is used: 409 before the chain, 403 APPROVAL_INVALID inside it.
+    assert codes.count(200) == 1 and set(codes) <= {200, 403, 409}
     assert RUNS["transfer"] == 1
 
 

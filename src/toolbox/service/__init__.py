@@ -16,9 +16,9 @@ except ImportError as _import_error:  # pragma: no cover - exercised without the
         'Please install the service extra to use toolbox.service: pip install "toolbox-registry[service]"'
     ) from _import_error
 
-from toolbox.service.app import app_from_environment, create_app
+from toolbox.service.app import create_app
 from toolbox.service.settings import ServiceSettings
-from toolbox.service.startup import app_from_policy_file
+from toolbox.service.startup import app_from_environment, app_from_policy_file
 from toolbox.service.statuses import REASON_HTTP, STATUS_HTTP
 
 __all__ = [

@@ -1,7 +1,6 @@
 """`create_app`: the governance service as a FastAPI app (mount it, or run it under any ASGI server).
 
-``toolbox serve`` builds it from a policy file; `app_from_environment` is the
-factory for ``uvicorn --factory`` and gunicorn. Every route but ``/healthz``
+``toolbox serve`` builds it from a policy file (`toolbox.service.startup`). Every route but ``/healthz``
 and ``/readyz`` needs a credential: there is no anonymous mode.
 """
 
@@ -22,7 +21,6 @@ from fastapi import FastAPI
 from toolbox.auth import Authenticator
 from toolbox.errors import ConfigurationError
 from toolbox.governance import Governance
-from toolbox.pipeline.approval import HmacApprover
 from toolbox.pipeline.state_ports import ApprovalStore
 from toolbox.policy import ToolPolicy
 from toolbox.service import routes_approvals, routes_audit, routes_health, routes_kill, routes_tools
@@ -32,13 +30,10 @@ from toolbox.service.problems import install_problem_handlers
 from toolbox.service.service import Service
 from toolbox.service.serving import ServedGateway
 from toolbox.service.settings import ServiceSettings
-from toolbox.state.memory import MemoryApprovalStore
 
-__all__ = ["app_from_environment", "create_app", "read_secret"]
+__all__ = ["create_app", "read_secret"]
 
 LOGGER = logging.getLogger("toolbox.service")
-POLICY_ENV = "TOOLBOX_POLICY"
-SECRET_FILE_ENV = "TOOLBOX_SERVICE_SECRET_FILE"  # noqa: S105 - the name of a variable, not a secret
 
 
 def _derived(secret: bytes, purpose: bytes) -> bytes:
@@ -65,24 +60,25 @@ def create_app(
         providers: explicit providers, besides the installed ones when ``discover``.
         discover: load the ``toolbox.providers`` entry points.
         env: environment for acknowledgements and the kill-switch variable (default ``os.environ``).
-        governance: the chain's configuration from code; the service sets its approver.
-        approvals: where approval requests are kept (default: this process's memory).
+        governance: the chain's configuration from code; its ``state`` (else the policy file's
+            ``[state]``, else this process's memory) holds the kill switches and approvals.
+        approvals: where approval requests are kept, overriding the state's.
         settings: the service's knobs; see `ServiceSettings`.
         console: serve the operator console under ``/console``.
     """
     if authenticator is None or not callable(getattr(authenticator, "authenticate", None)):
         raise ConfigurationError("the service needs an authenticator: there is no anonymous mode")
     chosen = settings or ServiceSettings()
-    approver = HmacApprover(_derived(chosen.secret, b"approvals"))
     served = ServedGateway(
         policy=policy,
         providers=tuple(providers),
         discover=discover,
         env=os.environ if env is None else env,
-        governance=(governance or Governance()).replace(approver=approver),
+        governance=governance,
+        approvals=approvals,
     )
     audit = ServiceAudit(served.audit)
-    desk = ApprovalDesk(approvals or MemoryApprovalStore(), approver, audit, chosen.approval_ttl_seconds)
+    desk = ApprovalDesk(served.approvals, audit)
     service = Service(served, authenticator, chosen, desk, audit)
 
     @asynccontextmanager
@@ -135,18 +131,3 @@ def read_secret(path: str | os.PathLike[str]) -> bytes:
     if len(secret) < 16:
         raise ConfigurationError(f"the service secret file {str(path)!r} must hold at least 16 bytes")
     return secret
-
-
-def app_from_environment() -> FastAPI:
-    """The app of the policy file ``$TOOLBOX_POLICY``, authenticated by its ``[auth]``.
-
-    For ``uvicorn --factory toolbox.service:app_from_environment`` and gunicorn.
-    ``$TOOLBOX_SERVICE_SECRET_FILE`` names the shared secret of several replicas.
-    """
-    path = os.environ.get(POLICY_ENV)
-    if not path:
-        raise ConfigurationError(f"set {POLICY_ENV} to the policy file the service enforces")
-    from toolbox.service.startup import app_from_policy_file
-
-    secret_file = os.environ.get(SECRET_FILE_ENV)
-    return app_from_policy_file(path, secret_file=secret_file)

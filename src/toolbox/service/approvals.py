@@ -1,14 +1,15 @@
 """`ApprovalDesk`: pending approvals raised by calls, decided by people, redeemed once.
 
-1. A call that needs approval answers 202: the chain's `ApprovalRequest`
-   (arguments redacted as in the audit trail, a keyed fingerprint over every
-   value) is submitted to the `ApprovalStore` as a `PendingApproval`.
+1. A call that needs approval answers 202: the chain submits its
+   `ApprovalRequest` (arguments redacted as in the audit trail, a keyed
+   fingerprint over every value) to the `ApprovalStore` as a `PendingApproval`.
 2. An approver of the same tenant, never the requester, approves or denies it.
-3. The requester repeats the call with ``approval_id``: the store marks the
-   grant used (true exactly once), the service signs an `Approval` for the
-   stored fingerprint, and the chain runs every check again, authorization
-   included, and refuses a grant whose fingerprint is not that of these
-   arguments. A grant redeemed with edited arguments is spent and runs nothing.
+3. The requester repeats the call with ``approval_id``. The service checks
+   tenant, requester and state for a clear answer, then hands the chain
+   `Approval.of_request`: every check runs again, authorization included, and
+   the approval check consumes the grant in the store for the fingerprint of
+   *these* arguments, true exactly once. Edited arguments consume nothing and
+   run nothing.
 
 Every refusal and every decision is an audit event in the call's trace.
 """
@@ -21,7 +22,6 @@ from typing import Any, final
 from starlette.concurrency import run_in_threadpool
 
 from toolbox.auth import Identity
-from toolbox.pipeline.approval import HmacApprover
 from toolbox.pipeline.grants import Approval, PendingApproval
 from toolbox.pipeline.result import ToolResult
 from toolbox.pipeline.state_ports import ApprovalDecisionError, ApprovalStore
@@ -66,30 +66,23 @@ def approval_document(pending: PendingApproval) -> dict[str, Any]:
 class ApprovalDesk:
     """The service's side of approvals, over an `ApprovalStore`."""
 
-    __slots__ = ("_approver", "_audit", "_ttl", "store")
+    __slots__ = ("_audit", "store")
 
-    def __init__(self, store: ApprovalStore, approver: HmacApprover, audit: ServiceAudit, ttl: float) -> None:
+    def __init__(self, store: ApprovalStore, audit: ServiceAudit) -> None:
         self.store = store
-        self._approver = approver
         self._audit = audit
-        self._ttl = ttl
 
     async def raised(
         self, result: ToolResult, intent_kind: str, intent_text: str, run_id: str
     ) -> PendingApproval:
-        """Store the request of an APPROVAL_REQUIRED ``result``."""
+        """The stored request of an APPROVAL_REQUIRED ``result`` (submitted by the chain)."""
         request = result.approval
         assert request is not None
-        now = time.time()
-        pending = PendingApproval(
-            request=request,
-            intent_kind=intent_kind,
-            intent_text=intent_text,
-            run_id=run_id,
-            created_at=now,
-            expires_at=now + self._ttl,
-        )
-        await run_in_threadpool(self.store.submit, pending)
+        pending = await run_in_threadpool(self.store.get, request.id)
+        if pending is None:  # a store that dropped it at once (full): keep it visible anyway
+            now = time.time()
+            pending = PendingApproval(request, intent_kind, intent_text, run_id, now, now + 3600.0)
+            await run_in_threadpool(self.store.submit, pending)
         return pending
 
     async def visible(self, request_id: str, identity: Identity, trace_id: str) -> PendingApproval:
@@ -186,18 +179,13 @@ class ApprovalDesk:
                 trace_id=pending.run_id,
             )
         refusal = _REDEEM_REFUSALS.get(pending.state)
-        if refusal is None and not await run_in_threadpool(
-            self.store.consume, request_id, request.fingerprint
-        ):
-            refusal = _REDEEM_REFUSALS["used"]  # spent (or expired) between the read and now
         if refusal is not None:
             await self._audit.refused(
                 "approval:redeem", refusal[0], "service:approvals", trace_id=pending.run_id, identity=identity
             )
             raise Problem(409, refusal[0], refusal[1], rule="service:approvals", trace_id=pending.run_id)
-        ttl = max(pending.expires_at - time.time(), 1.0)
-        grant = self._approver.grant(request, approved_by=pending.decided_by or "", ttl_seconds=ttl)
-        return grant, pending.run_id
+        # The chain consumes the grant for the fingerprint of the call it is given: exactly once.
+        return Approval.of_request(request.id, request.fingerprint), pending.run_id
 
 
 def _plausible(request_id: str) -> bool:

@@ -44,7 +44,7 @@ class ToolRow:
 def tool_rows(service: Service, identity: Identity) -> list[ToolRow]:
     """Every registered tool's decision under the service's policy."""
     catalog = service.served.catalog
-    stopped = service.served.kill_switch.tool_states()
+    stopped = service.served.kill_switch.tool_states()  # memory or a cached remote read: off the loop
     tools = Tools(catalog, identity.context())
     try:
         rows = []

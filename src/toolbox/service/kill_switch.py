@@ -1,23 +1,19 @@
-"""The one adapter between the service and the chain's `KillSwitch`.
+"""The one adapter between the service and the kill switch.
 
-The chain's `toolbox.pipeline.checks.KillSwitch` reads the global switch
-from an environment mapping on every call and the stopped tools from its
-configuration. This adapter feeds both: a mapping that overlays
-``TOOLBOX_KILL_SWITCH`` on the real environment (flipped without a rebuild),
-and, for a tool, a rebuilt gateway whose `Governance` lists it in
-``disabled_tools``. When the kill switch moves onto shared fleet state, this
-module is the one place that changes.
+The chain's `toolbox.pipeline.checks.KillSwitch` reads the switches from the
+fleet's `KillSwitchStore` (``[state]``; this process's memory by default) and
+the ``TOOLBOX_KILL_SWITCH`` variable. This adapter is how the service reads
+and flips them; nothing else in the service touches the store.
 """
 
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, final
 
-from toolbox.pipeline.checks import KILL_SWITCH_ENV, KillSwitch
+from toolbox.pipeline.checks import KillSwitch
+from toolbox.pipeline.state_ports import KillEntry, KillSwitchStore
 
 __all__ = ["KillSwitchControl", "SwitchState"]
 
@@ -25,12 +21,19 @@ __all__ = ["KillSwitchControl", "SwitchState"]
 @final
 @dataclass(frozen=True)
 class SwitchState:
-    """One switch: engaged or not, why, by whom and when (None for the environment's)."""
+    """One switch: engaged or not, why, by whom and when."""
 
     engaged: bool
     reason: str = ""
     changed_by: str | None = None
     changed_at: float | None = None
+
+    @staticmethod
+    def of(entry: KillEntry | None) -> SwitchState:
+        """The state an engaged entry (or None: released) stands for."""
+        if entry is None:
+            return SwitchState(False)
+        return SwitchState(True, entry.reason, entry.who, entry.at)
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready mapping."""
@@ -43,81 +46,36 @@ class SwitchState:
 
 
 @final
-class _Overlay(Mapping[str, str]):
-    """The environment, with ``TOOLBOX_KILL_SWITCH`` set while the service's global switch is on."""
-
-    __slots__ = ("_base", "engaged")
-
-    def __init__(self, base: Mapping[str, str]) -> None:
-        self._base = base
-        self.engaged = False
-
-    def __getitem__(self, key: str) -> str:
-        if key == KILL_SWITCH_ENV and self.engaged:
-            return "on"
-        return self._base[key]
-
-    def get(self, key: str, default: Any = None) -> Any:
-        if key == KILL_SWITCH_ENV and self.engaged:
-            return "on"
-        return self._base.get(key, default)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._base)
-
-    def __len__(self) -> int:
-        return len(self._base)
-
-
-@final
 class KillSwitchControl:
-    """Turns the global switch and per-tool switches on and off at run time.
+    """Reads and flips the global switch and per-tool switches at run time.
 
-    Args:
-        env: the environment the catalog reads (acknowledgements, the switch variable).
-        rebuild: called with the set of stopped tools; swaps in a gateway whose chain stops them.
+    Calls to the store may raise `StateUnavailableError` (a remote store that
+    does not answer); the routes turn that into a 503 problem.
     """
 
-    __slots__ = ("_env", "_global", "_lock", "_rebuild", "_tools")
+    __slots__ = ("_env", "_store")
 
-    def __init__(self, env: Mapping[str, str], rebuild: Callable[[frozenset[str]], None]) -> None:
-        self._env = _Overlay(env)
-        self._rebuild = rebuild
-        self._global = SwitchState(False)
-        self._tools: dict[str, SwitchState] = {}
-        self._lock = threading.Lock()
-
-    @property
-    def env(self) -> Mapping[str, str]:
-        """The mapping to build the catalog with."""
-        return self._env
+    def __init__(self, store: KillSwitchStore, env: Mapping[str, str]) -> None:
+        self._store = store
+        self._env = env
 
     def from_environment(self) -> bool:
         """Whether the process environment engages the switch (the service cannot release that)."""
-        return KillSwitch(env=self._env._base).engaged()
+        return KillSwitch(env=self._env).engaged()
 
     def global_state(self) -> SwitchState:
-        """The service's global switch."""
-        return self._global
+        """The global switch."""
+        return SwitchState.of(self._store.engaged().get(None))
 
     def tool_states(self) -> dict[str, SwitchState]:
-        """The tools stopped by the service."""
-        return dict(self._tools)
+        """The stopped tools."""
+        return {
+            tool: SwitchState.of(entry) for tool, entry in self._store.engaged().items() if tool is not None
+        }
 
-    def set(self, tool: str | None, *, engaged: bool, reason: str, changed_by: str) -> SwitchState:
+    def set(self, tool: str | None, *, engaged: bool, reason: str, changed_by: str) -> None:
         """Engage or release the global switch (``tool`` None) or one tool's."""
-        state = SwitchState(engaged, reason, changed_by, time.time())
-        with self._lock:
-            if tool is None:
-                self._global = state
-                self._env.engaged = engaged
-                return state
-            before = frozenset(self._tools)
-            if engaged:
-                self._tools[tool] = state
-            else:
-                self._tools.pop(tool, None)
-            after = frozenset(self._tools)
-            if after != before:
-                self._rebuild(after)
-        return state
+        if engaged:
+            self._store.engage(tool, reason=reason, who=changed_by)
+        else:
+            self._store.release(tool, reason=reason, who=changed_by)

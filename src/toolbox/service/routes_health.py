@@ -37,12 +37,16 @@ def _probe(service: Service) -> dict[str, str]:
         except Exception as exc:  # noqa: BLE001 - any failure means not ready; the type is logged
             LOGGER.warning("readyz: audit store unavailable (%s)", type(exc).__name__)
             checks["audit"] = "unavailable"
-    try:
-        service.approvals.store.get("readyz")
-        checks["approvals"] = "ok"
-    except Exception as exc:  # noqa: BLE001 - as above
-        LOGGER.warning("readyz: approval store unavailable (%s)", type(exc).__name__)
-        checks["approvals"] = "unavailable"
+    for name, probe in (
+        ("approvals", lambda: service.approvals.store.get("readyz")),
+        ("kill_switch", service.served.kill_switch.global_state),
+    ):
+        try:
+            probe()
+            checks[name] = "ok"
+        except Exception as exc:  # noqa: BLE001 - as above
+            LOGGER.warning("readyz: %s store unavailable (%s)", name, type(exc).__name__)
+            checks[name] = "unavailable"
     return checks
 
 

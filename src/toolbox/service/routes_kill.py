@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Request
+from starlette.concurrency import run_in_threadpool
 
+from toolbox.pipeline.state_ports import StateUnavailableError
 from toolbox.service.access import AsAdmin, Caller
 from toolbox.service.body import read_json_object
 from toolbox.service.problems import Problem
@@ -17,8 +19,17 @@ __all__ = ["change_switch", "router", "switch_document"]
 router = APIRouter(prefix="/v1/kill-switch", tags=["kill switch"])
 
 
-def switch_document(service: Service) -> dict[str, Any]:
-    """The switches as JSON."""
+def _unavailable(trace_id: str) -> Problem:
+    return Problem(
+        503,
+        "STATE_UNAVAILABLE",
+        "the governance state store is unavailable",
+        rule="state:kill_switch",
+        trace_id=trace_id,
+    )
+
+
+def _document(service: Service) -> dict[str, Any]:
     control = service.served.kill_switch
     return {
         "global": control.global_state().as_dict(),
@@ -27,10 +38,18 @@ def switch_document(service: Service) -> dict[str, Any]:
     }
 
 
+async def switch_document(service: Service, trace_id: str) -> dict[str, Any]:
+    """The switches as JSON (read off the event loop: the store may be remote)."""
+    try:
+        return await run_in_threadpool(_document, service)
+    except StateUnavailableError:
+        raise _unavailable(trace_id) from None
+
+
 @router.get("")
 async def read_switch(request: Request, caller: AsAdmin) -> dict[str, Any]:
     """The global switch, the environment's and every stopped tool."""
-    return switch_document(service_of(request))
+    return await switch_document(service_of(request), caller.trace_id)
 
 
 async def change_switch(
@@ -46,7 +65,13 @@ async def change_switch(
             trace_id=caller.trace_id,
             field_path="tool",
         )
-    service.served.kill_switch.set(tool, engaged=engaged, reason=reason, changed_by=caller.identity.principal)
+    control = service.served.kill_switch
+    try:
+        await run_in_threadpool(
+            lambda: control.set(tool, engaged=engaged, reason=reason, changed_by=caller.identity.principal)
+        )
+    except StateUnavailableError:
+        raise _unavailable(caller.trace_id) from None
     await service.audit.decided(
         "kill_switch",
         "ENGAGED" if engaged else "RELEASED",
@@ -84,4 +109,4 @@ async def set_switch(request: Request, caller: AsAdmin) -> dict[str, Any]:
         )
     reason = text_field(body, "reason", caller.trace_id, required=True)
     await change_switch(service, caller, tool, engaged, reason)
-    return switch_document(service)
+    return await switch_document(service, caller.trace_id)

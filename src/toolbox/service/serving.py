@@ -1,13 +1,14 @@
-"""`ServedGateway`: the gateway the service calls through, rebuilt when a tool is stopped.
+"""`ServedGateway`: the catalog, gateway and governance state the service calls through.
 
-A per-tool kill switch is part of a chain's configuration, so stopping a tool
-builds a new `Catalog` over the same registered tools, the same policy and
-the same audit trail, and swaps the gateway in one assignment: calls already
-running finish on the old one, new calls take the new one.
+The service always has a kill-switch store and an approval store: those of
+the code's `Governance(state=...)`, else of the policy file's ``[state]``,
+else this process's memory. Approval requests are submitted to the store by
+the chain itself; the console and the API decide them there.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import final
 
@@ -15,15 +16,38 @@ from toolbox.audit.trail import AuditTrail
 from toolbox.catalog import Catalog
 from toolbox.gateway import Gateway
 from toolbox.governance import Governance
+from toolbox.pipeline.state_ports import ApprovalStore
 from toolbox.policy import ToolPolicy
 from toolbox.service.kill_switch import KillSwitchControl
+from toolbox.state.config import GovernanceState, state_from_config
+from toolbox.state.memory import MemoryApprovalStore, MemoryKillSwitchStore
 
-__all__ = ["ServedGateway"]
+__all__ = ["ServedGateway", "service_state"]
+
+
+def service_state(
+    policy: ToolPolicy, governance: Governance, approvals: ApprovalStore | None
+) -> GovernanceState:
+    """The governance state the service runs on, with a kill-switch and an approval store."""
+    state = governance.state
+    if state is None and "state" in policy.governance:
+        state = state_from_config(policy.governance["state"], source=policy.source or "policy")
+    if state is None:
+        # This process alone: a change of a memory switch is seen by the next call.
+        state = GovernanceState(kill_switch_refresh=0.0)
+    changes: dict[str, object] = {}
+    if state.kill is None:
+        changes["kill"] = MemoryKillSwitchStore()
+    if approvals is not None:
+        changes["approvals"] = approvals
+    elif state.approvals is None:
+        changes["approvals"] = MemoryApprovalStore()
+    return dataclasses.replace(state, **changes) if changes else state  # type: ignore[arg-type]
 
 
 @final
 class ServedGateway:
-    """Loads the catalog once (discovery + policy) and owns the current `Gateway`.
+    """Loads the catalog once (discovery + policy) and owns the `Gateway`.
 
     Args:
         policy: the policy every call is decided by.
@@ -31,9 +55,10 @@ class ServedGateway:
         discover: load the ``toolbox.providers`` entry points.
         env: the environment for acknowledgements and the kill switch variable.
         governance: the chain's configuration from code (the policy file adds its own).
+        approvals: the approval store, overriding the state's.
     """
 
-    __slots__ = ("_base", "_catalog", "_gateway", "kill_switch")
+    __slots__ = ("_catalog", "_gateway", "approvals", "kill_switch")
 
     def __init__(
         self,
@@ -43,43 +68,37 @@ class ServedGateway:
         discover: bool = True,
         env: Mapping[str, str],
         governance: Governance | None = None,
+        approvals: ApprovalStore | None = None,
     ) -> None:
-        self.kill_switch = KillSwitchControl(env, self._rebuild)
         base = governance if governance is not None else Governance()
+        state = service_state(policy, base, approvals)
+        assert state.kill is not None and state.approvals is not None
         self._catalog = Catalog.load(
-            policy=policy, providers=providers, discover=discover, env=self.kill_switch.env, governance=base
+            policy=policy,
+            providers=providers,
+            discover=discover,
+            env=env,
+            governance=base.replace(state=state),
         )
-        # Rebuilds reuse the trail the first load built from the policy file, never a second one.
-        self._base = base.replace(audit=self._catalog.audit)
         self._gateway = Gateway(self._catalog)
+        self.kill_switch = KillSwitchControl(state.kill, env)
+        #: Where approval requests wait for a decision.
+        self.approvals: ApprovalStore = state.approvals
 
     @property
     def gateway(self) -> Gateway:
-        """The gateway new calls go through."""
+        """The gateway every call goes through."""
         return self._gateway
 
     @property
     def catalog(self) -> Catalog:
-        """The current catalog."""
+        """The catalog."""
         return self._catalog
 
     @property
     def audit(self) -> AuditTrail | None:
         """The audit trail (the policy file's ``[audit]`` or the code's)."""
         return self._catalog.audit
-
-    def _rebuild(self, stopped: frozenset[str]) -> None:
-        old = self._catalog
-        registered = [entry.registered for name in old.names() if (entry := old.entry(name)) is not None]
-        catalog = Catalog(
-            old.policy,
-            registered,
-            broken=old.broken_providers,
-            blocked=old.blocked_distributions,
-            env=self.kill_switch.env,
-            governance=self._base.replace(disabled_tools=tuple(sorted(stopped))),
-        )
-        self._catalog, self._gateway = catalog, Gateway(catalog)
 
     def close(self) -> None:
         """Close the gateway's tools and the audit trail."""

@@ -16,15 +16,14 @@ __all__ = ["ServiceSettings"]
 class ServiceSettings:
     """How the service behaves; every field has a safe default.
 
-    ``secret`` signs console sessions, CSRF tokens and approval grants. Every
-    replica behind one load balancer must share it (``toolbox serve
-    --secret-file``); the default is random per process, so a restart logs
-    everyone out and voids granted approvals.
+    ``secret`` signs console sessions and CSRF tokens. Every replica behind
+    one load balancer must share it (``toolbox serve --secret-file``); the
+    default is random per process, so a restart signs everyone out. (How long
+    approvals wait and stay redeemable is the ``[state]`` section's
+    ``approval_ttl`` and ``grant_ttl``.)
     """
 
     secret: bytes = field(default_factory=lambda: secrets.token_bytes(32), repr=False)
-    #: How long a pending approval may be decided and then redeemed.
-    approval_ttl_seconds: float = 900.0
     #: How long a console session lasts after login.
     session_ttl_seconds: float = 1800.0
     #: Request bodies above this are refused with 413 before they are parsed.
@@ -37,7 +36,7 @@ class ServiceSettings:
     def __post_init__(self) -> None:
         if not isinstance(self.secret, bytes) or len(self.secret) < 16:
             raise ConfigurationError("the service secret must be at least 16 bytes")
-        for name in ("approval_ttl_seconds", "session_ttl_seconds"):
+        for name in ("session_ttl_seconds",):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
                 raise ConfigurationError(f"{name} must be a positive number of seconds")

@@ -12,7 +12,10 @@ from toolbox.policy import ToolPolicy
 from toolbox.service.app import create_app, read_secret
 from toolbox.service.settings import ServiceSettings
 
-__all__ = ["app_from_policy_file"]
+__all__ = ["app_from_environment", "app_from_policy_file"]
+
+POLICY_ENV = "TOOLBOX_POLICY"
+SECRET_FILE_ENV = "TOOLBOX_SERVICE_SECRET_FILE"  # noqa: S105 - the name of a variable, not a secret
 
 
 def app_from_policy_file(
@@ -36,3 +39,15 @@ def app_from_policy_file(
         ServiceSettings(secret=read_secret(secret_file)) if secret_file is not None else ServiceSettings()
     )
     return create_app(policy=policy, authenticator=authenticator, settings=settings, console=console)
+
+
+def app_from_environment() -> FastAPI:
+    """The app of the policy file ``$TOOLBOX_POLICY``, authenticated by its ``[auth]``.
+
+    For ``uvicorn --factory toolbox.service:app_from_environment`` and gunicorn.
+    ``$TOOLBOX_SERVICE_SECRET_FILE`` names the shared secret of several replicas.
+    """
+    path = os.environ.get(POLICY_ENV)
+    if not path:
+        raise ConfigurationError(f"set {POLICY_ENV} to the policy file the service enforces")
+    return app_from_policy_file(path, secret_file=os.environ.get(SECRET_FILE_ENV))
