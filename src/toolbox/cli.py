@@ -848,6 +848,9 @@ def _parser() -> argparse.ArgumentParser:
     from toolbox.cli_kill import add_kill
 
     add_kill(commands, common)
+    from toolbox.cli_serve import add_serve
+
+    add_serve(commands, common)
     return parser
 
 

@@ -19,9 +19,19 @@ SECRET_FILE_ENV = "TOOLBOX_SERVICE_SECRET_FILE"  # noqa: S105 - the name of a va
 
 
 def app_from_policy_file(
-    path: str | os.PathLike[str], *, secret_file: str | os.PathLike[str] | None = None, console: bool = True
+    path: str | os.PathLike[str],
+    *,
+    secret_file: str | os.PathLike[str] | None = None,
+    console: bool = True,
+    secure_cookies: bool = False,
 ) -> FastAPI:
     """The service enforcing the policy file at ``path``.
+
+    Args:
+        path: the policy file; its ``[auth]`` is required, its ``[audit]`` and ``[state]`` are used.
+        secret_file: the secret every replica shares (sessions, CSRF); default: random per process.
+        console: serve the operator console under ``/console``.
+        secure_cookies: mark cookies ``Secure`` although requests arrive over plain HTTP (TLS proxy).
 
     Raises:
         PolicyFileError: the file is missing or malformed.
