@@ -417,3 +417,17 @@ def test_readyz_reports_an_unavailable_audit_store(tmp_path: Path) -> None:
         ready = service.get("/readyz")
         assert ready.status_code == 503 and ready.json()["checks"]["audit"] == "unavailable"
         assert "store down" not in ready.text
+
+
+def test_docs_status_table_matches_the_mapping() -> None:
+    """docs/service.md's status table says what STATUS_HTTP and REASON_HTTP do."""
+    import re
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "service.md").read_text(encoding="utf-8")
+    section = text.split("### Status to HTTP", 1)[1].split("###", 1)[0]
+    documented: dict[str, int] = {}
+    for codes, status in re.findall(r"^\| (`[^|]+`)[^|]* \| (\d{3}) \|", section, re.M):
+        for code in re.findall(r"`([A-Z_]+)`", codes):
+            documented[code] = int(status)
+    mapping = {s.value: code for s, code in STATUS_HTTP.items()} | REASON_HTTP
+    assert documented == mapping
