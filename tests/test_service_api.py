@@ -431,3 +431,20 @@ def test_docs_status_table_matches_the_mapping() -> None:
             documented[code] = int(status)
     mapping = {s.value: code for s, code in STATUS_HTTP.items()} | REASON_HTTP
     assert documented == mapping
+
+
+def test_mcp_endpoint_is_mounted_only_when_the_mcp_room_exists(sqlite_service: Deployment) -> None:
+    """/mcp answers (401 without credentials) when toolbox.mcp provides McpHttpApp; else 404."""
+    import importlib.util
+
+    try:
+        present = importlib.util.find_spec("toolbox.mcp") is not None
+        if present:
+            import toolbox.mcp
+
+            present = hasattr(toolbox.mcp, "McpHttpApp")
+    except ImportError:
+        present = False
+    response = sqlite_service.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "initialize"})
+    assert response.status_code == (401 if present else 404)
+    assert RUNS == {}

@@ -70,7 +70,11 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     except ImportError:
         raise ConfigurationError(_INSTALL) from None
     app = app_from_policy_file(
-        policy, secret_file=args.secret_file, console=not args.no_console, secure_cookies=args.secure_cookies
+        policy,
+        secret_file=args.secret_file,
+        console=not args.no_console,
+        secure_cookies=args.secure_cookies,
+        host=args.host,
     )
     if not _loopback(args.host) and not args.tls_cert:
         print(

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
+from starlette.routing import Route
 
 from toolbox.auth import Authenticator
 from toolbox.errors import ConfigurationError
@@ -51,6 +52,7 @@ def create_app(
     approvals: ApprovalStore | None = None,
     settings: ServiceSettings | None = None,
     console: bool = True,
+    mcp_options: Mapping[str, Any] | None = None,
 ) -> FastAPI:
     """The service over the tools ``policy`` allows, for callers ``authenticator`` accepts.
 
@@ -65,6 +67,8 @@ def create_app(
         approvals: where approval requests are kept, overriding the state's.
         settings: the service's knobs; see `ServiceSettings`.
         console: serve the operator console under ``/console``.
+        mcp_options: options of the MCP endpoint mounted at ``/mcp`` when `toolbox.mcp` is
+            installed (e.g. ``host`` and ``allowed_hosts`` for its Host/Origin checks).
     """
     if authenticator is None or not callable(getattr(authenticator, "authenticate", None)):
         raise ConfigurationError("the service needs an authenticator: there is no anonymous mode")
@@ -81,10 +85,18 @@ def create_app(
     desk = ApprovalDesk(served.approvals, audit)
     service = Service(served, authenticator, chosen, desk, audit)
 
+    mcp = _mcp_endpoint(served, authenticator, mcp_options or {})
+
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        yield
-        served.close()
+        try:
+            if mcp is not None:
+                async with mcp.lifespan():  # a routed app's own lifespan is not run by Starlette
+                    yield
+            else:
+                yield
+        finally:
+            served.close()
 
     app = FastAPI(
         title="toolbox governance service",
@@ -101,23 +113,34 @@ def create_app(
         from toolbox.service.console import mount_console
 
         mount_console(app, _derived(chosen.secret, b"console"))
-    _mount_mcp(app, authenticator, served)
+    if mcp is not None:
+        app.router.routes.append(Route("/mcp", endpoint=mcp))
     return app
 
 
-def _mount_mcp(app: FastAPI, authenticator: Authenticator, served: ServedGateway) -> None:
-    """Mount ``toolbox.mcp``'s streamable-HTTP app at ``/mcp`` when that room is installed.
+def _mcp_endpoint(served: ServedGateway, authenticator: Authenticator, options: Mapping[str, Any]) -> Any:
+    """OPTIONAL: the MCP room's streamable-HTTP endpoint, or None while `toolbox.mcp` is absent.
 
-    Optional: it activates once `toolbox.mcp` exists and provides ``create_asgi_app``.
+    Activates by itself once `toolbox.mcp` (the MCP issue, ``toolbox-registry[mcp]``) is
+    installed and provides ``McpHttpApp(gateway, authenticator, **options)``; imported by name
+    so the service neither needs that room nor breaks without it.
     """
-    if importlib.util.find_spec("toolbox.mcp") is None:
-        return
-    module: Any = importlib.import_module("toolbox.mcp")
-    factory = getattr(module, "create_asgi_app", None)
+    try:
+        spec = importlib.util.find_spec("toolbox.mcp")
+    except ImportError:  # the room exists but its SDK is not installed
+        return None
+    if spec is None:
+        return None
+    try:
+        module: Any = importlib.import_module("toolbox.mcp")
+    except ImportError:
+        LOGGER.info("toolbox.mcp is present but its extra is not installed; /mcp is not served")
+        return None
+    factory = getattr(module, "McpHttpApp", None)
     if factory is None:
-        LOGGER.info("toolbox.mcp has no create_asgi_app; /mcp is not mounted")
-        return
-    app.mount("/mcp", factory(served.gateway, authenticator=authenticator))
+        LOGGER.info("toolbox.mcp has no McpHttpApp; /mcp is not served")
+        return None
+    return factory(served.gateway, authenticator, **options)
 
 
 def read_secret(path: str | os.PathLike[str]) -> bytes:

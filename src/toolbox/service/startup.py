@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import ipaddress
 import os
 
 from fastapi import FastAPI
@@ -24,6 +26,7 @@ def app_from_policy_file(
     secret_file: str | os.PathLike[str] | None = None,
     console: bool = True,
     secure_cookies: bool = False,
+    host: str = "127.0.0.1",
 ) -> FastAPI:
     """The service enforcing the policy file at ``path``.
 
@@ -32,6 +35,7 @@ def app_from_policy_file(
         secret_file: the secret every replica shares (sessions, CSRF); default: random per process.
         console: serve the operator console under ``/console``.
         secure_cookies: mark cookies ``Secure`` although requests arrive over plain HTTP (TLS proxy).
+        host: the address served (the MCP endpoint's Host/Origin checks use it).
 
     Raises:
         PolicyFileError: the file is missing or malformed.
@@ -45,10 +49,25 @@ def app_from_policy_file(
             f"{os.fspath(path)}: the service needs an [auth] section (api_keys and/or [auth.jwt]); "
             "there is no anonymous mode"
         )
-    settings = (
-        ServiceSettings(secret=read_secret(secret_file)) if secret_file is not None else ServiceSettings()
+    settings = ServiceSettings(force_secure_cookies=secure_cookies)
+    if secret_file is not None:
+        settings = dataclasses.replace(settings, secret=read_secret(secret_file))
+    return create_app(
+        policy=policy,
+        authenticator=authenticator,
+        settings=settings,
+        console=console,
+        mcp_options=_mcp_options(host),
     )
-    return create_app(policy=policy, authenticator=authenticator, settings=settings, console=console)
+
+
+def _mcp_options(host: str) -> dict[str, object]:
+    """The MCP endpoint's Host/Origin settings: a non-loopback bind address is the allowed host."""
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = host == "localhost"
+    return {"host": host} if loopback else {"host": host, "allowed_hosts": (host,)}
 
 
 def app_from_environment() -> FastAPI:
