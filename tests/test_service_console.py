@@ -210,3 +210,47 @@ def check_login(service: Deployment, client: httpx.Client) -> None:
     assert page.status_code == 200 and "default-src 'none'" in page.headers["content-security-policy"]
     tampered = httpx.get(service.url + "/console/tools", cookies={"toolbox_session": "e30.abc"})
     assert tampered.status_code == 303 and tampered.headers["location"] == "/console/login"
+
+
+def test_cookies_are_secure_on_tls_and_behind_a_tls_proxy() -> None:
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+    from toolbox.auth import Identity
+    from toolbox.service.console_session import Sessions
+
+    identity = Identity("acme", "bob", frozenset({"approver"}), None, "api-key:bob")
+
+    def cookie(scheme: str, *, force: bool) -> str:
+        request = Request(
+            {"type": "http", "scheme": scheme, "headers": [], "server": ("x", 443), "path": "/"}
+        )
+        response = Response()
+        Sessions(b"k" * 32, ttl=60, force_secure=force).start(response, request, identity)
+        return response.headers["set-cookie"]
+
+    assert "Secure" in cookie("https", force=False)
+    assert "Secure" in cookie("http", force=True)
+    assert "Secure" not in cookie("http", force=False)
+
+
+def test_a_session_signed_with_another_key_or_expired_is_refused() -> None:
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+    from toolbox.auth import Identity
+    from toolbox.service.console_session import Sessions
+
+    identity = Identity("acme", "bob", frozenset({"approver"}), None, "api-key:bob")
+    scope = {"type": "http", "scheme": "http", "headers": [], "server": ("x", 80), "path": "/"}
+    response = Response()
+    Sessions(b"a" * 32, ttl=60, force_secure=False).start(response, Request(scope), identity)
+    value = response.headers["set-cookie"].split(";", 1)[0].split("=", 1)[1]
+    with_cookie = {**scope, "headers": [(b"cookie", f"toolbox_session={value}".encode())]}
+    assert Sessions(b"a" * 32, ttl=60, force_secure=False).read(Request(with_cookie)) is not None
+    assert Sessions(b"b" * 32, ttl=60, force_secure=False).read(Request(with_cookie)) is None
+    expired = Response()
+    Sessions(b"a" * 32, ttl=-1, force_secure=False).start(expired, Request(scope), identity)
+    old = expired.headers["set-cookie"].split(";", 1)[0].split("=", 1)[1]
+    stale = {**scope, "headers": [(b"cookie", f"toolbox_session={old}".encode())]}
+    assert Sessions(b"a" * 32, ttl=60, force_secure=False).read(Request(stale)) is None
