@@ -24,7 +24,14 @@ from toolbox.errors import ConfigurationError
 from toolbox.governance import Governance
 from toolbox.pipeline.state_ports import ApprovalStore
 from toolbox.policy import ToolPolicy
-from toolbox.service import routes_approvals, routes_audit, routes_health, routes_kill, routes_tools
+from toolbox.service import (
+    routes_approvals,
+    routes_audit,
+    routes_health,
+    routes_kill,
+    routes_tools,
+    routes_turns,
+)
 from toolbox.service.approvals import ApprovalDesk
 from toolbox.service.audit_log import ServiceAudit
 from toolbox.service.problems import install_problem_handlers
@@ -53,6 +60,7 @@ def create_app(
     settings: ServiceSettings | None = None,
     console: bool = True,
     mcp_options: Mapping[str, Any] | None = None,
+    turn_model: object | None = None,
 ) -> FastAPI:
     """The service over the tools ``policy`` allows, for callers ``authenticator`` accepts.
 
@@ -69,6 +77,7 @@ def create_app(
         console: serve the operator console under ``/console``.
         mcp_options: options of the MCP endpoint mounted at ``/mcp`` when `toolbox.mcp` is
             installed (e.g. ``host`` and ``allowed_hosts`` for its Host/Origin checks).
+        turn_model: a pydantic-ai model (or model name) for ``POST /v1/turns``; None: no turns.
     """
     if authenticator is None or not callable(getattr(authenticator, "authenticate", None)):
         raise ConfigurationError("the service needs an authenticator: there is no anonymous mode")
@@ -106,8 +115,13 @@ def create_app(
         redoc_url=None,
     )
     app.state.service = service
+    app.state.turns = None
+    if turn_model is not None:
+        from toolbox.service.turns import TurnRunner
+
+        app.state.turns = TurnRunner(served.gateway, turn_model)
     install_problem_handlers(app)
-    for module in (routes_tools, routes_audit, routes_approvals, routes_kill, routes_health):
+    for module in (routes_tools, routes_turns, routes_audit, routes_approvals, routes_kill, routes_health):
         app.include_router(module.router)
     if console:
         from toolbox.service.console import mount_console
