@@ -194,6 +194,7 @@ def deployment(
     tools: tuple[object, ...] = TOOLS,
     mode: str = "STRICT",
     sink: AuditSink | None = None,
+    state: Any = None,
     **app_options: Any,
 ) -> Iterator[Deployment]:
     """The service over ``tools`` with a ``kind`` audit store (or ``sink``), on a live loopback server."""
@@ -216,7 +217,9 @@ def deployment(
         providers=tools,
         discover=False,
         env={},
-        governance=Governance(audit=trail, interceptors=[RateLimit()], mappers={"refund": refund_mapper}),
+        governance=Governance(
+            audit=trail, interceptors=[RateLimit()], mappers={"refund": refund_mapper}, state=state
+        ),
         settings=settings,
         console=console,
         **app_options,

@@ -448,3 +448,43 @@ def test_mcp_endpoint_is_mounted_only_when_the_mcp_room_exists(sqlite_service: D
     response = sqlite_service.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "initialize"})
     assert response.status_code == (401 if present else 404)
     assert RUNS == {}
+
+
+def test_an_unavailable_state_store_is_503_and_runs_nothing(tmp_path: Path) -> None:
+    from toolbox.pipeline.state_ports import StateUnavailableError
+    from toolbox.state.config import GovernanceState
+    from toolbox.state.memory import MemoryApprovalStore, MemoryKillSwitchStore
+
+    down = {"approvals": False, "kill": False}
+
+    class Approvals:
+        def __init__(self) -> None:
+            self.inner = MemoryApprovalStore()
+
+        def __getattr__(self, name: str):
+            if down["approvals"]:
+                raise StateUnavailableError("approval store down")
+            return getattr(self.inner, name)
+
+    class Kill(MemoryKillSwitchStore):
+        def engaged(self):
+            if down["kill"]:
+                raise StateUnavailableError("kill store down")
+            return super().engaged()
+
+    state = GovernanceState(kill=Kill(), approvals=Approvals(), kill_switch_refresh=0.0)
+    with deployment(tmp_path, state=state) as service:
+        approval = raise_approval(service)
+        down["approvals"] = True
+        problem(decide(service, "bob", approval["id"]), 503, "STATE_UNAVAILABLE")
+        problem(service.get("/v1/approvals", "bob"), 503, "STATE_UNAVAILABLE")
+        problem(redeem(service, approval["id"]), 503, "STATE_UNAVAILABLE")
+        ready = service.get("/readyz")
+        assert ready.status_code == 503 and ready.json()["checks"]["approvals"] == "unavailable"
+        down["approvals"], down["kill"] = False, True
+        problem(service.get("/v1/kill-switch", "carol"), 503, "STATE_UNAVAILABLE")
+        body = problem(
+            service.invoke("alice", "echo", {"text": "x"}, purpose="Greet"), 503, "STATE_UNAVAILABLE"
+        )
+        assert body["tool_status"] == "DENIED"
+        assert RUNS["echo"] == 0 and RUNS["transfer"] == 0

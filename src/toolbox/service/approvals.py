@@ -17,18 +17,21 @@ Every refusal and every decision is an audit event in the call's trace.
 from __future__ import annotations
 
 import time
-from typing import Any, final
+from collections.abc import Callable
+from typing import Any, TypeVar, final
 
 from starlette.concurrency import run_in_threadpool
 
 from toolbox.auth import Identity
 from toolbox.pipeline.grants import Approval, PendingApproval
 from toolbox.pipeline.result import ToolResult
-from toolbox.pipeline.state_ports import ApprovalDecisionError, ApprovalStore
+from toolbox.pipeline.state_ports import ApprovalDecisionError, ApprovalStore, StateUnavailableError
 from toolbox.service.audit_log import ServiceAudit
 from toolbox.service.problems import Problem
 
-__all__ = ["ApprovalDesk", "approval_document"]
+__all__ = ["ApprovalDesk", "approval_document", "store_call"]
+
+T = TypeVar("T")
 
 _DECISION_HTTP = {"UNKNOWN_REQUEST": 404, "ALREADY_DECIDED": 409, "EXPIRED": 409, "SELF_APPROVAL": 403}
 _REDEEM_REFUSALS = {
@@ -37,6 +40,20 @@ _REDEEM_REFUSALS = {
     "expired": ("APPROVAL_EXPIRED", "the approval has expired"),
     "used": ("APPROVAL_USED", "the approval was already used"),
 }
+
+
+async def store_call(trace_id: str, call: Callable[[], T]) -> T:
+    """Run a store call off the event loop; a store that does not answer is a 503 problem."""
+    try:
+        return await run_in_threadpool(call)
+    except StateUnavailableError:
+        raise Problem(
+            503,
+            "STATE_UNAVAILABLE",
+            "the approval store is unavailable",
+            rule="state:approvals",
+            trace_id=trace_id,
+        ) from None
 
 
 def approval_document(pending: PendingApproval) -> dict[str, Any]:
@@ -78,16 +95,18 @@ class ApprovalDesk:
         """The stored request of an APPROVAL_REQUIRED ``result`` (submitted by the chain)."""
         request = result.approval
         assert request is not None
-        pending = await run_in_threadpool(self.store.get, request.id)
+        pending = await store_call(run_id, lambda: self.store.get(request.id))
         if pending is None:  # a store that dropped it at once (full): keep it visible anyway
             now = time.time()
             pending = PendingApproval(request, intent_kind, intent_text, run_id, now, now + 3600.0)
-            await run_in_threadpool(self.store.submit, pending)
+            await store_call(run_id, lambda: self.store.submit(pending))
         return pending
 
     async def visible(self, request_id: str, identity: Identity, trace_id: str) -> PendingApproval:
         """The approval ``request_id`` of the caller's tenant, else an audited 404."""
-        pending = await run_in_threadpool(self.store.get, request_id) if _plausible(request_id) else None
+        pending = (
+            await store_call(trace_id, lambda: self.store.get(request_id)) if _plausible(request_id) else None
+        )
         if pending is None or pending.request.tenant != identity.tenant:
             # Another tenant's approval is indistinguishable from none at all.
             await self._audit.refused(
@@ -108,10 +127,11 @@ class ApprovalDesk:
         """Record an approver's decision, or an audited problem (404, 403 four eyes, 409)."""
         pending = await self.visible(request_id, identity, trace_id)
         try:
-            decided = await run_in_threadpool(
+            decided = await store_call(
+                trace_id,
                 lambda: self.store.decide(
                     request_id, approve=approve, decided_by=identity.principal, reason=reason
-                )
+                ),
             )
         except ApprovalDecisionError as exc:
             await self._audit.refused(

@@ -22,7 +22,7 @@ from starlette.datastructures import FormData
 from starlette.responses import RedirectResponse, Response
 
 from toolbox.service.access import Caller, authenticate_token, check_role
-from toolbox.service.approvals import approval_document
+from toolbox.service.approvals import approval_document, store_call
 from toolbox.service.audit_reads import EventFilter, TenantAudit
 from toolbox.service.console_session import ConsoleSession, Sessions
 from toolbox.service.console_views import OUTCOMES, pretty, tool_rows, trace_rows, when
@@ -222,8 +222,9 @@ async def _approvals(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     store = service.approvals.store
     tenant = session.identity.tenant
-    pending = await run_in_threadpool(lambda: store.list(tenant=tenant, state="pending", limit=200))
-    recent = await run_in_threadpool(lambda: store.list(tenant=tenant, state=None, limit=200))
+    trace_id = new_trace_id()
+    pending = await store_call(trace_id, lambda: store.list(tenant=tenant, state="pending", limit=200))
+    recent = await store_call(trace_id, lambda: store.list(tenant=tenant, state=None, limit=200))
     decided = [p for p in recent if p.state != "pending"]
     return [approval_document(p) for p in pending], [approval_document(p) for p in decided]
 
@@ -236,9 +237,14 @@ async def approvals_page(request: Request, notice: str | None = None) -> Respons
         return _login_redirect()
     service = service_of(request)
     can_decide = "approver" in session.identity.roles
-    pending, decided = (
-        await _approvals(service, session) if can_decide or "auditor" in session.identity.roles else ([], [])
-    )
+    try:
+        pending, decided = (
+            await _approvals(service, session)
+            if can_decide or "auditor" in session.identity.roles
+            else ([], [])
+        )
+    except Problem as problem:
+        return _refusal(request, session, problem)
     message = {"approved": "Approved.", "denied": "Denied."}.get(notice or "")
     return _page(
         request,

@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Query, Request
-from starlette.concurrency import run_in_threadpool
 
 from toolbox.pipeline.grants import APPROVAL_STATES
 from toolbox.service.access import AnyCaller, AsApprover
-from toolbox.service.approvals import approval_document
+from toolbox.service.approvals import approval_document, store_call
 from toolbox.service.body import read_json_object
 from toolbox.service.problems import Problem
 from toolbox.service.service import service_of
@@ -41,8 +40,9 @@ async def list_approvals(
             field_path="state",
         )
     store = service_of(request).approvals.store
-    items = await run_in_threadpool(
-        lambda: store.list(tenant=caller.identity.tenant, state=wanted, limit=limit, cursor=cursor)
+    tenant = caller.identity.tenant
+    items = await store_call(
+        caller.trace_id, lambda: store.list(tenant=tenant, state=wanted, limit=limit, cursor=cursor)
     )
     return {
         "approvals": [approval_document(p) for p in items],

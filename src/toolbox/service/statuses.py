@@ -29,6 +29,7 @@ STATUS_HTTP: dict[Status, int] = {
 REASON_HTTP: dict[str, int] = {
     "TOOL_UNAVAILABLE": 404,
     "AUDIT_UNAVAILABLE": 503,
+    "STATE_UNAVAILABLE": 503,
     "RATE_LIMITED": 429,
     "BUDGET_EXHAUSTED": 429,
 }
