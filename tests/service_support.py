@@ -7,6 +7,7 @@ file and JWT helpers, through the real `toolbox.auth` authenticator.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import threading
 import time
@@ -86,7 +87,15 @@ class RateLimit:
         return invocation.denied("RATE_LIMITED", "test:rate_limit", "too many calls")
 
 
-TOOLS = (echo, transfer, broken, limited, refund)
+@tool(risk=RiskClass.EXTERNAL_RESOURCE, effect=Effect.UNSAFE)
+async def slow_write(amount: int) -> str:
+    """A write that outlives its timeout: the effect is uncertain."""
+    RUNS["slow_write"] += 1
+    await asyncio.sleep(5)
+    return "written"
+
+
+TOOLS = (echo, transfer, broken, limited, refund, slow_write)
 ISSUER, AUDIENCE = "https://idp.test", "toolbox"
 
 USERS: dict[str, dict[str, Any]] = {
@@ -212,13 +221,17 @@ def deployment(
         sink, cleanup = make_sink(kind, tmp_path)
     trail = AuditTrail(sink, mode=mode, fallback_path=tmp_path / "fallback.jsonl")
     app = create_app(
-        policy=ToolPolicy.standard(),
+        policy=ToolPolicy.standard().allow("slow_write"),
         authenticator=authenticator,
         providers=tools,
         discover=False,
         env={},
         governance=Governance(
-            audit=trail, interceptors=[RateLimit()], mappers={"refund": refund_mapper}, state=state
+            audit=trail,
+            interceptors=[RateLimit()],
+            mappers={"refund": refund_mapper},
+            timeouts={"slow_write": 0.2},
+            state=state,
         ),
         settings=settings,
         console=console,

@@ -165,6 +165,10 @@ def test_status_mapping_over_http(sqlite_service: Deployment) -> None:
     problem(limited, 429, "RATE_LIMITED")
     assert limited.headers["retry-after"] == "1"
     assert (RUNS["broken"], RUNS["refund"], RUNS["limited"]) == (1, 1, 0)
+    uncertain = service.invoke("alice", "slow_write", {"amount": 1}, audit_as="Write slowly")
+    body = problem(uncertain, 502, uncertain.json()["reason_code"])
+    assert body["tool_status"] == "UNCERTAIN_EFFECT" and body["uncertain_effect"] is True
+    assert RUNS["slow_write"] == 1
 
 
 def test_audit_unavailable_in_strict_is_503_with_zero_runs(tmp_path: Path) -> None:
