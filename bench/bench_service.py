@@ -120,6 +120,7 @@ def serve(port: int, directory: Path, postgres_url: str | None, schema: str) -> 
         port=port,
         log_level="warning",
         access_log=False,
+        timeout_keep_alive=60,
     )
 
 

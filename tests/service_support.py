@@ -113,7 +113,11 @@ class LiveServer:
     """uvicorn serving ``app`` on 127.0.0.1 at a free port, in a thread."""
 
     def __init__(self, app: Any) -> None:
-        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
+        # A keep-alive longer than any pause of this busy machine: a connection closed by the
+        # server while the client sends its next request is a client-side ReadError, not a finding.
+        config = uvicorn.Config(
+            app, host="127.0.0.1", port=0, log_level="warning", lifespan="on", timeout_keep_alive=60
+        )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()

@@ -91,5 +91,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         log_level="info",
         server_header=False,
         proxy_headers=False,
+        # Longer than the idle timeout of common clients and proxies, so the server is not the one
+        # closing a kept-alive connection while a client sends its next request on it.
+        timeout_keep_alive=75,
     )
     return 0

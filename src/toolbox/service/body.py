@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
 from toolbox.service.problems import Problem
 
@@ -38,11 +38,17 @@ async def read_json_object(request: Request, limit: int, *, trace_id: str | None
         raise _too_large(limit, trace_id)
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise _too_large(limit, trace_id)
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise _too_large(limit, trace_id)
+            chunks.append(chunk)
+    except ClientDisconnect:
+        # Nobody is left to read an answer; nothing was parsed or run.
+        raise Problem(
+            400, "CLIENT_DISCONNECTED", "the client went away mid-body", rule="request", trace_id=trace_id
+        ) from None
     try:
         value = json.loads(b"".join(chunks), parse_constant=_refuse_constant)
     except (ValueError, RecursionError) as exc:
