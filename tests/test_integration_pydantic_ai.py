@@ -19,11 +19,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic_ai import Agent
-from pydantic_ai.exceptions import UnexpectedModelBehavior
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic_ai import Agent, RunContext
+from pydantic_ai.exceptions import ApprovalRequired, ModelRetry, ToolFailed, UnexpectedModelBehavior
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.test import TestModel
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved
+from pydantic_ai.usage import RunUsage
 
 from toolbox import (
     Effect,
@@ -340,6 +344,16 @@ def test_approval_required_defers_then_an_approval_runs_it_once():
     assert events(sink)[before:] == SUCCESS_EVENTS
 
 
+def test_the_run_can_resume_on_another_gateway_with_the_same_approver_secret():
+    _, _, _, first = first_wipe()
+    grant = grant_for(first)
+    elsewhere, script, sink, _ = setup()  # a fresh gateway, as in another process
+    script.steps = []
+    resume(elsewhere, first, deferred_results(approved={"w1": grant}))
+    assert RUNS == [("wipe", "db")]
+    assert events(sink) == SUCCESS_EVENTS
+
+
 def test_a_used_grant_cannot_run_the_call_again():
     agent, script, sink, first = first_wipe()
     results = deferred_results(approved={"w1": grant_for(first)})
@@ -362,6 +376,24 @@ def test_a_denial_runs_it_zero_times_and_the_model_reads_why():
     returned = script.returns()[-1]
     assert returned.content == "Not during business hours" and returned.outcome == "denied"
     assert events(sink)[before:] == []  # the tool was never reached again
+
+
+def test_a_recorded_denial_is_in_the_audit_trail():
+    agent, _, sink, first = first_wipe()
+    toolset = next(t for t in agent.toolsets if isinstance(t, GovernedToolset))
+    request = approval_requests(first.output)["w1"]
+    before = len(sink.records)
+    toolset.record_denial(request, context=CONTEXT)
+    resume(agent, first, deferred_results(denied={"w1": "no"}))
+    assert RUNS == []
+    (event,) = sink.records[before:]
+    decided = (event.type.value, event.status, event.reason_code)
+    assert decided == ("GOVERNANCE_DECISION", "DENIED", "APPROVAL_DENIED")
+    assert (event.tool, event.tenant, event.principal) == ("math.wipe", "acme", "alice")
+    assert event.rule_ids == ["approval:denied"]
+    bob = ExecutionContext(tenant="acme", principal="bob")
+    with pytest.raises(ValueError, match="another tenant or principal"):
+        toolset.record_denial(request, context=bob)
 
 
 def test_resuming_with_edited_arguments_is_refused_and_the_grant_survives():
@@ -608,6 +640,18 @@ def test_context_function_reads_the_context_from_deps():
     assert events(sink) == SUCCESS_EVENTS
 
 
+def test_pydantic_ai_wrappers_compose_with_the_toolset():
+    _, script, sink, gateway = setup()
+    toolset = GovernedToolset(gateway).filtered(lambda ctx, d: d.name.startswith("math__add")).prefixed("tb")
+    script.steps = [[call("tb_math__add", {"a": 2, "purpose": "Sum"})], [call("tb_math__wipe", WIPE, "w")]]
+    agent: Agent[Any, Any] = Agent(FunctionModel(script), toolsets=[toolset], output_type=str, retries=2)
+    assert asyncio.run(agent.run("go", deps=CONTEXT)).output == "done"
+    assert RUNS == [("add", (2, 10))]  # wipe was filtered out: never offered, never run
+    first, second = script.returns()
+    assert first.content == 12 and second.outcome == "retried"
+    assert events(sink) == SUCCESS_EVENTS
+
+
 def test_the_toolset_checks_its_arguments():
     with pytest.raises(TypeError, match=r"toolbox\.Gateway"):
         GovernedToolset(object())  # type: ignore[arg-type]
@@ -628,6 +672,47 @@ def test_approval_requests_refuses_tampered_metadata():
     first.output.metadata["w1"][REQUEST_KEY] = {"id": "x"}
     with pytest.raises(ValueError, match="not a toolbox approval request"):
         approval_requests(first.output)
+    first.output.metadata["w1"] = "not a mapping"  # type: ignore[assignment]
+    assert approval_requests(first.output) == {}  # not ours: left out, like another toolset's
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+ANY_ARGUMENTS = (
+    st.text(max_size=200)
+    | JSON.map(json.dumps)
+    | st.dictionaries(st.sampled_from(["a", "b", "purpose", "tenant", "x"]), JSON, max_size=5)
+)
+
+
+@given(ANY_ARGUMENTS)
+def test_any_model_arguments_are_a_result_a_retry_or_a_refusal(raw):
+    """Whatever the model sends: the tool's sum, a retry or a refusal; never another exception."""
+    _, _, _, gateway = setup()
+    toolset: GovernedToolset[Any] = GovernedToolset(gateway)
+    run_context = RunContext(deps=CONTEXT, model=TestModel(), usage=RunUsage(), max_retries=3)
+
+    async def one_call() -> Any:
+        tool = (await toolset.get_tools(run_context))["math__add"]
+        validator = tool.args_validator
+        args = validator.validate_json(raw) if isinstance(raw, str) else validator.validate_python(raw)
+        return await toolset.call_tool("math__add", args, run_context, tool)
+
+    before = len(RUNS)
+    try:
+        content = asyncio.run(one_call())
+    except (ModelRetry, ToolFailed) as signal:
+        assert "Traceback" not in str(signal)
+        assert len(RUNS) == before
+    except ApprovalRequired:  # pragma: no cover - math.add never needs approval
+        raise AssertionError("no approval expected") from None
+    else:
+        assert len(RUNS) == before + 1
+        a, b = RUNS[-1][1]
+        assert content == a + b
 
 
 # -- the extra ----------------------------------------------------------------------------

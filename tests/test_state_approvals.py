@@ -159,3 +159,36 @@ def test_concurrent_decide_and_consume(store: ApprovalStore) -> None:
     for t in threads:
         t.join()
     assert sorted(used) == [False] * 7 + [True]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_used_record_outlives_the_grant(backend: str, tmp_path: Path) -> None:
+    """A grant used once and then expired is still known as used: a replay is refused, not unknown."""
+    with state_store(backend, tmp_path, grant_ttl=0.3) as shared:
+        store = MemoryApprovalStore(grant_ttl=0.3) if shared is None else shared
+        p = pending(ttl=600)
+        store.submit(p)
+        approved = store.decide(p.id, approve=True, decided_by="bob", reason="")
+        assert approved.expires_at <= time.time() + 0.3 + 0.01
+        assert store.consume(p.id, p.request.fingerprint) is True
+        deadline = time.monotonic() + 10
+        while time.time() <= approved.expires_at and time.monotonic() < deadline:
+            time.sleep(0.05)
+        got = store.get(p.id)
+        assert got is not None and got.state == "used"
+        assert store.consume(p.id, p.request.fingerprint) is False
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_unused_grant_expires_in_the_store(backend: str, tmp_path: Path) -> None:
+    with state_store(backend, tmp_path, grant_ttl=0.2) as shared:
+        store = MemoryApprovalStore(grant_ttl=0.2) if shared is None else shared
+        p = pending(ttl=600)
+        store.submit(p)
+        approved = store.decide(p.id, approve=True, decided_by="bob", reason="")
+        deadline = time.monotonic() + 10
+        while time.time() <= approved.expires_at + 0.05 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert store.consume(p.id, p.request.fingerprint) is False
+        got = store.get(p.id)
+        assert got is not None and got.state == "expired"

@@ -244,3 +244,48 @@ def test_approval_submit_unavailable_fails_closed() -> None:
     grant = Approval.of_request("x", "y")
     result = gateway.invoke("add", CALL, context=context(), approval=grant)
     assert result.reason_code == "STATE_UNAVAILABLE" and counter.runs == 0
+
+
+def test_memory_limits_forget_what_expired() -> None:
+    from toolbox.pipeline.state_ports import Quota
+
+    now = [0.0]
+    store = MemoryLimitStore(clock=lambda: now[0])
+    for i in range(5000):
+        assert store.admit([Quota(f"b:run:{i}", 1, 1.0, "r")], [Quota(f"r:run:{i}", 1, 1.0, "r")]) is None
+        now[0] += 0.01
+    # Runs of long ago were forgotten on the way; the recent ones are still counted.
+    assert len(store._counters) < 5000 and len(store._windows) < 5000
+    assert store.admit([Quota("b:run:4999", 1, 1.0, "r")], []) is not None
+
+
+def test_host_rate_limit_counts_every_spelling_of_a_host(shared: Any) -> None:
+    from toolbox import Effect, Gateway, Governance, RiskClass, tool
+    from toolbox.pipeline.shared_limits import canonical_host
+
+    fetched: list[str] = []
+
+    @tool(risk=RiskClass.MEMORY_ONLY, effect=Effect.READ_ONLY)
+    def fetch(url: str) -> str:
+        """Pretend to fetch a URL."""
+        fetched.append(url)
+        return "ok"
+
+    state = _state(shared, rate_limits=(LimitRule("host", 2, 60.0, "fetch"),))
+    gateway = Gateway.load(providers=[fetch], discover=False, governance=Governance(state=state))
+
+    def get(url: str) -> Any:
+        return gateway.invoke("fetch", {"url": url, "purpose": "Read the page"}, context=context())
+
+    assert get("http://Example.COM./a").status is Status.SUCCESS
+    assert get("https://example.com:8443/b").status is Status.SUCCESS
+    assert get("http://EXAMPLE.com/c").reason_code == "RATE_LIMITED"
+    assert get("http://other.example/").status is Status.SUCCESS
+    assert get("http://127.0.0.1/").status is Status.SUCCESS
+    assert get("http://0x7f.1/").status is Status.SUCCESS
+    denied = get("http://2130706433/")
+    assert (denied.reason_code, denied.rule) == ("RATE_LIMITED", "state:rate:host:fetch")
+    assert len(fetched) == 5
+    assert canonical_host("http://[::ffff:7f00:1]/") == "::ffff:7f00:1"
+    assert canonical_host("not a url") is None and canonical_host(42) is None
+    assert canonical_host("http://" + "a" * 10_000) is None

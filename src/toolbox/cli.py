@@ -8,6 +8,7 @@ Usage::
     toolbox audit show TRACE_ID  STORE [--json]
     toolbox audit tail [-n N]    STORE [--json]
     toolbox audit verify [TRACE_ID] STORE [--json]
+    toolbox kill engage|release|status [--tool NAME] [--reason TEXT] [--policy FILE]   (cli_kill)
 
     STORE: exactly one of --sqlite PATH, --jsonl PATH,
            --postgres-url-env VAR [--schema NAME], --policy FILE
@@ -74,6 +75,7 @@ from toolbox.cli_format import (
     operation_rows,
     operations_of,
 )
+from toolbox.cli_kill import add_kill
 from toolbox.context import ExecutionContext
 from toolbox.errors import ToolboxError
 from toolbox.policy import ToolPolicy
@@ -845,8 +847,6 @@ def _parser() -> argparse.ArgumentParser:
     check_cmd.set_defaults(handler=_cmd_check)
     _add_audit(commands, common_json)
     add_auth(commands, common_json)
-    from toolbox.cli_kill import add_kill
-
     add_kill(commands, common)
     from toolbox.cli_serve import add_serve
 

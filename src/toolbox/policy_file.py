@@ -43,6 +43,10 @@ Schema (version 1)::
     operation = "delete"
     action = "DENY"              # DENY, WARN or REQUIRE_APPROVAL
 
+    [state]                      # fleet state: toolbox.state.config (docs/fleet.md)
+    backend = "redis"            # memory (default), sql or redis
+    url_env = "TOOLBOX_STATE_URL"
+
 Unknown keys, unknown risk classes and a name listed under both allow and
 deny are errors; tool names nobody provides are rejected by ``Tools.load``.
 """
@@ -78,8 +82,8 @@ _TOP_KEYS = (
     "guardrails",
     "audit",
     "tools",
-    "auth",
     "state",
+    "auth",
 )
 _DISTRIBUTION = r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$"
 _RISKS = tuple(r.value for r in RiskClass)

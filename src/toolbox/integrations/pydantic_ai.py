@@ -11,7 +11,8 @@ gateway's answer becomes pydantic-ai's own idiom:
   retries (the agent's ``retries`` unless given);
 - APPROVAL_REQUIRED: `ApprovalRequired`, so the run ends with
   `DeferredToolRequests`; resume it with `deferred_results`, which carries the
-  human's argument-bound `Approval` in the call's metadata;
+  human's argument-bound `Approval` in the call's metadata (a denial never
+  reaches the toolset: `GovernedToolset.record_denial` audits it);
 - any other status (a denial, an error): `ToolFailed` with a refusal the model
   can read; the run goes on.
 
@@ -206,6 +207,21 @@ class GovernedToolset(AbstractToolset[AgentDepsT], Generic[AgentDepsT]):
             raise ApprovalRequired(metadata={REQUEST_KEY: result.approval.as_dict()})
         raise ToolFailed(result_text(result))
 
+    def record_denial(self, request: ApprovalRequest, *, context: ExecutionContext) -> None:
+        """Put a person's "no" to ``request`` in the audit trail (DENIED/APPROVAL_DENIED).
+
+        pydantic-ai answers a denied approval (`ToolDenied`) itself, without calling
+        the toolset, so toolbox learns of the decision only from this call. The event
+        is a governance decision in ``context``'s trace, rule ``approval:denied``.
+
+        Raises:
+            ValueError: ``request`` was made for another tenant or principal.
+        """
+        if (request.tenant, request.principal) != (context.tenant, context.principal):
+            raise ValueError("the approval request belongs to another tenant or principal")
+        pipeline = self.gateway.catalog.pipeline
+        pipeline.report_denial(context, request.tool, "APPROVAL_DENIED", "approval:denied")
+
 
 def _limits(gateway: Gateway) -> ArgumentLimits:
     for step in gateway.catalog.pipeline.interceptors:
@@ -251,7 +267,8 @@ def approval_requests(requests: DeferredToolRequests) -> dict[str, ApprovalReque
     """
     found: dict[str, ApprovalRequest] = {}
     for call in requests.approvals:
-        shown = requests.metadata.get(call.tool_call_id, {}).get(REQUEST_KEY)
+        entry = requests.metadata.get(call.tool_call_id)
+        shown = entry.get(REQUEST_KEY) if isinstance(entry, Mapping) else None
         if shown is None:
             continue
         try:

@@ -8,7 +8,9 @@ and a rate of N per second admits at most N in any second, fleet-wide:
 - a **budget** of ``limit`` calls per run, principal or tenant (optionally of
   one tool), counted for ``window`` seconds from its first call;
 - a **rate limit** of ``limit`` calls in any sliding window of ``window``
-  seconds, per tenant, principal or tool (optionally of one tool).
+  seconds, per tenant, principal, tool or host (optionally of one tool). A
+  ``host`` limit counts the calls whose ``url`` argument names the host
+  (`canonical_host`): the HTTP tool's per-host limit, fleet-wide.
 
 Every quota of a call is checked and counted in one atomic store operation
 (one round trip): a refused call spends nothing. A rate refusal is
@@ -20,21 +22,25 @@ it runs, with a warning in the log and in the audit trail.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import math
+import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import final
+from urllib.parse import urlsplit
 
 from toolbox.pipeline.invocation import Invocation
 from toolbox.pipeline.result import Status, ToolResult
 from toolbox.pipeline.state_ports import LimitStore, Quota, StateUnavailableError, key_part
 
-__all__ = ["BUDGET_SCOPES", "FAIL_OPEN_WARNING", "RATE_SCOPES", "LimitRule", "SharedLimits"]
+__all__ = ["BUDGET_SCOPES", "FAIL_OPEN_WARNING", "RATE_SCOPES", "LimitRule", "SharedLimits", "canonical_host"]
 
 LOGGER = logging.getLogger("toolbox.state")
 BUDGET_SCOPES = ("run", "principal", "tenant")
-RATE_SCOPES = ("tenant", "principal", "tool")
+RATE_SCOPES = ("tenant", "principal", "tool", "host")
+_MAX_URL = 8192
 #: The warning a call admitted without its rate limits carries (and the audit trail records).
 FAIL_OPEN_WARNING = "STATE_UNAVAILABLE_FAIL_OPEN: the state store did not answer; rate limits not applied"
 
@@ -65,8 +71,41 @@ class LimitRule:
         return f"state:{kind}:{self.scope}" + (f":{self.tool}" if self.tool else "")
 
 
-def _subject(scope: str, invocation: Invocation) -> str:
+def canonical_host(url: object) -> str | None:
+    """The host a ``url`` argument names, one spelling per host; None without a usable host.
+
+    Lower case, no trailing dot, IDNA for names; an IP address in its
+    standard form (IPv4 also from the legacy forms ``inet_aton`` reads, such
+    as ``0x7f.1``), so no spelling of one address gets a bucket of its own.
+    """
+    if not isinstance(url, str) or len(url) > _MAX_URL:
+        return None
+    try:
+        host = urlsplit(url.strip()).hostname
+    except ValueError:
+        return None
+    if not host:
+        return None
+    host = host.rstrip(".").lower()
+    try:
+        return ipaddress.ip_address(host).compressed
+    except ValueError:
+        pass
+    try:
+        return socket.inet_ntoa(socket.inet_aton(host))
+    except OSError:
+        pass
+    try:
+        return host.encode("idna").decode("ascii")
+    except UnicodeError:
+        return None
+
+
+def _subject(scope: str, invocation: Invocation) -> str | None:
     ctx = invocation.context
+    if scope == "host":
+        host = canonical_host(invocation.arguments.get("url"))
+        return None if host is None else key_part(host)
     if scope == "run":
         return key_part(ctx.run_id)
     if scope == "principal":
@@ -112,19 +151,27 @@ class SharedLimits:
         return any(rule.tool in (None, tool) for rule in self._budgets + self._rates)
 
     def quotas(self, invocation: Invocation) -> tuple[list[Quota], list[Quota]]:
-        """The budget and rate quotas of this call, keyed per subject (and tool)."""
-        tool = invocation.tool
-        budgets = [self._quota("b", i, rule, invocation) for i, rule in enumerate(self._budgets)]
-        rates = [self._quota("r", i, rule, invocation) for i, rule in enumerate(self._rates)]
-        return (
-            [q for q, rule in zip(budgets, self._budgets, strict=True) if rule.tool in (None, tool)],
-            [q for q, rule in zip(rates, self._rates, strict=True) if rule.tool in (None, tool)],
-        )
+        """The budget and rate quotas of this call, keyed per subject (and tool).
+
+        A ``host`` rule counts only calls whose ``url`` argument names a host.
+        """
+        return self._matching("b", self._budgets, invocation), self._matching("r", self._rates, invocation)
 
     @staticmethod
-    def _quota(kind: str, index: int, rule: LimitRule, invocation: Invocation) -> Quota:
+    def _matching(kind: str, rules: tuple[LimitRule, ...], invocation: Invocation) -> list[Quota]:
+        quotas = []
+        tool = invocation.tool
+        for index, rule in enumerate(rules):
+            if rule.tool not in (None, tool):
+                continue
+            subject = _subject(rule.scope, invocation)
+            if subject is not None:
+                quotas.append(SharedLimits._quota(kind, index, rule, subject))
+        return quotas
+
+    @staticmethod
+    def _quota(kind: str, index: int, rule: LimitRule, subject: str) -> Quota:
         # The rule's position and its numbers are in the key: changing a limit starts a fresh count.
-        subject = _subject(rule.scope, invocation)
         tool = key_part(rule.tool) if rule.tool else "*"
         key = f"{kind}{index}:{rule.scope}:{rule.limit}:{rule.window:g}:{tool}:{subject}"
         return Quota(key, rule.limit, float(rule.window), rule.name("budget" if kind == "b" else "rate"))

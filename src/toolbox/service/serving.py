@@ -19,7 +19,7 @@ from toolbox.governance import Governance
 from toolbox.pipeline.state_ports import ApprovalStore
 from toolbox.policy import ToolPolicy
 from toolbox.service.kill_switch import KillSwitchControl
-from toolbox.state.config import GovernanceState, state_from_config
+from toolbox.state.config import GovernanceState, state_from_policy
 from toolbox.state.memory import MemoryApprovalStore, MemoryKillSwitchStore
 
 __all__ = ["ServedGateway", "service_state"]
@@ -29,9 +29,7 @@ def service_state(
     policy: ToolPolicy, governance: Governance, approvals: ApprovalStore | None
 ) -> GovernanceState:
     """The governance state the service runs on, with a kill-switch and an approval store."""
-    state = governance.state
-    if state is None and "state" in policy.governance:
-        state = state_from_config(policy.governance["state"], source=policy.source or "policy")
+    state = governance.state if governance.state is not None else state_from_policy(policy)
     if state is None:
         # This process alone: a change of a memory switch is seen by the next call.
         state = GovernanceState(kill_switch_refresh=0.0)
@@ -58,7 +56,7 @@ class ServedGateway:
         approvals: the approval store, overriding the state's.
     """
 
-    __slots__ = ("_catalog", "_gateway", "approvals", "kill_switch")
+    __slots__ = ("_catalog", "_gateway", "_state", "approvals", "kill_switch")
 
     def __init__(
         self,
@@ -73,6 +71,7 @@ class ServedGateway:
         base = governance if governance is not None else Governance()
         state = service_state(policy, base, approvals)
         assert state.kill is not None and state.approvals is not None
+        self._state = state
         self._catalog = Catalog.load(
             policy=policy,
             providers=providers,
@@ -101,8 +100,9 @@ class ServedGateway:
         return self._catalog.audit
 
     def close(self) -> None:
-        """Close the gateway's tools and the audit trail."""
+        """Close the gateway's tools, the audit trail and the state stores' connections."""
         self._gateway.close()
         trail = self.audit
         if trail is not None:
             trail.close()
+        self._state.close()

@@ -17,7 +17,7 @@
     window = 86400                       # seconds the count lives from the first call
     tool = "http"                        # optional: this tool's calls only
 
-    [[state.rate_limits]]                # calls in any sliding window, per tenant, principal or tool
+    [[state.rate_limits]]                # calls in any sliding window, per tenant, principal, tool or host
     per = "principal"
     calls = 10
     window = 1.0
@@ -34,16 +34,18 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, final
+from urllib.parse import urlsplit
 
 from toolbox.descriptor import MAX_NAME_LENGTH, TOOL_NAME_PATTERN
 from toolbox.errors import ConfigurationError
 from toolbox.pipeline.shared_limits import BUDGET_SCOPES, RATE_SCOPES, LimitRule
 from toolbox.pipeline.state_ports import ApprovalStore, KillSwitchStore, LimitStore
+from toolbox.policy import ToolPolicy
 from toolbox.state.approval_rules import GRANT_TTL
 from toolbox.state.memory import MemoryApprovalStore, MemoryLimitStore
 from toolbox.table_reader import TableReader
 
-__all__ = ["BACKENDS", "GovernanceState", "check_state_config", "state_from_config"]
+__all__ = ["BACKENDS", "GovernanceState", "check_state_config", "state_from_config", "state_from_policy"]
 
 BACKENDS = ("memory", "sql", "redis")
 _KEYS = (
@@ -83,6 +85,15 @@ class GovernanceState:
     approval_ttl: float = 3600.0
     budgets: tuple[LimitRule, ...] = ()
     rate_limits: tuple[LimitRule, ...] = ()
+
+    def close(self) -> None:
+        """Close the stores' connections (each store once); calls after this reconnect."""
+        closed: set[int] = set()
+        for store in (self.kill, self.limits, self.approvals):
+            close = getattr(store, "close", None)
+            if close is not None and id(store) not in closed:
+                closed.add(id(store))
+                close()
 
 
 def _seconds(table: TableReader, key: str, default: float, *, minimum: float, maximum: float) -> float:
@@ -134,6 +145,14 @@ def check_state_config(table: TableReader) -> dict[str, Any]:
         )
         if scheme not in allowed:
             raise table.error("url", f"a {backend} URL starts with {' or '.join(s + '://' for s in allowed)}")
+        try:
+            password = urlsplit(url).password
+        except ValueError:
+            raise table.error("url", "is not a valid URL") from None
+        if password:
+            raise table.error(
+                "url", "holds a password: put the URL in an environment variable, named by url_env"
+            )
     if url_env is not None and not _ENV_NAME.fullmatch(url_env):
         raise table.error("url_env", "must be an environment variable name")
     namespace = table.string("namespace", "default")
@@ -205,3 +224,11 @@ def state_from_config(config: Mapping[str, Any], *, source: str = "policy") -> G
             LimitRule(r["per"], r["calls"], r["window"], r["tool"]) for r in config["rate_limits"]
         ),
     )
+
+
+def state_from_policy(policy: ToolPolicy) -> GovernanceState | None:
+    """The `GovernanceState` of ``policy``'s ``[state]`` table, or None without one."""
+    config = policy.governance.get("state")
+    if config is None:
+        return None
+    return state_from_config(config, source=policy.source or "policy")

@@ -21,6 +21,8 @@ from toolbox.state.approval_rules import GRANT_TTL, check_listing, consumable, d
 
 __all__ = ["MemoryApprovalStore", "MemoryKillSwitchStore", "MemoryLimitStore"]
 
+_FORGET_EVERY = 4096
+
 
 @final
 class MemoryApprovalStore:
@@ -130,14 +132,20 @@ class MemoryKillSwitchStore:
 class MemoryLimitStore:
     """Budget counters and sliding-window rate limits of this process."""
 
-    __slots__ = ("_clock", "_counters", "_lock", "_windows")
+    __slots__ = ("_admits", "_clock", "_counters", "_lock", "_windows")
 
     def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
-        # key -> (count, expires at); key -> admitted times in the window.
+        # key -> (count, expires at); key -> (window seconds, admitted times in the window).
         self._counters: dict[str, tuple[int, float]] = {}
-        self._windows: dict[str, deque[float]] = {}
+        self._windows: dict[str, tuple[float, deque[float]]] = {}
         self._lock = threading.Lock()
         self._clock = clock
+        self._admits = 0
+
+    def _forget(self, now: float) -> None:
+        """Drop expired counters and windows with nothing left in them (per-run keys never come back)."""
+        self._counters = {k: v for k, v in self._counters.items() if v[1] > now}
+        self._windows = {k: v for k, v in self._windows.items() if v[1] and v[1][-1] > now - v[0]}
 
     def admit(self, budgets: Sequence[Quota], rates: Sequence[Quota]) -> Refusal | None:
         """Refuse if any quota is spent; otherwise count the call in every one."""
@@ -148,9 +156,10 @@ class MemoryLimitStore:
                 if expires > now and count >= quota.limit:
                     return Refusal(quota, False, expires - now)
             for quota in rates:
-                window = self._windows.get(quota.key)
-                if window is None:
+                kept = self._windows.get(quota.key)
+                if kept is None:
                     continue
+                window = kept[1]
                 while window and window[0] <= now - quota.window:
                     window.popleft()
                 if len(window) >= quota.limit:
@@ -161,5 +170,8 @@ class MemoryLimitStore:
                     count, expires = 0, now + quota.window
                 self._counters[quota.key] = (count + 1, expires)
             for quota in rates:
-                self._windows.setdefault(quota.key, deque()).append(now)
+                self._windows.setdefault(quota.key, (quota.window, deque()))[1].append(now)
+            self._admits += 1
+            if self._admits % _FORGET_EVERY == 0:
+                self._forget(now)
         return None

@@ -15,10 +15,12 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 """
 
 #: KEYS: budget counters then rate windows. ARGV: budget count, a unique call id, then
-#: limit and window (ms) per key. Returns nil (admitted) or {key index, is rate, ms to wait}.
-ADMIT = (
-    _NOW
-    + """
+#: limit and window (budgets: ms, rates: us) per key. Returns nil (admitted) or
+#: {key index, is rate, ms (budget) or us (rate) to wait}. A rate window's scores are
+#: microseconds: no rounding lets a call in before its window has fully passed.
+ADMIT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local nb = tonumber(ARGV[1])
 for i = 1, nb do
   local count = tonumber(redis.call('GET', KEYS[i]) or '0')
@@ -41,11 +43,10 @@ for i = 1, nb do
 end
 for i = nb + 1, #KEYS do
   redis.call('ZADD', KEYS[i], now, ARGV[2] .. ':' .. i)
-  redis.call('PEXPIRE', KEYS[i], ARGV[2 + 2 * i])
+  redis.call('PEXPIRE', KEYS[i], math.ceil(tonumber(ARGV[2 + 2 * i]) / 1000))
 end
 return false
 """
-)
 
 #: KEYS: the record, the index. ARGV: id, created (ms), expires (ms), retain (ms), then field, value
 #: pairs. Returns 1 when stored, 0 when the id exists (a resubmit never resets a decision).

@@ -32,6 +32,7 @@ from sqlalchemy import (
     Table,
     Text,
     and_,
+    bindparam,
     create_engine,
     delete,
     event,
@@ -118,6 +119,7 @@ class SqlState:
         "_postgres",
         "_ready",
         "_retain",
+        "_statements",
     )
 
     def __init__(
@@ -164,6 +166,7 @@ class SqlState:
                 try:
                     cursor.execute(f"PRAGMA busy_timeout = {busy_ms}")
                     cursor.execute("PRAGMA journal_mode = WAL")
+                    cursor.execute("PRAGMA synchronous = NORMAL")
                 finally:
                     cursor.close()
 
@@ -180,6 +183,7 @@ class SqlState:
         self._retain = retain
         self._ready = False
         self._calls = 0
+        self._statements = self._limit_statements()
 
     # -- plumbing --------------------------------------------------------------------
 
@@ -259,60 +263,67 @@ class SqlState:
 
     # -- budgets and rate limits -----------------------------------------------------
 
+    def _limit_statements(self) -> dict[str, Any]:
+        """The statements of `admit`, built once with bound parameters (compiled once, cached)."""
+        counters, events = self._counters, self._events
+        held = select(counters.c.key, counters.c.calls, counters.c.expires_at).where(
+            counters.c.key.in_(bindparam("keys", expanding=True))
+        )
+        if self._postgres:
+            held = held.order_by(counters.c.key).with_for_update()
+        return {
+            "ensure": self._insert(counters).on_conflict_do_nothing(index_elements=["key"]),
+            "held": held,
+            "forget": delete(events).where(
+                and_(events.c.key == bindparam("k"), events.c.at <= bindparam("before"))
+            ),
+            "window": select(func.count(), func.min(events.c.at)).where(events.c.key == bindparam("k")),
+            "restart": update(counters)
+            .where(counters.c.key == bindparam("k"))
+            .values(calls=1, expires_at=bindparam("until")),
+            "count": update(counters)
+            .where(counters.c.key == bindparam("k"))
+            .values(calls=counters.c.calls + 1),
+            "admitted": events.insert(),
+            "keep": update(counters)
+            .where(counters.c.key == bindparam("k"))
+            .values(expires_at=bindparam("until")),
+            "gc": delete(counters).where(counters.c.expires_at < bindparam("now")),
+        }
+
     def admit(self, budgets: Sequence[Quota], rates: Sequence[Quota]) -> Refusal | None:
         """One transaction: lock every quota's row, refuse if one is spent, else count in all."""
-        counters, events = self._counters, self._events
+        sql = self._statements
         keys = sorted({"b:" + q.key for q in budgets} | {"r:" + q.key for q in rates})
         with self._transaction() as conn:
+            conn.execute(sql["ensure"], [{"key": k, "calls": 0, "expires_at": 0.0} for k in keys])
+            rows = {row.key: row for row in conn.execute(sql["held"], {"keys": keys})}
+            # Read the clock once the rows are held: racing processes then see increasing times.
             now = time.time()
-            conn.execute(
-                self._insert(counters)
-                .values([{"key": k, "calls": 0, "expires_at": 0.0} for k in keys])
-                .on_conflict_do_nothing(index_elements=["key"])
-            )
-            query = select(counters.c.key, counters.c.calls, counters.c.expires_at).where(
-                counters.c.key.in_(keys)
-            )
-            if self._postgres:
-                query = query.order_by(counters.c.key).with_for_update()
-            rows = {row.key: row for row in conn.execute(query)}
             for quota in budgets:
                 row = rows["b:" + quota.key]
                 if row.expires_at > now and row.calls >= quota.limit:
                     return Refusal(quota, False, row.expires_at - now)
             for quota in rates:
                 key = "r:" + quota.key
-                conn.execute(
-                    delete(events).where(and_(events.c.key == key, events.c.at <= now - quota.window))
-                )
-                count, oldest = conn.execute(
-                    select(func.count(), func.min(events.c.at)).where(events.c.key == key)
-                ).one()
+                conn.execute(sql["forget"], {"k": key, "before": now - quota.window})
+                count, oldest = conn.execute(sql["window"], {"k": key}).one()
                 if count >= quota.limit:
                     return Refusal(quota, True, oldest + quota.window - now)
             for quota in budgets:
                 key = "b:" + quota.key
-                row = rows[key]
-                fresh = row.expires_at <= now
-                conn.execute(
-                    update(counters)
-                    .where(counters.c.key == key)
-                    .values(
-                        calls=1 if fresh else counters.c.calls + 1,
-                        expires_at=now + quota.window if fresh else row.expires_at,
-                    )
-                )
+                if rows[key].expires_at <= now:
+                    conn.execute(sql["restart"], {"k": key, "until": now + quota.window})
+                else:
+                    conn.execute(sql["count"], {"k": key})
             if rates:
-                conn.execute(events.insert(), [{"key": "r:" + q.key, "at": now} for q in rates])
-                # A rate row lives one window; a counter until it expires: forget both now and then.
-                conn.execute(
-                    update(counters)
-                    .where(counters.c.key.in_(["r:" + q.key for q in rates]))
-                    .values(expires_at=now + max(q.window for q in rates))
-                )
+                conn.execute(sql["admitted"], [{"key": "r:" + q.key, "at": now} for q in rates])
+                # A counter row of a rate limit is only its lock: forget it a window after its last call.
+                for quota in rates:
+                    conn.execute(sql["keep"], {"k": "r:" + quota.key, "until": now + quota.window})
             self._calls += 1
             if self._calls % _GC_EVERY == 0:
-                conn.execute(delete(counters).where(counters.c.expires_at < now))
+                conn.execute(sql["gc"], {"now": now})
         return None
 
     # -- approvals -------------------------------------------------------------------
