@@ -43,6 +43,9 @@ Sections:
 
 The governed rows clear ``ctx.trace`` before every repeat through its private
 list, as ``bench_governed.py`` does: only a benchmark should.
+
+Group commit, batched ASYNC drains, 8 concurrent callers and trace memory are
+timed by ``bench_audit_scale.py``.
 """
 
 from __future__ import annotations

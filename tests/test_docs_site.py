@@ -21,6 +21,8 @@ PUBLIC_MODULES = (
     "toolbox.selection",
     "toolbox.testing",
     "toolbox.integrations.pydantic_ai",
+    "toolbox.integrations.openai_agents",
+    "toolbox.integrations.langchain",
     "toolbox_http",
     "toolbox_fs",
 )

@@ -451,6 +451,20 @@ def test_mcp_endpoint_is_mounted_only_when_the_mcp_room_exists(sqlite_service: D
         present = False
     response = sqlite_service.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "initialize"})
     assert response.status_code == (401 if present else 404)
+    if present:  # the same credentials open an MCP session
+        initialize = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        }
+        accept = {"Accept": "application/json, text/event-stream"}
+        opened = sqlite_service.post("/mcp", "alice", json=initialize, headers=accept)
+        assert opened.status_code == 200 and '"serverInfo"' in opened.text
     assert RUNS == {}
 
 

@@ -8,7 +8,9 @@ Usage::
     toolbox audit show TRACE_ID  STORE [--json]
     toolbox audit tail [-n N]    STORE [--json]
     toolbox audit verify [TRACE_ID] STORE [--json]
+    toolbox audit replay FALLBACK_FILE STORE [--json]
     toolbox kill engage|release|status [--tool NAME] [--reason TEXT] [--policy FILE]   (cli_kill)
+    toolbox mcp serve [--policy FILE] [--transport stdio|http] ...   (toolbox.cli_mcp)
 
     STORE: exactly one of --sqlite PATH, --jsonl PATH,
            --postgres-url-env VAR [--schema NAME], --policy FILE
@@ -23,7 +25,8 @@ tenant scoping (the operator running the command is trusted with the store
 itself). ``show`` prints one trace's events in sequence order, then the tree
 of the runs it delegated to (and the run that delegated it); ``tail`` the
 latest events across traces; ``verify`` checks the hash chains of one trace
-or of every trace and names each edited, removed or reordered event (exit 1).
+or of every trace and names each edited, removed or reordered event (exit 1);
+``replay`` stores a fallback file's events once each (``cli_audit_replay``).
 A PostgreSQL URL is only ever read from the environment variable named by
 ``--postgres-url-env``, never from the command line; ``--policy`` reads the
 first ``[[audit.sinks]]`` of the file's ``[audit]`` table. Events are redacted
@@ -65,8 +68,9 @@ from pydantic import ValidationError
 from toolbox.audit.events import AuditRecord
 from toolbox.audit.runs import draw_tree, run_tree
 from toolbox.audit.sink import AuditQuery, AuditSink, AuditSinkError
-from toolbox.audit.verify import ChainProblem, verify_chain
+from toolbox.audit.verify import ChainProblem, TraceHeads, verify_chain, verify_heads
 from toolbox.catalog import POLICY_ENV
+from toolbox.cli_audit_replay import add_replay
 from toolbox.cli_auth import add_auth
 from toolbox.cli_format import (
     OPERATION_HEADERS,
@@ -76,6 +80,7 @@ from toolbox.cli_format import (
     operations_of,
 )
 from toolbox.cli_kill import add_kill
+from toolbox.cli_mcp import add_mcp
 from toolbox.context import ExecutionContext
 from toolbox.errors import ToolboxError
 from toolbox.policy import ToolPolicy
@@ -664,6 +669,10 @@ def _audit_verify(args: argparse.Namespace, sink: AuditSink) -> int:
         records = sink.query(AuditQuery(limit=_READ_ALL))
     problems = verify_chain(records)
     traces = len({r.trace_id for r in records})
+    if isinstance(sink, TraceHeads):  # SQL stores: a removed last event or a removed trace shows too
+        heads = sink.trace_heads(args.trace_id)
+        problems += verify_heads(records, heads, trace_id=args.trace_id)
+        traces = len({r.trace_id for r in records} | set(heads))
     broken = len({p.trace_id for p in problems})
     if args.json:
         _emit_json(
@@ -684,7 +693,7 @@ def _audit_verify(args: argparse.Namespace, sink: AuditSink) -> int:
         _emit_lines(lines)
     elif records or args.trace_id is None:
         _emit_lines([f"OK: {_plural(len(records), 'event')} in {_plural(traces, 'trace')}, chain intact"])
-    if args.trace_id is not None and not records:
+    if args.trace_id is not None and not records and not problems:
         return _no_events(args.trace_id)
     if problems:
         print(
@@ -792,12 +801,13 @@ def _add_audit(commands: Any, common_json: argparse.ArgumentParser) -> None:
         description=(
             "Check the hash chain of one trace, or of every trace in the store. Each problem is "
             "printed with its trace, sequence number and event id; the exit status is 1 when "
-            "there is one. The chain cannot show that a trace's last events, or a whole trace, "
-            "were removed: keep a copy of the store or its trace heads for that."
+            "there is one. On SQLite and PostgreSQL the stored trace heads also show a trace's "
+            "removed last events and a removed trace; a JSON Lines file keeps no heads."
         ),
     )
     verify.add_argument("trace_id", metavar="TRACE_ID", nargs="?", help="one trace (default: every trace)")
     verify.set_defaults(audit_handler=_audit_verify)
+    add_replay(actions, parents=[common_json, store])  # toolbox audit replay FALLBACK_FILE
 
 
 def _version() -> str:
@@ -848,6 +858,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_audit(commands, common_json)
     add_auth(commands, common_json)
     add_kill(commands, common)
+    add_mcp(commands)
     from toolbox.cli_serve import add_serve
 
     add_serve(commands, common)

@@ -9,10 +9,11 @@ from __future__ import annotations
 import re
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from collections.abc import Set as AbstractSet
 from datetime import datetime
-from typing import Annotated, final
+from typing import Annotated, Any, final
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
@@ -21,6 +22,7 @@ from toolbox.delegation import DelegationScope
 from toolbox.errors import DelegationError
 
 __all__ = [
+    "DEFAULT_TRACE_RETENTION",
     "DenialRecord",
     "ExecutionContext",
     "OperationRecord",
@@ -149,20 +151,42 @@ class DenialRecord:
         return f"DenialRecord({self.tool} {self.reason_code} rule={self.rule})"
 
 
+#: How many records a context's trace keeps by default: the newest 10,000 (a few MB at most).
+DEFAULT_TRACE_RETENTION = 10_000
+
+
+def _retention(value: int | None) -> int | None:
+    if value is not None and (type(value) is not int or value < 1):
+        raise ValueError("trace retention must be a positive integer or None (unbounded)")
+    return value
+
+
 @final
 class Trace:
-    """An append-only, thread-safe list of what happened in one context.
+    """A thread-safe record of what happened in one context: its newest ``retention`` records.
 
-    ``list.append`` and ``list(...)`` are atomic, so no lock is needed on the hot path.
+    A long-lived context (a service worker's, an MCP session's) makes records for
+    as long as it lives, so the trace keeps only the newest ``retention`` of them
+    (default `DEFAULT_TRACE_RETENTION`) and drops the oldest as new ones come: its
+    memory is bounded. The audit trail, not the trace, is the durable record of
+    every call. ``retention=None`` keeps every record (a short-lived context, a test).
+
+    ``deque.append`` is atomic, so no lock is needed on the hot path; a snapshot
+    that an append interrupts is taken again.
     """
 
     __slots__ = ("_records",)
 
-    def __init__(self) -> None:
-        self._records: list[OperationRecord | DenialRecord] = []
+    def __init__(self, retention: int | None = DEFAULT_TRACE_RETENTION) -> None:
+        self._records: deque[OperationRecord | DenialRecord] = deque(maxlen=_retention(retention))
+
+    @property
+    def retention(self) -> int | None:
+        """How many records the trace keeps (None: every record)."""
+        return self._records.maxlen
 
     def append(self, record: OperationRecord | DenialRecord) -> None:
-        """Add a record."""
+        """Add a record (the oldest one is dropped when the trace holds ``retention`` already)."""
         self._records.append(record)
 
     @property
@@ -171,8 +195,12 @@ class Trace:
         return self._records.append
 
     def records(self) -> list[OperationRecord | DenialRecord]:
-        """A snapshot of all records, oldest first."""
-        return list(self._records)
+        """A snapshot of the records kept, oldest first."""
+        while True:
+            try:
+                return list(self._records)
+            except RuntimeError:  # "deque mutated during iteration": a finalizer let an append in
+                continue
 
     def operations(self, tool: str | None = None) -> list[OperationRecord]:
         """Operation records, optionally only those of ``tool``."""
@@ -217,8 +245,21 @@ class ExecutionContext(BaseModel):
     """The run that delegated this one (`delegate`); None for a top-level run. Audited."""
     scope: DelegationScope | None = Field(default=None, exclude=True)
     """The tools and operations a delegated run may call; others are DENIED/DELEGATION_SCOPE."""
+    trace_retention: int | None = Field(default=DEFAULT_TRACE_RETENTION, exclude=True)
+    """How many records `trace` keeps, the newest (None: all); the audit trail keeps every call."""
 
     _trace: Trace = PrivateAttr(default_factory=Trace)
+
+    def model_post_init(self, context: Any, /) -> None:
+        """Give the trace this context's retention (the default one is built by the private default)."""
+        if self.trace_retention != DEFAULT_TRACE_RETENTION:
+            private: dict[str, Trace] = self.__pydantic_private__  # type: ignore[assignment]
+            private["_trace"] = Trace(self.trace_retention)
+
+    @field_validator("trace_retention", mode="before")
+    @classmethod
+    def _positive_retention(cls, value: int | None) -> int | None:
+        return _retention(value)
 
     @field_validator("roles", mode="after")
     @classmethod
@@ -283,6 +324,7 @@ class ExecutionContext(BaseModel):
             budget=_carve(self.budget, budget),
             parent_run_id=self.run_id,
             scope=DelegationScope.narrow(self.scope, tools, operations),
+            trace_retention=self.trace_retention,
         )
 
     @property

@@ -47,6 +47,12 @@ Schema (version 1)::
     backend = "redis"            # memory (default), sql or redis
     url_env = "TOOLBOX_STATE_URL"
 
+    [mcp.context]                # `toolbox mcp serve` over stdio: who the calls are made for
+    tenant = "acme"
+    principal = "desktop-user"
+    [mcp.toolsets.support]       # a subset an endpoint or a credential is limited to (toolbox.mcp_config)
+    tools = ["calculator", "http.get"]
+
 Unknown keys, unknown risk classes and a name listed under both allow and
 deny are errors; tool names nobody provides are rejected by ``Tools.load``.
 """
@@ -84,6 +90,7 @@ _TOP_KEYS = (
     "tools",
     "state",
     "auth",
+    "mcp",
 )
 _DISTRIBUTION = r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$"
 _RISKS = tuple(r.value for r in RiskClass)
@@ -183,6 +190,10 @@ def _governance(root: TableReader) -> dict[str, Any]:
                 raise tools.error(name, f"not a valid tool name ({TOOL_NAME_PATTERN})")
             options[name] = dict(tools.table(name).raw())
         governance["tools"] = options
+    if "mcp" in root:
+        from toolbox.mcp_config import MCP_KEY, read_mcp_table
+
+        governance[MCP_KEY] = read_mcp_table(root.table("mcp"))
     return governance
 
 

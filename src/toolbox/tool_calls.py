@@ -20,7 +20,16 @@ from toolbox.pipeline.approval import Approval
 from toolbox.pipeline.arguments import ArgumentLimits, ArgumentValidation
 from toolbox.pipeline.result import Status, ToolResult
 
-__all__ = ["aanthropic_tool_result", "anthropic_tool_result", "aopenai_tool_result", "openai_tool_result"]
+__all__ = [
+    "aanthropic_tool_result",
+    "ainvoke_arguments",
+    "anthropic_tool_result",
+    "aopenai_tool_result",
+    "invoke_arguments",
+    "openai_tool_result",
+    "result_text",
+    "without_optional_nulls",
+]
 
 Context = ExecutionContext | str | None
 
@@ -43,11 +52,25 @@ def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return found
 
 
+# One decoder and one encoder for every call: json.loads / json.dumps with options build a new one.
+_DECODER = json.JSONDecoder(object_pairs_hook=_refuse_duplicates)
+_ENCODER = json.JSONEncoder(default=str)
+# The limits of a pipeline, found once: its interceptors never change after it is built.
+_LIMITS: dict[int, tuple[tuple[object, ...], ArgumentLimits]] = {}
+
+
 def _limits(gateway: Gateway) -> ArgumentLimits:
-    for step in gateway.catalog.pipeline.interceptors:
-        if isinstance(step, ArgumentValidation):
-            return step.limits
-    return ArgumentLimits()
+    interceptors = gateway.catalog.pipeline.interceptors
+    cached = _LIMITS.get(id(interceptors))
+    if cached is not None and cached[0] is interceptors:
+        return cached[1]
+    limits = next(
+        (step.limits for step in interceptors if isinstance(step, ArgumentValidation)), ArgumentLimits()
+    )
+    if len(_LIMITS) >= 64:
+        _LIMITS.clear()
+    _LIMITS[id(interceptors)] = (interceptors, limits)
+    return limits
 
 
 def parse_arguments(text: object, limits: ArgumentLimits) -> dict[str, Any]:
@@ -60,7 +83,7 @@ def parse_arguments(text: object, limits: ArgumentLimits) -> dict[str, Any]:
     if len(text) > limits.max_bytes or len(text.encode("utf-8", "surrogatepass")) > limits.max_bytes:
         raise _Refused("too_large", f"arguments are larger than {limits.max_bytes} bytes")
     try:
-        parsed = json.loads(text, object_pairs_hook=_refuse_duplicates)
+        parsed = _DECODER.decode(text)
     except _Refused:
         raise
     except RecursionError:
@@ -81,11 +104,18 @@ def _openai_call(gateway: Gateway, call: object) -> tuple[str, str, dict[str, An
         raise _Refused("bad_call", "a tool call needs a string id and type 'function'")
     if not isinstance(function, dict) or type(function.get("name")) is not str or not function["name"]:
         raise _Refused("bad_call", "a tool call needs function.name")
-    arguments = parse_arguments(function.get("arguments"), _limits(gateway))
-    return call_id, function["name"], _without_optional_nulls(gateway, function["name"], arguments)
+    return call_id, function["name"], _parsed(gateway, function["name"], function.get("arguments"))
 
 
-def _without_optional_nulls(gateway: Gateway, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+def _parsed(gateway: Gateway, name: str, text: object) -> dict[str, Any]:
+    """OpenAI-style argument text as the arguments to call ``name`` with (raises `_Refused`)."""
+    return without_optional_nulls(gateway, name, parse_arguments(text, _limits(gateway)))
+
+
+def without_optional_nulls(gateway: Gateway, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """``arguments`` for ``name`` without the ``null`` of optional parameters (strict mode's "absent")."""
+    if not any(value is None or isinstance(value, (dict, list)) for value in arguments.values()):
+        return arguments  # nothing to strip, at any depth: the common flat call skips the schema walk
     try:
         _, tool, operation, _ = gateway.catalog.resolve_name(name)
         schema = gateway.catalog.schema(tool, operation).json_schema()
@@ -123,7 +153,9 @@ def result_text(result: ToolResult) -> str:
     """What the model reads: the content on success, else a refusal without internals."""
     if result.status is Status.SUCCESS:
         content = result.content
-        return content if isinstance(content, str) else json.dumps(content, default=str)
+        if isinstance(content, str):
+            return content
+        return str(content) if type(content) is int else _ENCODER.encode(content)
     refusal = {
         "status": result.status.value,
         "reason_code": result.reason_code,
@@ -158,6 +190,34 @@ def _malformed(recorded: ToolResult, refused: _Refused) -> ToolResult:
         trace_id=recorded.trace_id,
         audit_failed=recorded.audit_failed,
     )
+
+
+def invoke_arguments(
+    gateway: Gateway, name: str, text: object, *, context: Context, approval: Approval | None = None
+) -> ToolResult:
+    """Run ``name`` with arguments given as JSON text, as OpenAI's ``function.arguments`` are.
+
+    The text is parsed under the gateway's size guard with duplicate keys refused, and a
+    ``null`` for an optional parameter means absent. Text that cannot be arguments is an
+    audited INVALID_ARGUMENTS result; the tool's code never runs. Agent frameworks that
+    hand a tool the model's raw argument text (the OpenAI Agents SDK) call this.
+    """
+    try:
+        arguments = _parsed(gateway, name, text)
+    except _Refused as refused:
+        return _refused(gateway, name, context, refused)
+    return gateway.invoke(name, arguments, context=context, approval=approval)
+
+
+async def ainvoke_arguments(
+    gateway: Gateway, name: str, text: object, *, context: Context, approval: Approval | None = None
+) -> ToolResult:
+    """Async twin of `invoke_arguments`."""
+    try:
+        arguments = _parsed(gateway, name, text)
+    except _Refused as refused:
+        return await _arefused(gateway, name, context, refused)
+    return await gateway.ainvoke(name, arguments, context=context, approval=approval)
 
 
 def _openai_message(call_id: str, result: ToolResult) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from toolbox.audit.memory import MemorySink
 from toolbox.audit.redaction import PayloadMode, Redaction
 from toolbox.audit.sink import AuditQuery, AuditSink, AuditSinkError
 from toolbox.audit.trail import AuditMode, AuditTrail
-from toolbox.audit.verify import ChainProblem, verify_chain
+from toolbox.audit.verify import ChainProblem, TraceHeads, verify_chain, verify_heads
 
 if TYPE_CHECKING:
     # Typed for mypy and editors; at run time `__getattr__` imports them on first use.
@@ -35,7 +35,9 @@ __all__ = [
     "PostgresSink",
     "Redaction",
     "SqliteSink",
+    "TraceHeads",
     "verify_chain",
+    "verify_heads",
 ]
 
 

@@ -3,20 +3,26 @@
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Sequence
-from typing import final
+from typing import Any, final
 
-from sqlalchemy import create_engine, func, inspect, select
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.engine import URL, Connection, make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy import create_engine, event, func, inspect, select
+from sqlalchemy.engine import URL, Connection, Engine, make_url
+from sqlalchemy.exc import ArgumentError, DisconnectionError
 from sqlalchemy.schema import CreateSchema
 
-from toolbox.audit.events import GENESIS_HASH
-from toolbox.audit.sql import SqlSink, heads_table
+from toolbox.audit.events import FIELDS, GENESIS_HASH
+from toolbox.audit.sink import chain_dicts
+from toolbox.audit.sql import SqlSink, _to_db, events_table, heads_table
 
 __all__ = ["PostgresSink"]
 
+#: Batches of more events go in with ``COPY``; smaller ones in the multi-row INSERT (fewer round trips).
+_COPY_ABOVE = 64
+#: A pooled connection idle this long (seconds) is pinged before use: a restarted server is not an error.
+_PING_AFTER_IDLE = 1.0
+_IDLE_SINCE = "toolbox_idle_since"
 _INSTALL = 'PostgresSink needs psycopg 3. Please install it: pip install "toolbox-registry[postgres]"'
 
 
@@ -28,12 +34,16 @@ class PostgresSink(SqlSink):
     With ``schema``, the tables live in that schema, created if absent. The
     tables are created on first use, under an advisory lock so concurrent first
     uses do not collide. ``append`` locks each written trace's head row
-    (``INSERT .. ON CONFLICT DO NOTHING`` then ``SELECT .. FOR UPDATE``, in
-    trace order), so concurrent writers of a trace queue up and its sequence
-    stays gap-free. Connecting gives up after ``connect_timeout`` seconds.
+    (``INSERT .. ON CONFLICT DO UPDATE .. RETURNING``, in trace order), so
+    concurrent writers of a trace queue up and its sequence stays gap-free.
+    Connecting gives up after ``connect_timeout`` seconds; a pooled connection
+    idle for a second or more is pinged before use.
+
+    Concurrent appends of one sink share transactions (group commit); up to
+    ``concurrent_writes`` transactions (default: ``pool_size``) run at once.
     """
 
-    __slots__ = ("_schema",)
+    __slots__ = ("_pipelines", "_schema")
 
     def __init__(
         self,
@@ -43,11 +53,14 @@ class PostgresSink(SqlSink):
         connect_timeout: int = 5,
         pool_size: int = 5,
         max_overflow: int = 10,
+        concurrent_writes: int | None = None,
     ) -> None:
         try:
-            import psycopg  # noqa: F401 - only checking that the driver is installed
+            import psycopg
         except ImportError:
             raise ImportError(_INSTALL) from None
+        # Pipeline mode needs libpq 14 or later; without it a write takes four round trips, not two.
+        self._pipelines = psycopg.Pipeline.is_supported()
         try:
             parsed = make_url(url)
         except ArgumentError:
@@ -63,19 +76,24 @@ class PostgresSink(SqlSink):
         self._schema = schema
         engine = create_engine(
             parsed,
-            pool_pre_ping=True,
             pool_size=pool_size,
             max_overflow=max_overflow,
             hide_parameters=True,
             connect_args={"connect_timeout": max(int(connect_timeout), 1)},
         )
+        _ping_when_idle(engine)
         if schema is not None:
             engine = engine.execution_options(schema_translate_map={None: schema})
         where = f"{parsed.host or 'localhost'}:{parsed.port or 5432}/{parsed.database or ''}"
         if schema is not None:
             where += f" schema {schema}"
         secrets = [parsed.password] if isinstance(parsed.password, str) else []
-        super().__init__(engine, name=f"PostgreSQL audit store {where}", secrets=secrets)
+        writers = pool_size if concurrent_writes is None else concurrent_writes
+        if not isinstance(writers, int) or writers < 1:
+            raise ValueError("PostgresSink: concurrent_writes must be a positive integer")
+        super().__init__(
+            engine, name=f"PostgreSQL audit store {where}", secrets=secrets, concurrent_writes=writers
+        )
 
     @property
     def schema(self) -> str | None:
@@ -90,16 +108,134 @@ class PostgresSink(SqlSink):
         if self._schema is not None and not inspect(conn).has_schema(self._schema):
             conn.execute(CreateSchema(self._schema, if_not_exists=True))
 
+    def _write_group(self, batches: Sequence[list[dict[str, Any]]]) -> None:
+        """A group of at most `_COPY_ABOVE` events in two round trips; larger ones as `_write_rows` does.
+
+        Each round trip waits for a server that may be busy, so the statements go
+        in psycopg's pipeline mode on a connection in autocommit: ``BEGIN`` and the
+        heads' lock in one trip (their values are needed to chain the events), the
+        events' insert and ``COMMIT`` in the other. A failure rolls the transaction
+        back: nothing of the group is stored.
+        """
+        rows = [row for batch in batches for row in batch]
+        if len(rows) > _COPY_ABOVE or not self._pipelines:
+            super()._write_group(batches)
+            return
+        with self._guard("store events"), self._engine.connect() as plain:
+            conn = plain.execution_options(isolation_level="AUTOCOMMIT")
+            driver = conn.connection.driver_connection
+            assert driver is not None
+            try:
+                with driver.pipeline(), driver.cursor() as cursor:
+                    cursor.execute("BEGIN")
+                    cursor.execute(*self._lock_statement(conn, sorted({row["trace_id"] for row in rows})))
+                    locked = {row[0]: (row[1], row[2]) for row in cursor.fetchall()}
+                    cursor.execute(*self._insert_statement(conn, *chain_dicts(rows, locked.__getitem__)))
+                    cursor.execute("COMMIT")
+            except BaseException:
+                _roll_back(plain, driver)
+                raise
+
+    def _write_rows(self, conn: Connection, rows: list[dict[str, Any]]) -> None:
+        """Inside a transaction: lock and read the heads, then insert the events and move the heads.
+
+        The heads: one ``INSERT .. ON CONFLICT DO UPDATE .. RETURNING`` creates the
+        missing ones, locks every one in trace order and returns them. The events:
+        one multi-row ``INSERT`` whose ``WITH`` clause also moves the heads; more
+        than `_COPY_ABOVE` events (an ASYNC drain) go in with ``COPY``.
+        """
+        locked = self._lock_heads(conn, sorted({row["trace_id"] for row in rows}))
+        chained, heads = chain_dicts(rows, locked.__getitem__)
+        if len(chained) <= _COPY_ABOVE:
+            conn.exec_driver_sql(*self._insert_statement(conn, chained, heads))
+            return
+        events = self._qualified(conn, events_table.name)
+        driver = conn.connection.driver_connection
+        assert driver is not None
+        with driver.cursor() as cursor, cursor.copy(f"COPY {events} ({_columns(conn)}) FROM STDIN") as copy:
+            for row in map(_to_db, chained):
+                copy.write_row(tuple(row[name] for name in FIELDS))
+        conn.exec_driver_sql(*self._move_statement(conn, heads))
+
     def _lock_heads(self, conn: Connection, trace_ids: Sequence[str]) -> dict[str, tuple[int, str]]:
-        conn.execute(
-            pg_insert(heads_table)
-            .values([{"trace_id": t, "last_sequence": 0, "last_hash": GENESIS_HASH} for t in trace_ids])
-            .on_conflict_do_nothing(index_elements=[heads_table.c.trace_id])
+        """Create the missing heads, lock them all (in trace order) and return them: one statement."""
+        rows = conn.exec_driver_sql(*self._lock_statement(conn, trace_ids))
+        return {row[0]: (row[1], row[2]) for row in rows}
+
+    def _lock_statement(self, conn: Connection, trace_ids: Sequence[str]) -> tuple[str, tuple[Any, ...]]:
+        table = self._qualified(conn, heads_table.name)
+        values = ", ".join(["(%s, 0, %s)"] * len(trace_ids))
+        statement = (
+            f"INSERT INTO {table} (trace_id, last_sequence, last_hash) VALUES {values} "  # noqa: S608 - quoted names, bound values
+            "ON CONFLICT (trace_id) DO UPDATE SET trace_id = EXCLUDED.trace_id "
+            "RETURNING trace_id, last_sequence, last_hash"
         )
-        rows = conn.execute(
-            select(heads_table)
-            .where(heads_table.c.trace_id.in_(trace_ids))
-            .order_by(heads_table.c.trace_id)
-            .with_for_update()
+        return statement, tuple(value for trace_id in trace_ids for value in (trace_id, GENESIS_HASH))
+
+    def _move_statement(
+        self, conn: Connection, heads: dict[str, tuple[int, str]]
+    ) -> tuple[str, tuple[Any, ...]]:
+        table = self._qualified(conn, heads_table.name)
+        moved = sorted(heads.items())
+        statement = (
+            f"UPDATE {table} AS h SET last_sequence = v.last_sequence, last_hash = v.last_hash "  # noqa: S608 - quoted names, bound values
+            f"FROM (VALUES {', '.join(['(%s, %s::integer, %s)'] * len(moved))}) "
+            "AS v(trace_id, last_sequence, last_hash) WHERE h.trace_id = v.trace_id"
         )
-        return {row.trace_id: (row.last_sequence, row.last_hash) for row in rows}
+        return statement, tuple(
+            value for trace_id, (sequence, digest) in moved for value in (trace_id, sequence, digest)
+        )
+
+    def _insert_statement(
+        self, conn: Connection, chained: list[dict[str, Any]], heads: dict[str, tuple[int, str]]
+    ) -> tuple[str, tuple[Any, ...]]:
+        """One statement: the events' multi-row INSERT, in a WITH clause of the heads' UPDATE."""
+        events = self._qualified(conn, events_table.name)
+        one_row = "(" + ", ".join(["%s"] * len(FIELDS)) + ")"
+        insert = f"INSERT INTO {events} ({_columns(conn)}) VALUES {', '.join([one_row] * len(chained))}"  # noqa: S608 - quoted names, bound values
+        move, move_values = self._move_statement(conn, heads)
+        values = tuple(row[name] for row in map(_to_db, chained) for name in FIELDS)
+        return f"WITH stored AS ({insert}) {move}", (*values, *move_values)
+
+    def _qualified(self, conn: Connection, name: str) -> str:
+        preparer = conn.dialect.identifier_preparer
+        table = preparer.quote(name)
+        return table if self._schema is None else f"{preparer.quote_schema(self._schema)}.{table}"
+
+
+def _ping_when_idle(engine: Engine) -> None:
+    """``pool_pre_ping``, but only for connections idle `_PING_AFTER_IDLE` seconds or more.
+
+    A ping is a round trip; a busy writer reuses its connections within
+    milliseconds, so pinging each checkout would cost every commit one. A
+    connection that fails its ping is replaced (SQLAlchemy retries the checkout).
+    """
+
+    @event.listens_for(engine, "checkin")
+    def _checkin(_dbapi_connection: Any, record: Any) -> None:
+        record.info[_IDLE_SINCE] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        since = record.info.get(_IDLE_SINCE)
+        if since is None or time.monotonic() - since < _PING_AFTER_IDLE:
+            return
+        try:
+            engine.dialect.do_ping(dbapi_connection)
+        except Exception as exc:  # noqa: BLE001 - any failure: replace the connection
+            raise DisconnectionError(type(exc).__name__) from None
+
+
+def _columns(conn: Connection) -> str:
+    return ", ".join(conn.dialect.identifier_preparer.quote(name) for name in FIELDS)
+
+
+def _roll_back(plain: Connection, driver: Any) -> None:
+    """End a failed pipelined transaction; a connection that cannot is dropped from the pool."""
+    try:
+        if not driver.closed:
+            driver.execute("ROLLBACK")
+            return
+    except Exception:  # noqa: BLE001, S110 - the connection is broken: invalidated below
+        pass
+    plain.invalidate()

@@ -1,54 +1,21 @@
-"""The SQL schema shared by the SQLite and PostgreSQL sinks, and `SqlSink`, their common engine.
-
-Schema (SQLAlchemy Core, one `MetaData`):
-
-``audit_events``
-    One row per event, one column per field of `toolbox.audit.events.FIELDS`.
-    ``event_id`` is the primary key and ``(trace_id, sequence)`` is unique (its
-    index also serves lookups by trace). ``rule_ids`` is stored as JSON text.
-    ``timestamp`` is stored exactly as the chain hash saw it: the fixed-width
-    ISO 8601 UTC string of `AuditEvent.as_dict` (``2024-05-01T10:00:00.123456+00:00``),
-    which sorts chronologically as text (byte order: collation "C" on PostgreSQL).
-    Indexes: tenant + timestamp, timestamp, tool, principal, status, parent_run_id.
-``audit_trace_heads``
-    One row per trace: its last sequence number and last hash. ``append`` locks
-    the heads of the traces it writes, so sequences stay gap-free and the
-    chain unbroken across threads and processes.
-``audit_schema_version``
-    One row per schema version applied; the highest is the store's version.
+"""`SqlSink`: the engine shared by the SQLite and PostgreSQL sinks (schema: `toolbox.audit.sql_schema`).
 
 Storage is created on first use. A store written by a newer toolbox (a higher
 schema version) is refused; an older one is migrated with `MIGRATIONS`.
+Concurrent appends share transactions (group commit, `toolbox.audit.group`).
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any
 
 try:
-    from sqlalchemy import (
-        Column,
-        Double,
-        Index,
-        Integer,
-        MetaData,
-        String,
-        Table,
-        Text,
-        UniqueConstraint,
-        bindparam,
-        func,
-        insert,
-        inspect,
-        select,
-        update,
-    )
-    from sqlalchemy import text as sql_text
+    from sqlalchemy import bindparam, func, insert, inspect, select, update
     from sqlalchemy.engine import Connection, Engine, RowMapping
     from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
@@ -59,7 +26,16 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 from pydantic import ValidationError
 
 from toolbox.audit.events import FIELDS, GENESIS_HASH, AuditEvent, AuditRecord
-from toolbox.audit.sink import AuditQuery, AuditSinkError, chain_rows
+from toolbox.audit.group import GroupCommit
+from toolbox.audit.sink import AuditQuery, AuditSinkError, chain_dicts
+from toolbox.audit.sql_schema import (
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    events_table,
+    heads_table,
+    metadata,
+    version_table,
+)
 
 __all__ = [
     "MIGRATIONS",
@@ -71,95 +47,12 @@ __all__ = [
     "version_table",
 ]
 
-#: The schema version this code writes (2: ``parent_run_id``, the delegating run).
-SCHEMA_VERSION = 2
-
-
-def _add_parent_run_id(conn: Connection) -> None:
-    """Version 1 -> 2: the nullable ``parent_run_id`` column (appended last) and its index."""
-    preparer = conn.dialect.identifier_preparer
-    table = preparer.quote(events_table.name)
-    schema = conn.schema_for_object(events_table)  # the PostgreSQL sink's schema, if it has one
-    if schema:
-        table = f"{preparer.quote_schema(schema)}.{table}"
-    conn.execute(sql_text(f"ALTER TABLE {table} ADD COLUMN parent_run_id TEXT"))
-    _parent_index.create(conn)
-
-
-#: ``MIGRATIONS[n]`` upgrades a store from version ``n`` to ``n + 1`` inside the
-#: schema transaction.
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _add_parent_run_id}
-
-metadata = MetaData(
-    naming_convention={
-        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
-        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
-        "pk": "pk_%(table_name)s",
-    }
-)
-
-# Byte order on PostgreSQL, whatever the database's collation: ISO 8601 text then
-# sorts and compares chronologically (SQLite's default collation is already bytewise).
-_Timestamp = String(40).with_variant(String(40, collation="C"), "postgresql")
-
-events_table = Table(
-    "audit_events",
-    metadata,
-    Column("event_id", String(64), primary_key=True),
-    Column("trace_id", Text, nullable=False),
-    Column("correlation_id", Text),
-    Column("sequence", Integer, nullable=False),
-    Column("timestamp", _Timestamp, nullable=False),
-    Column("type", String(32), nullable=False),
-    Column("name", Text, nullable=False),
-    Column("tool", Text, nullable=False),
-    Column("operation", Text, nullable=False),
-    Column("risk", Text),
-    Column("effect", Text),
-    Column("decision", Text),
-    Column("reason_code", Text),
-    Column("rule_ids", Text, nullable=False),
-    Column("intent_kind", Text),
-    Column("intent_text", Text),
-    Column("tenant", Text),
-    Column("principal", Text),
-    Column("payload_summary", Text),
-    Column("payload_hash", Text),
-    Column("status", Text),
-    Column("duration", Double),
-    Column("attempt", Integer),
-    Column("previous_hash", String(64), nullable=False),
-    Column("hash", String(64), nullable=False),
-    Column("parent_run_id", Text),
-    UniqueConstraint("trace_id", "sequence"),
-    Index(None, "tenant", "timestamp"),
-    Index(None, "timestamp"),
-    Index(None, "tool"),
-    Index(None, "principal"),
-    Index(None, "status"),
-)
-_parent_index = Index(None, events_table.c.parent_run_id)
-
-heads_table = Table(
-    "audit_trace_heads",
-    metadata,
-    Column("trace_id", Text, primary_key=True),
-    Column("last_sequence", Integer, nullable=False),
-    Column("last_hash", String(64), nullable=False),
-)
-
-version_table = Table(
-    "audit_schema_version",
-    metadata,
-    Column("version", Integer, primary_key=True, autoincrement=False),
-    Column("applied_at", String(40), nullable=False),
-)
-
-assert tuple(c.name for c in events_table.columns) == FIELDS, "audit_events must hold every event field"
 
 # SQLSTATE classes whose server messages carry no statement data (connection,
 # authentication, catalog, resources, operator intervention, privileges).
 _SAFE_SQLSTATE_CLASSES = ("08", "28", "3D", "3F", "53", "57", "42501")
+#: Event ids looked up per statement by `SqlSink.append_missing` (well below any bind limit).
+_ID_CHUNK = 500
 
 
 class SqlSink:
@@ -174,6 +67,7 @@ class SqlSink:
     __slots__ = (
         "_closed",
         "_engine",
+        "_group",
         "_name",
         "_ready",
         "_ready_lock",
@@ -189,6 +83,7 @@ class SqlSink:
         name: str,
         write_options: Mapping[str, Any] | None = None,
         serialize_writes: bool = False,
+        concurrent_writes: int = 1,
         secrets: Sequence[str] = (),
     ) -> None:
         self._engine = engine
@@ -199,6 +94,9 @@ class SqlSink:
         self._ready = False
         self._ready_lock = threading.Lock()
         self._closed = False
+        self._group: GroupCommit[list[dict[str, Any]]] = GroupCommit(
+            self._write_group, max_writers=concurrent_writes
+        )
 
     @property
     def engine(self) -> Engine:
@@ -208,16 +106,71 @@ class SqlSink:
     # -- the AuditSink protocol -------------------------------------------------
 
     def append(self, events: Sequence[AuditEvent]) -> None:
-        """Store ``events`` in one transaction, chained after each trace's locked head."""
+        """Store ``events`` in one transaction, chained after each trace's locked head.
+
+        Concurrent appends share a transaction (`toolbox.audit.group`): the call
+        returns once the transaction holding its events is committed, and raises
+        if that transaction failed (then none of its events is stored).
+        """
         if not events:
             return
+        rows = [event.as_dict() for event in events]  # in the caller: its own bad event fails only it
+        self._ensure_ready()
+        self._group.submit(rows)
+
+    def append_missing(self, events: Sequence[AuditEvent]) -> int:
+        """Store the events of ``events`` whose ``event_id`` is not stored yet; returns how many.
+
+        One transaction, in order, chained like `append`: replaying the same events
+        twice stores each once. Used by ``toolbox audit replay``.
+        """
+        if not events:
+            return 0
+        rows = [event.as_dict() for event in events]
         self._ensure_ready()
         with self._guard("store events"), self._serialized(), self._write_transaction() as conn:
-            trace_ids = sorted({event.trace_id for event in events})
-            locked = self._lock_heads(conn, trace_ids)
-            rows, heads = chain_rows(events, lambda trace_id: locked.get(trace_id, (0, GENESIS_HASH)))
-            conn.execute(insert(events_table), [_to_db(row) for row in rows])
-            self._store_heads(conn, heads, existing=locked)
+            # Heads first: a concurrent replay of the same traces waits here, then sees what it stored.
+            self._lock_heads(conn, sorted({row["trace_id"] for row in rows}))
+            wanted = [row["event_id"] for row in rows]
+            stored: set[str] = set()
+            for start in range(0, len(wanted), _ID_CHUNK):
+                chunk = wanted[start : start + _ID_CHUNK]
+                found = conn.execute(
+                    select(events_table.c.event_id).where(events_table.c.event_id.in_(chunk))
+                )
+                stored.update(found.scalars())
+            fresh, seen = [], set(stored)
+            for row in rows:
+                if row["event_id"] not in seen:  # a duplicate within the file counts once too
+                    seen.add(row["event_id"])
+                    fresh.append(row)
+            if fresh:
+                self._write_rows(conn, fresh)
+        return len(fresh)
+
+    def trace_heads(self, trace_id: str | None = None) -> dict[str, tuple[int, str]]:
+        """The stored head (last sequence, last hash) of ``trace_id``, or of every trace."""
+        self._ensure_ready()
+        statement = select(heads_table)
+        if trace_id is not None:
+            statement = statement.where(heads_table.c.trace_id == trace_id)
+        with self._guard("read trace heads"), self._engine.connect() as conn:
+            rows = conn.execute(statement)
+            return {row.trace_id: (row.last_sequence, row.last_hash) for row in rows}
+
+    def _write_group(self, batches: Sequence[list[dict[str, Any]]]) -> None:
+        """The group commit's write: every batch in one transaction, in the order they came."""
+        rows = [row for batch in batches for row in batch]
+        with self._guard("store events"), self._serialized(), self._write_transaction() as conn:
+            self._write_rows(conn, rows)
+
+    def _write_rows(self, conn: Connection, rows: list[dict[str, Any]]) -> None:
+        """Chain ``rows`` after their traces' locked heads, insert them, move the heads."""
+        trace_ids = sorted({row["trace_id"] for row in rows})
+        locked = self._lock_heads(conn, trace_ids)
+        chained, heads = chain_dicts(rows, lambda trace_id: locked.get(trace_id, (0, GENESIS_HASH)))
+        self._insert_rows(conn, [_to_db(row) for row in chained])
+        self._store_heads(conn, heads, existing=locked)
 
     def read_trace(self, trace_id: str) -> list[AuditRecord]:
         """Every event of ``trace_id`` in sequence order (as stored: not re-verified)."""
@@ -322,6 +275,10 @@ class SqlSink:
             select(heads_table).where(heads_table.c.trace_id.in_(trace_ids)).order_by(heads_table.c.trace_id)
         )
         return {row.trace_id: (row.last_sequence, row.last_hash) for row in rows}
+
+    def _insert_rows(self, conn: Connection, rows: list[dict[str, Any]]) -> None:
+        """Insert chained rows (PostgreSQL: multi-row statements)."""
+        conn.execute(insert(events_table), rows)
 
     def _store_heads(
         self,

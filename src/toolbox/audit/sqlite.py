@@ -4,18 +4,32 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, final
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Connection
 
+from toolbox.audit.events import FIELDS
 from toolbox.audit.sink import AuditSinkError
-from toolbox.audit.sql import SqlSink
+from toolbox.audit.sql import SqlSink, events_table, heads_table
 
 __all__ = ["SqliteSink"]
 
 _BEGIN_OPTION = "toolbox_sqlite_begin"
+_INSERT = (
+    f"INSERT INTO {events_table.name} ({', '.join(FIELDS)}) "  # noqa: S608 - fixed names, bound values
+    f"VALUES ({', '.join(['?'] * len(FIELDS))})"
+)
+_READ_HEADS = (
+    f"SELECT trace_id, last_sequence, last_hash FROM {heads_table.name} "  # noqa: S608 - fixed names
+    "WHERE trace_id IN ({})"
+)
+_WRITE_HEADS = (
+    f"INSERT OR REPLACE INTO {heads_table.name} (trace_id, last_sequence, last_hash) "  # noqa: S608 - fixed names
+    "VALUES (?, ?, ?)"
+)
 
 
 @final
@@ -70,6 +84,29 @@ class SqliteSink(SqlSink):
     def path(self) -> Path:
         """The database file."""
         return self._path
+
+    # The write path in plain SQL: under the write lock, every millisecond of statement building
+    # is a millisecond no other writer can commit.
+
+    def _insert_rows(self, conn: Connection, rows: list[dict[str, Any]]) -> None:
+        """sqlite3's own ``executemany`` (its loop runs in C): the rows are already in storage form."""
+        conn.exec_driver_sql(_INSERT, [tuple(row[name] for name in FIELDS) for row in rows])
+
+    def _lock_heads(self, conn: Connection, trace_ids: Sequence[str]) -> dict[str, tuple[int, str]]:
+        """The heads of ``trace_ids`` (``BEGIN IMMEDIATE`` already holds the database's write lock)."""
+        statement = _READ_HEADS.format(", ".join(["?"] * len(trace_ids)))
+        rows = conn.exec_driver_sql(statement, tuple(trace_ids))
+        return {row[0]: (row[1], row[2]) for row in rows}
+
+    def _store_heads(
+        self,
+        conn: Connection,
+        heads: Mapping[str, tuple[int, str]],
+        *,
+        existing: Mapping[str, tuple[int, str]],
+    ) -> None:
+        moved = [(trace_id, sequence, digest) for trace_id, (sequence, digest) in sorted(heads.items())]
+        conn.exec_driver_sql(_WRITE_HEADS, moved)
 
     def _preflight(self) -> None:
         directory = self._path.parent

@@ -32,7 +32,7 @@ from toolbox.audit.events import AuditEvent, AuditRecord, EventType
 from toolbox.audit.fallback import FallbackFile, FallbackReplay
 from toolbox.audit.redaction import Redaction
 from toolbox.audit.sink import AuditQuery, AuditSink
-from toolbox.audit.verify import ChainProblem, verify_chain
+from toolbox.audit.verify import ChainProblem, TraceHeads, verify_chain, verify_heads
 from toolbox.context import ExecutionContext
 from toolbox.errors import ConfigurationError
 from toolbox.pipeline.chain import audit_unavailable
@@ -47,6 +47,8 @@ LOGGER = logging.getLogger("toolbox.audit")
 UNATTRIBUTED = "unattributed"
 _CACHED_SUBJECTS = 4096
 _STOP = object()
+#: The most queued batches the ASYNC writer stores in one append (one transaction).
+_DRAIN_BATCHES = 1024
 
 
 class AuditMode(str, enum.Enum):
@@ -140,23 +142,36 @@ class AuditTrail:
         return True
 
     def _drain(self) -> None:
+        """The ASYNC writer: every batch queued so far goes to the sink in one append (one transaction)."""
         assert self._queue is not None
+        pending = self._queue
         while True:
-            batch = self._queue.get()
-            try:
-                if batch is _STOP:
-                    return
-                events: Sequence[AuditEvent] = batch  # type: ignore[assignment]
+            taken = [pending.get()]
+            while len(taken) < _DRAIN_BATCHES and taken[-1] is not _STOP:
                 try:
-                    self.sink.append(events)
-                except Exception as exc:  # noqa: BLE001 - keep accepted events, then fail closed
-                    self._writer_failed = True
-                    LOGGER.error(
-                        "audit writer failed (%s); events kept in the fallback file", type(exc).__name__
-                    )
-                    self._keep(events)
+                    taken.append(pending.get_nowait())
+                except queue.Empty:
+                    break
+            stop = taken[-1] is _STOP
+            batches: list[Sequence[AuditEvent]] = taken[:-1] if stop else taken  # type: ignore[assignment]
+            try:
+                self._write_drained(batches)
             finally:
-                self._queue.task_done()
+                for _ in taken:
+                    pending.task_done()
+            if stop:
+                return
+
+    def _write_drained(self, batches: Sequence[Sequence[AuditEvent]]) -> None:
+        if not batches:
+            return
+        events = batches[0] if len(batches) == 1 else [event for batch in batches for event in batch]
+        try:
+            self.sink.append(events)
+        except Exception as exc:  # noqa: BLE001 - keep accepted events, then fail closed
+            self._writer_failed = True
+            LOGGER.error("audit writer failed (%s); events kept in the fallback file", type(exc).__name__)
+            self._keep(events)
 
     def _keep(self, events: Sequence[AuditEvent]) -> bool:
         """Append ``events`` (unchained) to the fallback file for a later replay."""
@@ -418,10 +433,18 @@ class AuditTrail:
         )
 
     def verify(self, trace_id: str, *, context: ExecutionContext) -> list[ChainProblem]:
-        """Chain problems of ``trace_id`` (auditors only: verification needs every event)."""
+        """Chain problems of ``trace_id`` (auditors only: verification needs every event).
+
+        With a sink that keeps trace heads (SQLite, PostgreSQL), removed last events
+        and a removed trace are problems too.
+        """
         if not self._is_auditor(context):
             raise PermissionError("verifying a trace needs an auditor role")
-        return verify_chain(self.sink.read_trace(trace_id))
+        records = self.sink.read_trace(trace_id)
+        problems = verify_chain(records)
+        if isinstance(self.sink, TraceHeads):
+            problems += verify_heads(records, self.sink.trace_heads(trace_id), trace_id=trace_id)
+        return problems
 
 
 def _arguments(invocation: Invocation) -> Mapping[str, Any]:

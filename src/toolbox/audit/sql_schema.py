@@ -1,0 +1,122 @@
+"""The SQL schema shared by the SQLite and PostgreSQL sinks (SQLAlchemy Core, one `MetaData`).
+
+``audit_events``
+    One row per event, one column per field of `toolbox.audit.events.FIELDS`.
+    ``event_id`` is the primary key and ``(trace_id, sequence)`` is unique (its
+    index also serves lookups by trace). ``rule_ids`` is stored as JSON text.
+    ``timestamp`` is stored exactly as the chain hash saw it: the fixed-width
+    ISO 8601 UTC string of `AuditEvent.as_dict` (``2024-05-01T10:00:00.123456+00:00``),
+    which sorts chronologically as text (byte order: collation "C" on PostgreSQL).
+    Indexes: tenant + timestamp, timestamp, tool, principal, status, parent_run_id.
+``audit_trace_heads``
+    One row per trace: its last sequence number and last hash. Writers lock
+    the heads of the traces they write, so sequences stay gap-free and the
+    chain unbroken across threads and processes; ``toolbox audit verify``
+    compares them with the stored events, so a removed last event or a
+    removed trace is found.
+``audit_schema_version``
+    One row per schema version applied; the highest is the store's version.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+try:
+    from sqlalchemy import Column, Double, Index, Integer, MetaData, String, Table, Text, UniqueConstraint
+    from sqlalchemy import text as sql_text
+    from sqlalchemy.engine import Connection
+except ImportError as exc:  # pragma: no cover - depends on the installed extras
+    raise ImportError(
+        'The SQL audit sinks need SQLAlchemy. Please install it: pip install "toolbox-registry[sql]"'
+    ) from exc
+
+from toolbox.audit.events import FIELDS
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "events_table", "heads_table", "metadata", "version_table"]
+
+#: The schema version this code writes (2: ``parent_run_id``, the delegating run).
+SCHEMA_VERSION = 2
+
+
+def _add_parent_run_id(conn: Connection) -> None:
+    """Version 1 -> 2: the nullable ``parent_run_id`` column (appended last) and its index."""
+    preparer = conn.dialect.identifier_preparer
+    table = preparer.quote(events_table.name)
+    schema = conn.schema_for_object(events_table)  # the PostgreSQL sink's schema, if it has one
+    if schema:
+        table = f"{preparer.quote_schema(schema)}.{table}"
+    conn.execute(sql_text(f"ALTER TABLE {table} ADD COLUMN parent_run_id TEXT"))
+    _parent_index.create(conn)
+
+
+#: ``MIGRATIONS[n]`` upgrades a store from version ``n`` to ``n + 1`` inside the
+#: schema transaction.
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _add_parent_run_id}
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+# Byte order on PostgreSQL, whatever the database's collation: ISO 8601 text then
+# sorts and compares chronologically (SQLite's default collation is already bytewise).
+_Timestamp = String(40).with_variant(String(40, collation="C"), "postgresql")
+
+events_table = Table(
+    "audit_events",
+    metadata,
+    Column("event_id", String(64), primary_key=True),
+    Column("trace_id", Text, nullable=False),
+    Column("correlation_id", Text),
+    Column("sequence", Integer, nullable=False),
+    Column("timestamp", _Timestamp, nullable=False),
+    Column("type", String(32), nullable=False),
+    Column("name", Text, nullable=False),
+    Column("tool", Text, nullable=False),
+    Column("operation", Text, nullable=False),
+    Column("risk", Text),
+    Column("effect", Text),
+    Column("decision", Text),
+    Column("reason_code", Text),
+    Column("rule_ids", Text, nullable=False),
+    Column("intent_kind", Text),
+    Column("intent_text", Text),
+    Column("tenant", Text),
+    Column("principal", Text),
+    Column("payload_summary", Text),
+    Column("payload_hash", Text),
+    Column("status", Text),
+    Column("duration", Double),
+    Column("attempt", Integer),
+    Column("previous_hash", String(64), nullable=False),
+    Column("hash", String(64), nullable=False),
+    Column("parent_run_id", Text),
+    UniqueConstraint("trace_id", "sequence"),
+    Index(None, "tenant", "timestamp"),
+    Index(None, "timestamp"),
+    Index(None, "tool"),
+    Index(None, "principal"),
+    Index(None, "status"),
+)
+_parent_index = Index(None, events_table.c.parent_run_id)
+
+heads_table = Table(
+    "audit_trace_heads",
+    metadata,
+    Column("trace_id", Text, primary_key=True),
+    Column("last_sequence", Integer, nullable=False),
+    Column("last_hash", String(64), nullable=False),
+)
+
+version_table = Table(
+    "audit_schema_version",
+    metadata,
+    Column("version", Integer, primary_key=True, autoincrement=False),
+    Column("applied_at", String(40), nullable=False),
+)
+
+assert tuple(c.name for c in events_table.columns) == FIELDS, "audit_events must hold every event field"

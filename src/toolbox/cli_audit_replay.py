@@ -1,0 +1,147 @@
+"""``toolbox audit replay FALLBACK_FILE``: store a fallback file's events, once each, then verify.
+
+The fallback file holds the events an audit trail could not store (see
+`toolbox.audit.fallback`). Replay reads it line by line, in order, and stores
+every event the store does not hold yet: on SQLite and PostgreSQL the check
+and the insert share one transaction (`SqlSink.append_missing`), so running
+replay twice, or after a crash half-way, stores each event once. The file is
+never changed: delete it once replay reports the chain intact. A line that is
+not a valid event is skipped and reported by line number, never by content.
+Then the chain (and, on SQL stores, the trace heads) of every replayed trace
+is verified.
+
+Exit status: 0 when every line was stored or already present and the chains
+verify; 1 when a line was invalid or a chain problem was found; 2 on an error
+(missing file, store unavailable), reported by the ``toolbox`` command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from toolbox.audit.events import AuditEvent
+from toolbox.audit.fallback import event_from_line
+from toolbox.audit.sink import AuditQuery, AuditSink
+from toolbox.audit.verify import ChainProblem, TraceHeads, verify_chain, verify_heads
+
+__all__ = ["add_replay", "audit_replay"]
+
+_PROG = "toolbox"
+#: Events stored per transaction: a failure half-way keeps what was stored, and a rerun skips it.
+_CHUNK = 500
+_READ_ALL = 2**31 - 1
+_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
+
+
+@runtime_checkable
+class _AppendsMissing(Protocol):
+    """A store that skips already stored event ids in the transaction that stores the others."""
+
+    def append_missing(self, events: Sequence[AuditEvent]) -> int:
+        """Store the events not stored yet; how many were."""
+
+
+def add_replay(actions: Any, parents: Sequence[argparse.ArgumentParser]) -> None:
+    """Register ``replay`` under ``toolbox audit`` (``actions``: its sub-parsers)."""
+    replay = actions.add_parser(
+        "replay",
+        parents=list(parents),
+        help="store a fallback file's events (once each, in order), then verify their chains",
+        description=(
+            "Store the events of an audit fallback file that the store does not hold yet, in "
+            "file order, then verify the chains of the traces they belong to. Running it twice "
+            "stores each event once. The file is left as it is: delete it once the chain verifies."
+        ),
+    )
+    replay.add_argument("fallback_file", metavar="FALLBACK_FILE", help="the fallback file (JSON Lines)")
+    replay.set_defaults(audit_handler=audit_replay)
+
+
+def audit_replay(args: argparse.Namespace, sink: AuditSink) -> int:
+    """Replay ``args.fallback_file`` into ``sink``; print what happened; the exit status."""
+    path = Path(args.fallback_file)
+    if not path.is_file():
+        raise ValueError(f"fallback file {_clean(str(path))!r} does not exist or is not a file")
+    events, invalid = _read(path)
+    stored = _store(sink, events)
+    traces = sorted({event.trace_id for event in events})
+    problems = _verify(sink, traces)
+    if getattr(args, "json", False):
+        document = {
+            "ok": not invalid and not problems,
+            "events": len(events),
+            "stored": stored,
+            "already_stored": len(events) - stored,
+            "invalid_lines": invalid,
+            "traces": len(traces),
+            "problems": [dataclasses.asdict(p) for p in problems],
+        }
+        print(json.dumps(document, indent=2))
+    else:
+        print(
+            f"replayed {len(events)} event(s) of {len(traces)} trace(s): {stored} stored, "
+            f"{len(events) - stored} already stored"
+        )
+        if invalid:
+            print(f"skipped {len(invalid)} invalid line(s): {', '.join(map(str, invalid))}")
+        for problem in problems:
+            print(_clean(problem))
+        if not problems:
+            print("chain intact" if traces else "nothing to verify")
+    if problems:
+        print(f"{_PROG}: audit chain broken after replay: {len(problems)} problem(s)", file=sys.stderr)
+    if invalid:
+        print(f"{_PROG}: {len(invalid)} line(s) of the fallback file are not valid events", file=sys.stderr)
+    return 1 if invalid or problems else 0
+
+
+def _read(path: Path) -> tuple[list[AuditEvent], list[int]]:
+    """The valid events of the file in order, and the numbers of its invalid lines."""
+    events: list[AuditEvent] = []
+    invalid: list[int] = []
+    for number, line in enumerate(path.read_bytes().split(b"\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            events.append(event_from_line(line))
+        except (ValueError, RecursionError):  # JSON, Unicode and field errors are ValueErrors
+            invalid.append(number)
+    return events, invalid
+
+
+def _store(sink: AuditSink, events: list[AuditEvent]) -> int:
+    """Store the events ``sink`` does not hold yet, in order; how many were stored."""
+    if isinstance(sink, _AppendsMissing):
+        return sum(sink.append_missing(events[i : i + _CHUNK]) for i in range(0, len(events), _CHUNK))
+    # A store without that check (JSON Lines): read the stored ids first. It has one writer.
+    known = {record.event_id for record in sink.query(AuditQuery(limit=_READ_ALL))}
+    fresh = []
+    for event in events:
+        if event.event_id not in known:
+            known.add(event.event_id)
+            fresh.append(event)
+    for start in range(0, len(fresh), _CHUNK):
+        sink.append(fresh[start : start + _CHUNK])
+    return len(fresh)
+
+
+def _verify(sink: AuditSink, traces: Sequence[str]) -> list[ChainProblem]:
+    problems: list[ChainProblem] = []
+    for trace_id in traces:
+        records = sink.read_trace(trace_id)
+        problems += verify_chain(records)
+        if isinstance(sink, TraceHeads):
+            problems += verify_heads(records, sink.trace_heads(trace_id), trace_id=trace_id)
+    return problems
+
+
+def _clean(text: object) -> str:
+    """``text`` as one printable line: control characters are escaped."""
+    return _CONTROL_CHARS.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))

@@ -1,0 +1,83 @@
+"""A context's trace keeps its newest records only: bounded memory for long-lived contexts."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from pydantic import ValidationError
+
+import audit_scale_support as support
+from toolbox import ExecutionContext, Status
+from toolbox.audit import AuditTrail, MemorySink
+from toolbox.context import DEFAULT_TRACE_RETENTION, DenialRecord, OperationRecord, Trace
+
+
+def test_the_default_retention_is_bounded() -> None:
+    context = ExecutionContext(tenant="t", principal="p")
+    assert context.trace_retention == DEFAULT_TRACE_RETENTION == context.trace.retention == 10_000
+    assert "trace_retention" not in context.model_dump()
+
+
+def test_a_trace_keeps_its_newest_records_and_the_audit_trail_keeps_every_call() -> None:
+    sink = MemorySink()
+    gateway = support.governed(AuditTrail(sink, fallback_path=None))
+    context = ExecutionContext(tenant="t", principal="p", trace_retention=3)
+    results = [
+        gateway.invoke("add", {"a": n, "b": 0, "purpose": f"call {n}"}, context=context) for n in range(7)
+    ]
+    assert all(r.status is Status.SUCCESS for r in results)
+    kept = context.trace.operations()
+    assert [r.intent_text for r in kept] == ["call 4", "call 5", "call 6"]
+    assert len(context.trace) == 3
+    requests = [r for r in sink.read_trace(context.run_id) if r.type.value == "INVOCATION_REQUEST"]
+    assert len(requests) == 7  # the durable record is complete
+
+
+def test_unbounded_on_request_and_inherited_by_delegates() -> None:
+    context = ExecutionContext(tenant="t", principal="p", trace_retention=None)
+    for n in range(DEFAULT_TRACE_RETENTION + 5):
+        context.trace.append(DenialRecord("x", "DENIED", str(n)))
+    assert len(context.trace) == DEFAULT_TRACE_RETENTION + 5
+    assert context.delegate().trace.retention is None
+    narrow = ExecutionContext(tenant="t", principal="p", trace_retention=2)
+    assert narrow.delegate(budget=1).trace.retention == 2
+    assert narrow.model_copy().trace_retention == 2
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, 2.5, "10", 10**0 - 1])
+def test_bad_retention_is_refused(bad: object) -> None:
+    with pytest.raises(ValidationError, match="trace retention must be a positive integer or None"):
+        ExecutionContext(tenant="t", principal="p", trace_retention=bad)
+    with pytest.raises(ValueError, match="trace retention"):
+        Trace(bad)  # type: ignore[arg-type]
+
+
+def test_concurrent_appends_and_snapshots_stay_consistent() -> None:
+    """8 writers and a reader: no error, never more than the retention, the newest kept."""
+    trace = Trace(100)
+    errors: list[BaseException] = []
+
+    def write(n: int) -> None:
+        try:
+            for i in range(5_000):
+                trace.append(OperationRecord("t", "op", "read", f"{n}-{i}", None))
+        except BaseException as exc:
+            errors.append(exc)
+
+    def read() -> None:
+        try:
+            for _ in range(2_000):
+                assert len(trace.records()) <= 100
+                trace.operations("t")
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(8)]
+    threads.append(threading.Thread(target=read))
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert errors == []
+    assert len(trace) == 100
