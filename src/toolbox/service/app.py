@@ -133,11 +133,10 @@ def create_app(
 
 
 def _mcp_endpoint(served: ServedGateway, authenticator: Authenticator, options: Mapping[str, Any]) -> Any:
-    """OPTIONAL: the MCP room's streamable-HTTP endpoint, or None while `toolbox.mcp` is absent.
+    """The MCP endpoint (`toolbox.mcp.McpHttpApp` over the same gateway), or None without the extra.
 
-    Activates by itself once `toolbox.mcp` (the MCP issue, ``toolbox-registry[mcp]``) is
-    installed and provides ``McpHttpApp(gateway, authenticator, **options)``; imported by name
-    so the service neither needs that room nor breaks without it.
+    `toolbox.mcp` needs the MCP SDK (``toolbox-registry[mcp]``); it is imported by name, so the
+    service neither needs that extra nor breaks without it.
     """
     try:
         spec = importlib.util.find_spec("toolbox.mcp")
