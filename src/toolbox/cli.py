@@ -859,6 +859,9 @@ def _parser() -> argparse.ArgumentParser:
     add_auth(commands, common_json)
     add_kill(commands, common)
     add_mcp(commands)
+    from toolbox.cli_serve import add_serve
+
+    add_serve(commands, common)
     return parser
 
 

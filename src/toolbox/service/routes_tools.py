@@ -1,0 +1,142 @@
+"""``/v1/tools``: the operations a caller may use, and one governed call."""
+
+from __future__ import annotations
+
+import fnmatch
+from typing import Any
+
+from fastapi import APIRouter, Query, Request
+from starlette.responses import JSONResponse, Response
+
+from toolbox.context import ExecutionContext, OperationRecord
+from toolbox.definition_formats import FORMATS
+from toolbox.gateway import Gateway
+from toolbox.pipeline.grants import Approval
+from toolbox.pipeline.result import Status
+from toolbox.service.access import AsCaller
+from toolbox.service.approvals import approval_document
+from toolbox.service.body import read_json_object
+from toolbox.service.problems import Problem
+from toolbox.service.service import Service, service_of
+from toolbox.service.statuses import result_problem
+from toolbox.wire_names import dotted_name
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1/tools", tags=["tools"])
+_INTENT_FIELDS = ("purpose", "audit_as")
+
+
+def _may_use(gateway: Gateway, context: ExecutionContext, wire_name: str) -> bool:
+    """Whether the policy's roles and the credential's tool set let ``context`` call this operation."""
+    _, tool, operation, _ = gateway.catalog.resolve_name(wire_name)
+    scope = context.scope
+    if scope is not None and not scope.allows(tool, operation):
+        return False
+    roles: dict[str, list[str]] | None = gateway.catalog.policy.governance.get("roles")
+    if roles is None:
+        return True
+    qualified = f"{tool}.{operation}"
+    return any(
+        fnmatch.fnmatchcase(tool, pattern) or fnmatch.fnmatchcase(qualified, pattern)
+        for role in context.roles
+        for pattern in roles.get(role, ())
+    )
+
+
+@router.get("")
+async def list_tools(
+    request: Request,
+    caller: AsCaller,
+    format: str = Query("neutral", description="neutral, openai, anthropic or mcp"),
+) -> dict[str, Any]:
+    """The operations this caller may use, as LLM function definitions in ``format``."""
+    if format not in FORMATS:
+        raise Problem(
+            422,
+            "INVALID_REQUEST",
+            f"format must be one of {', '.join(FORMATS)}",
+            rule="request",
+            trace_id=caller.trace_id,
+            field_path="format",
+        )
+    gateway = service_of(request).served.gateway
+    context = caller.identity.context(run_id=caller.trace_id)
+    neutral = gateway.definitions()
+    usable = {d["name"] for d in neutral if _may_use(gateway, context, d["name"])}
+    shaped = gateway.definitions(format) if format != "neutral" else neutral
+    tools = [d for d, n in zip(shaped, neutral, strict=True) if n["name"] in usable]
+    return {
+        "format": format,
+        "tools": tools,
+        "names": [dotted_name(d["name"]) for d in neutral if d["name"] in usable],
+    }
+
+
+def _arguments(body: dict[str, Any], trace_id: str) -> dict[str, Any]:
+    arguments = body.get("arguments", {})
+    if not isinstance(arguments, dict):
+        raise Problem(
+            422,
+            "INVALID_ARGUMENTS",
+            "arguments must be a JSON object",
+            rule="request",
+            trace_id=trace_id,
+            field_path="arguments",
+        )
+    merged = dict(arguments)
+    for field in _INTENT_FIELDS:
+        if field in body:
+            if field in merged and merged[field] != body[field]:
+                raise Problem(
+                    422,
+                    "INVALID_ARGUMENTS",
+                    f"{field} is given twice, with different values",
+                    rule="request",
+                    trace_id=trace_id,
+                    field_path=field,
+                )
+            merged[field] = body[field]
+    return merged
+
+
+@router.post("/{name}/invoke", status_code=200)
+async def invoke(name: str, request: Request, caller: AsCaller) -> Response:
+    """One governed call of ``name`` (``tool.operation`` or its wire name).
+
+    The body is ``{"arguments": {...}, "purpose" | "audit_as": "...", "approval_id": "..."}``;
+    anything else in it (a tenant, a principal) is ignored: the credential decides who calls.
+    """
+    service = service_of(request)
+    body = await read_json_object(request, service.settings.max_body_bytes, trace_id=caller.trace_id)
+    arguments = _arguments(body, caller.trace_id)
+    run_id, approval = caller.trace_id, None
+    if "approval_id" in body:
+        approval, run_id = await service.approvals.redeem(
+            body["approval_id"], caller.identity, caller.trace_id
+        )
+    context = caller.identity.context(run_id=run_id, correlation_id=caller.trace_id)
+    return await _call(service, name, arguments, context, approval)
+
+
+async def _call(
+    service: Service,
+    name: str,
+    arguments: dict[str, Any],
+    context: ExecutionContext,
+    approval: Approval | None,
+) -> Response:
+    result = await service.runner.run(service.served.gateway, name, arguments, context, approval)
+    if result.status is Status.SUCCESS:
+        return JSONResponse(result.as_dict())
+    if result.status is Status.APPROVAL_REQUIRED and result.approval is not None:
+        records = [r for r in context.trace.records() if isinstance(r, OperationRecord)]
+        last = records[-1] if records else None
+        pending = await service.approvals.raised(
+            result, last.intent_kind if last else "", last.intent_text if last else "", context.run_id
+        )
+        document = result.as_dict()
+        document["approval"] = approval_document(pending)
+        url = document["approval"]["url"]
+        return JSONResponse(document, status_code=202, headers={"Location": url})
+    raise result_problem(result)

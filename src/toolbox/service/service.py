@@ -1,0 +1,46 @@
+"""`Service`: what every route reads, kept on ``app.state.service``."""
+
+from __future__ import annotations
+
+from typing import final
+
+from starlette.requests import HTTPConnection
+
+from toolbox.auth import Authenticator
+from toolbox.service.approvals import ApprovalDesk
+from toolbox.service.audit_log import ServiceAudit
+from toolbox.service.calls import CallRunner
+from toolbox.service.metrics import ServiceMetrics
+from toolbox.service.serving import ServedGateway
+from toolbox.service.settings import ServiceSettings
+
+__all__ = ["Service", "service_of"]
+
+
+@final
+class Service:
+    """The served gateway, the authenticator, the settings, approvals, the service's audit and metrics."""
+
+    __slots__ = ("approvals", "audit", "authenticator", "metrics", "runner", "served", "settings")
+
+    def __init__(
+        self,
+        served: ServedGateway,
+        authenticator: Authenticator,
+        settings: ServiceSettings,
+        approvals: ApprovalDesk,
+        audit: ServiceAudit,
+    ) -> None:
+        self.served = served
+        self.authenticator = authenticator
+        self.settings = settings
+        self.audit = audit
+        self.approvals = approvals
+        self.metrics = ServiceMetrics(served.audit)
+        self.runner = CallRunner(self.metrics)
+
+
+def service_of(connection: HTTPConnection) -> Service:
+    """The `Service` of the app serving ``connection``."""
+    service: Service = connection.app.state.service
+    return service
