@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from toolbox_http._credentials import Credential, CredentialError
 from toolbox_http._descriptor import HTTP_DESCRIPTOR
+from toolbox_http._guard import AddressGuard
 from toolbox_http._egress import EgressDeniedError, EgressMode, EgressPolicy, RateLimitedError
 from toolbox_http._errors import (
     HttpStatusError,
@@ -26,6 +27,7 @@ __all__ = [
     "HTTP_DESCRIPTOR",
     "INSECURE_TLS_ENV",
     "INSECURE_TLS_VALUE",
+    "AddressGuard",
     "Credential",
     "CredentialError",
     "EgressDeniedError",
