@@ -19,7 +19,7 @@ from toolbox.discovery import discover as discover_tools
 from toolbox.errors import InvalidArgumentsError
 from toolbox.governance import Governance
 from toolbox.namespace import check_namespace
-from toolbox.operations import DescribedOperations, OperationLock
+from toolbox.operations import OperationLock, describes_operations
 from toolbox.pipeline.arguments import OperationSchema, described_schema, operation_schema
 from toolbox.pipeline.chain import Pipeline
 from toolbox.policy import PolicyDecision, ToolPolicy
@@ -282,7 +282,7 @@ class Catalog:
         tool_type = entry.registered.provider.tool_type
         op = next(o for o in descriptor.operations if o.name == operation)
         summary = op.summary or descriptor.summary
-        if isinstance(tool_type, DescribedOperations):
+        if describes_operations(tool_type):
             parameters = tool_type.operation_parameters(operation)
             built = described_schema(tool, operation, parameters, op.effect, summary)
         else:

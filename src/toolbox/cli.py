@@ -73,6 +73,8 @@ from toolbox.cli_format import (
     operation_rows,
     operations_of,
 )
+from toolbox.cli_mcp import add_mcp
+from toolbox.cli_mcp_lock import drift_document, drift_lines
 from toolbox.context import ExecutionContext
 from toolbox.errors import ToolboxError
 from toolbox.policy import ToolPolicy
@@ -268,6 +270,7 @@ def _check_document(tools: Tools, policy: str, required: Sequence[ToolDecision])
             for b in tools.broken_providers
         ],
         "blocked": list(tools.blocked_distributions),
+        "pinned_operations": drift_document(tools),
     }
 
 
@@ -302,7 +305,7 @@ def _check_lines(tools: Tools, policy: str, required: Sequence[ToolDecision]) ->
         ]
         lines += ["", "Required tools:"]
         lines += _table(["TOOL", "STATE"], rows, indent="  ")[1:]
-    return lines + _problem_lines(tools)
+    return lines + drift_lines(tools) + _problem_lines(tools)
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
@@ -843,6 +846,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     check_cmd.set_defaults(handler=_cmd_check)
     _add_audit(commands, common_json)
+    add_mcp(commands, common)
     return parser
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["DescribedOperations", "OperationLock"]
+__all__ = ["DescribedOperations", "OperationLock", "describes_operations"]
 
 
 @runtime_checkable
@@ -43,6 +43,13 @@ class DescribedOperations(Protocol):
             toolbox.ToolDeniedError: the tool refuses the call (e.g. the operation drifted).
         """
         ...
+
+
+def describes_operations(tool_type: type) -> bool:
+    """Whether ``tool_type`` implements `DescribedOperations` (checked on the class, not an instance)."""
+    return callable(getattr(tool_type, "operation_parameters", None)) and callable(
+        getattr(tool_type, "operation_intent", None)
+    )
 
 
 @runtime_checkable

@@ -53,7 +53,9 @@ def build_server(mode: str = "v1", count=_count) -> MCPServer:
         count("echo")
         return text
 
-    @server.tool(name="notesSearch", description="Search notes.", annotations=ToolAnnotations(read_only_hint=False))
+    @server.tool(
+        name="notesSearch", description="Search notes.", annotations=ToolAnnotations(read_only_hint=False)
+    )
     def notes_search(query: str) -> str:
         count("notesSearch")
         return f"found: {query}"

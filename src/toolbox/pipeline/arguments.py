@@ -16,7 +16,7 @@ import threading
 import typing
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, final
+from typing import Any, cast, final
 
 from pydantic import AllowInfNan, BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.fields import FieldInfo
@@ -24,6 +24,7 @@ from pydantic.fields import FieldInfo
 from toolbox.descriptor import Effect
 from toolbox.errors import ConfigurationError, InvalidArgumentsError, ToolboxError, ToolDeniedError
 from toolbox.intent_text import validate_intent_text
+from toolbox.operations import DescribedOperations
 from toolbox.pipeline.invocation import BY_NAME, Invocation
 from toolbox.pipeline.result import ToolResult
 
@@ -348,9 +349,7 @@ def described_schema(
         __config__=ConfigDict(extra="allow", allow_inf_nan=False),
         **{intent_field: intent},  # type: ignore[call-overload]
     )
-    return OperationSchema(
-        f"{tool}.{operation}", operation, model, intent_field, summary, json_schema=shown
-    )
+    return OperationSchema(f"{tool}.{operation}", operation, model, intent_field, summary, json_schema=shown)
 
 
 def validate_arguments(schema: OperationSchema, arguments: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
@@ -418,7 +417,8 @@ class ArgumentValidation:
         values, text = validate_arguments(schema, invocation.arguments)
         try:
             if schema.described:
-                intent = invocation.instance.operation_intent(schema.method, values)
+                described = cast(DescribedOperations, invocation.instance)
+                intent = described.operation_intent(schema.method, values)
             else:
                 intent = getattr(invocation.instance, schema.method)(**values)
         except ToolDeniedError as exc:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar, final
@@ -66,8 +67,8 @@ class Connection:
         "_opener",
         "_ready",
         "_session",
-        "_start_lock",
         "_stale",
+        "_start_lock",
         "_stop",
         "_thread",
         "sessions_started",
@@ -110,7 +111,9 @@ class Connection:
         """`call` for async callers: cancelling the caller cancels the upstream call."""
         future = self._submit(self._call(remote, arguments, timeout, check))
         try:
-            return await asyncio.wait_for(asyncio.wrap_future(future), timeout + self._connect_timeout + _GRACE)
+            return await asyncio.wait_for(
+                asyncio.wrap_future(future), timeout + self._connect_timeout + _GRACE
+            )
         except asyncio.TimeoutError:
             future.cancel()
             raise ToolTimeoutError(f"{self._label} did not answer within {timeout:g} s") from None
@@ -128,10 +131,9 @@ class Connection:
             loop, thread = self._loop, self._thread
         if loop is None or thread is None:
             return
-        try:
+        # The SDK's shutdown kills the child; a loop that does not answer is abandoned below.
+        with contextlib.suppress(concurrent.futures.TimeoutError, RuntimeError):
             asyncio.run_coroutine_threadsafe(self._shutdown(), loop).result(_CLOSE_WAIT)
-        except (concurrent.futures.TimeoutError, RuntimeError):
-            pass  # the child is killed by the SDK's shutdown; a stuck loop is abandoned below
         loop.call_soon_threadsafe(loop.stop)
         thread.join(_CLOSE_WAIT)
 
@@ -226,15 +228,17 @@ class Connection:
     async def _hold(self, ready: asyncio.Future[ClientSession], stop: asyncio.Event) -> None:
         # The transport and the session are entered and left in this one task (anyio's rule).
         try:
-            async with self._opener() as (read, write):
-                async with ClientSession(read, write, message_handler=self._on_message) as session:
-                    await session.initialize()
-                    await self._list(session)
-                    self._session = session
-                    if not ready.done():
-                        ready.set_result(session)
-                    await stop.wait()
-        except BaseException as exc:  # noqa: BLE001 - reported to the waiting caller, then dropped
+            async with (
+                self._opener() as (read, write),
+                ClientSession(read, write, message_handler=self._on_message) as session,
+            ):
+                await session.initialize()
+                await self._list(session)
+                self._session = session
+                if not ready.done():
+                    ready.set_result(session)
+                await stop.wait()
+        except BaseException as exc:  # reported to the waiting caller, then dropped
             if not ready.done():
                 ready.set_exception(exc if isinstance(exc, Exception) else ConnectionError("cancelled"))
             if not isinstance(exc, Exception):

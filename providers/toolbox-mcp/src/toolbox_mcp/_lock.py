@@ -44,7 +44,7 @@ class ServerLock:
         server = self._server
         env = os.environ if self._env is None else self._env
         connection = Connection(
-            server._opener(server.credential_for(None), env),
+            server.opener(server.credential_for(None), env),
             label=f"MCP server {server.name!r}",
             connect_timeout=min(timeout, server.config.connect_timeout),
             on_listing=lambda tools: None,

@@ -153,7 +153,9 @@ def read_lock(path: Path) -> dict[str, dict[str, Pin]]:
     except (ValueError, UnicodeDecodeError):
         raise LockFileError(f"lock file {str(path)!r} is not JSON") from None
     if not isinstance(document, dict) or document.get("version") != VERSION:
-        raise LockFileError(f"lock file {str(path)!r}: unsupported version (this toolbox-mcp writes {VERSION})")
+        raise LockFileError(
+            f"lock file {str(path)!r}: unsupported version (this toolbox-mcp writes {VERSION})"
+        )
     servers = document.get("servers") or {}
     if not isinstance(servers, dict):
         raise LockFileError(f"lock file {str(path)!r}: servers is not an object")

@@ -75,7 +75,9 @@ def convert(result: mcp_types.CallToolResult, *, max_bytes: int, label: str) -> 
         try:
             size += len(json.dumps(structured, ensure_ascii=False, allow_nan=False).encode("utf-8"))
         except (TypeError, ValueError):
-            raise McpToolError(f"{label} returned structured content that is not JSON", request_sent=True) from None
+            raise McpToolError(
+                f"{label} returned structured content that is not JSON", request_sent=True
+            ) from None
         if size > max_bytes:
             raise ResponseTooLargeError(
                 f"{label} returned more than max_result_bytes ({max_bytes})", request_sent=True

@@ -29,7 +29,7 @@ from toolbox_mcp._config import CredentialConfig, ServerConfig
 from toolbox_mcp._connection import Connection
 from toolbox_mcp._lockfile import Pin, Refused, pin_tools
 from toolbox_mcp._schema import schema_validator
-from toolbox_mcp._transports import http_opener, read_secret_file, stdio_opener, stdio_parameters
+from toolbox_mcp._transports import Opener, http_opener, read_secret_file, stdio_opener, stdio_parameters
 
 __all__ = ["DRIFT", "DriftError", "Server", "effective_effect"]
 
@@ -79,7 +79,9 @@ class Drift:
     refused: tuple[Refused, ...] = ()
 
     def lines(self) -> list[str]:
-        found = [f"{op}: changed since it was pinned (schema, description or annotations)" for op in self.changed]
+        found = [
+            f"{op}: changed since it was pinned (schema, description or annotations)" for op in self.changed
+        ]
         found += [f"{op}: pinned, but the server no longer lists it" for op in self.removed]
         found += [f"{op}: new on the server, not pinned (unusable until locked)" for op in self.new]
         found += [f"{r.remote}: cannot be pinned: {r.reason}" for r in self.refused]
@@ -137,7 +139,9 @@ class Server:
                 name=name,
                 effect=self.effect_of(name),
                 summary=_summary(pin.description),
-                requires_approval=bool(config.operations.get(name) and config.operations[name].requires_approval),
+                requires_approval=bool(
+                    config.operations.get(name) and config.operations[name].requires_approval
+                ),
             )
             for name, pin in sorted(self.pins.items())
         )
@@ -211,7 +215,7 @@ class Server:
             if found is not None:
                 return found
         made = Connection(
-            self._opener(credential, env),
+            self.opener(credential, env),
             label=f"MCP server {self.name!r}",
             connect_timeout=self.config.connect_timeout,
             on_listing=self._compare,
@@ -222,7 +226,7 @@ class Server:
             made.close()
         return found
 
-    def _opener(self, credential: int | None, env: Mapping[str, str]) -> object:
+    def opener(self, credential: int | None, env: Mapping[str, str]) -> Opener:
         config = self.config
         if config.command is not None:
             return stdio_opener(stdio_parameters(config, env))

@@ -117,7 +117,7 @@ class McpTool:
         return runtime.write_intent(operation, run, target=target, acall=arun, arguments=values)
 
     def close(self) -> None:
-        """Stop using the server's sessions; the last tool closed ends them. `toolbox.Tools.close` calls this."""
+        """Stop using the server's sessions (the last tool closed ends them); `toolbox.Tools.close` calls it."""
         if not self._closed:
             self._closed = True
             type(self).server.release()
@@ -149,4 +149,3 @@ def tool_type_for(server: Server) -> type[McpTool]:
     """A subclass of `McpTool` for ``server`` (tool types are unique per tool)."""
     class_name = "McpTool_" + "".join(part.capitalize() for part in server.name.replace("-", "_").split("_"))
     return type(class_name, (McpTool,), {"__slots__": (), "server": server, "__module__": __name__})
-
