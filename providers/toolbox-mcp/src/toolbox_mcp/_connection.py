@@ -136,6 +136,8 @@ class Connection:
             asyncio.run_coroutine_threadsafe(self._shutdown(), loop).result(_CLOSE_WAIT)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(_CLOSE_WAIT)
+        if not thread.is_alive():
+            loop.close()
 
     # -- the loop thread -----------------------------------------------------------------------
 

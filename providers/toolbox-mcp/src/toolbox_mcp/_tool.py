@@ -117,7 +117,7 @@ class McpTool:
         return runtime.write_intent(operation, run, target=target, acall=arun, arguments=values)
 
     def close(self) -> None:
-        """Stop using the server's sessions (the last tool closed ends them); `toolbox.Tools.close` calls it."""
+        """Stop using the server's sessions; the last tool closed ends them (`toolbox.Tools.close`)."""
         if not self._closed:
             self._closed = True
             type(self).server.release()
