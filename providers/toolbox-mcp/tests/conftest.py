@@ -141,7 +141,7 @@ class Setup:
     def events(self, context: ExecutionContext) -> list[tuple[str, str | None, str | None]]:
         """(type, status or decision, reason code) of each audit event of ``context``'s run."""
         return [
-            (str(r.type.value if hasattr(r.type, "value") else r.type), r.status or r.decision, r.reason_code)
+            (str(r.type.value if hasattr(r.type, "value") else r.type), r.decision or r.status, r.reason_code)
             for r in self.trail.read_trace(context.run_id, context=AUDITOR)
         ]
 

@@ -29,7 +29,7 @@ import mcp_types
 from mcp import ClientSession
 from mcp.shared.exceptions import MCPError
 
-from toolbox.errors import ToolConnectionError, ToolExecutionError, ToolTimeoutError
+from toolbox.errors import ToolConnectionError, ToolDeniedError, ToolExecutionError, ToolTimeoutError
 from toolbox_mcp._transports import Opener
 
 __all__ = ["Connection", "McpProtocolError", "SessionLost"]
@@ -218,11 +218,14 @@ class Connection:
             raise ToolConnectionError(
                 f"{self._label} did not start within {self._connect_timeout:g} s", request_sent=False
             ) from None
-        except (OSError, ValueError) as exc:
-            raise ToolConnectionError(
-                f"{self._label} could not be started ({type(exc).__name__})", request_sent=False
-            ) from None
-        except Exception as exc:  # noqa: BLE001 - any failure to open is "not reached"
+        except Exception as exc:  # noqa: BLE001 - sorted below: a denial stays a denial
+            denial = _denial_in(exc)
+            if denial is not None:
+                raise denial from None
+            if isinstance(exc, (OSError, ValueError)):
+                raise ToolConnectionError(
+                    f"{self._label} could not be started ({type(exc).__name__})", request_sent=False
+                ) from None
             raise ToolConnectionError(
                 f"{self._label} failed during startup ({type(exc).__name__})", request_sent=False
             ) from None
@@ -290,3 +293,19 @@ class Connection:
 
     def __repr__(self) -> str:
         return f"Connection({self._label}, sessions_started={self.sessions_started})"
+
+
+def _denial_in(exc: BaseException) -> ToolDeniedError | None:
+    """A denial (toolbox-http's SSRF guard refusing an address) inside ``exc``'s groups or causes."""
+    pending: list[BaseException] = [exc]
+    seen = 0
+    while pending and seen < 100:
+        seen += 1
+        item = pending.pop()
+        if isinstance(item, ToolDeniedError):
+            return item
+        pending.extend(getattr(item, "exceptions", ()))
+        for linked in (item.__cause__, item.__context__):
+            if linked is not None:
+                pending.append(linked)
+    return None
