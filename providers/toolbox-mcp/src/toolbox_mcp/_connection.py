@@ -222,6 +222,8 @@ class Connection:
             denial = _denial_in(exc)
             if denial is not None:
                 raise denial from None
+            if isinstance(exc, ToolConnectionError):
+                raise exc from None
             if isinstance(exc, (OSError, ValueError)):
                 raise ToolConnectionError(
                     f"{self._label} could not be started ({type(exc).__name__})", request_sent=False

@@ -29,7 +29,7 @@ from toolbox_mcp._config import CredentialConfig, ServerConfig
 from toolbox_mcp._connection import Connection
 from toolbox_mcp._lockfile import Pin, Refused, pin_tools
 from toolbox_mcp._schema import schema_validator
-from toolbox_mcp._transports import Opener, http_opener, read_secret_file, stdio_opener, stdio_parameters
+from toolbox_mcp._transports import Opener, http_opener, read_secret_file, stdio_opener
 
 __all__ = ["DRIFT", "DriftError", "Server", "effective_effect"]
 
@@ -207,7 +207,6 @@ class Server:
         """The pooled connection for ``credential`` (started lazily on its first call).
 
         Raises:
-            ValueError: the stdio command is not found.
             toolbox_http.CredentialError: the credential's secret cannot be read.
         """
         with self._lock:
@@ -229,7 +228,7 @@ class Server:
     def opener(self, credential: int | None, env: Mapping[str, str]) -> Opener:
         config = self.config
         if config.command is not None:
-            return stdio_opener(stdio_parameters(config, env))
+            return stdio_opener(config, env)
         headers: dict[str, str] = {}
         if credential is not None:
             bound = self._bound(config.credentials[credential])

@@ -50,7 +50,6 @@ class McpTool:
         """Build the tool for one context; the server's sessions are shared, not opened here.
 
         Raises:
-            ValueError: the stdio command is not found.
             toolbox_http.CredentialError: the upstream credential cannot be read.
         """
         self._runtime = runtime

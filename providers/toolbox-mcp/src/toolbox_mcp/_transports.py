@@ -30,6 +30,7 @@ import httpx2
 from mcp.client.stdio import DEFAULT_INHERITED_ENV_VARS, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+from toolbox.errors import ToolConnectionError
 from toolbox_http import AddressGuard
 from toolbox_mcp._config import ServerConfig
 
@@ -67,10 +68,18 @@ def stdio_parameters(server: ServerConfig, parent: Mapping[str, str]) -> StdioSe
     )
 
 
-def stdio_opener(parameters: StdioServerParameters) -> Opener:
-    """Opens the SDK's stdio transport; the child's stderr goes to this process's stderr."""
+def stdio_opener(server: ServerConfig, parent: Mapping[str, str]) -> Opener:
+    """Opens the SDK's stdio transport; the child's stderr goes to this process's stderr.
+
+    The command is looked up when a session opens, so a missing one fails that call
+    (`toolbox.ToolConnectionError`, nothing sent) rather than the tool's construction.
+    """
 
     def open_stdio() -> AbstractAsyncContextManager[Streams]:
+        try:
+            parameters = stdio_parameters(server, parent)
+        except ValueError as exc:
+            raise ToolConnectionError(str(exc), request_sent=False) from None
         return stdio_client(parameters, errlog=sys.__stderr__ or sys.stderr)
 
     return open_stdio
