@@ -222,7 +222,7 @@ class Connection:
             denial = _denial_in(exc)
             if denial is not None:
                 raise denial from None
-            if isinstance(exc, ToolConnectionError):
+            if isinstance(exc, ToolExecutionError):  # e.g. a missing command or credential
                 raise exc from None
             if isinstance(exc, (OSError, ValueError)):
                 raise ToolConnectionError(

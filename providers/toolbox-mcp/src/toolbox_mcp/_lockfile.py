@@ -156,7 +156,7 @@ def read_lock(path: Path) -> dict[str, dict[str, Pin]]:
         raise LockFileError(
             f"lock file {str(path)!r}: unsupported version (this toolbox-mcp writes {VERSION})"
         )
-    servers = document.get("servers") or {}
+    servers = document.get("servers", {})
     if not isinstance(servers, dict):
         raise LockFileError(f"lock file {str(path)!r}: servers is not an object")
     found: dict[str, dict[str, Pin]] = {}

@@ -229,10 +229,11 @@ class Server:
         config = self.config
         if config.command is not None:
             return stdio_opener(config, env)
-        headers: dict[str, str] = {}
-        if credential is not None:
-            bound = self._bound(config.credentials[credential])
-            headers[bound.header] = bound.value(env)
+        bound = None if credential is None else self._bound(config.credentials[credential])
+
+        def headers() -> dict[str, str]:
+            return {} if bound is None else {bound.header: bound.value(env)}
+
         return http_opener(config, headers, tool=self.tool)
 
     def _bound(self, credential: CredentialConfig) -> Credential:

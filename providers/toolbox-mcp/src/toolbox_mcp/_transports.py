@@ -134,15 +134,19 @@ def guarded_client(server: ServerConfig, headers: Mapping[str, str], *, tool: st
     )
 
 
-def http_opener(server: ServerConfig, headers: Mapping[str, str], *, tool: str) -> Opener:
-    """Opens the SDK's streamable-HTTP transport over a guarded client carrying ``headers``."""
+def http_opener(server: ServerConfig, headers: Callable[[], Mapping[str, str]], *, tool: str) -> Opener:
+    """Opens the SDK's streamable-HTTP transport over a guarded client carrying ``headers()``.
+
+    The headers (the upstream credential) are read when a session opens, so a missing
+    secret fails that call (`toolbox_http.CredentialError`, nothing sent).
+    """
     assert server.url is not None  # an HTTP server
     url = server.url
 
     @asynccontextmanager
     async def open_http() -> AsyncIterator[Streams]:
         async with (
-            guarded_client(server, headers, tool=tool) as client,
+            guarded_client(server, headers(), tool=tool) as client,
             streamable_http_client(url, http_client=client) as streams,
         ):
             yield streams
