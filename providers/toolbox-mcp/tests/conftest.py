@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 import uvicorn
+from mcp_test_server import build_server
 
 import toolbox_mcp.plugin
-from mcp_test_server import build_server
 from toolbox import ExecutionContext, Gateway, Governance, RetryPolicy, ToolPolicy
 from toolbox.audit import AuditTrail, MemorySink
 from toolbox.discovery import discover
@@ -119,14 +119,19 @@ def server_children() -> list[tuple[int, str, str]]:
     return [c for c in children() if "mcp_test_server" in c[2] or c[1] == "Z"]
 
 
-def wait_no_server_children(limit: float = 15.0) -> list[tuple[int, str, str]]:
-    """Poll (bounded) until no server child is left; returns what is left."""
+def wait_server_children(count: int, limit: float = 15.0) -> list[tuple[int, str, str]]:
+    """Poll (bounded) until exactly ``count`` server children are left; returns what is left."""
     end = time.monotonic() + limit
     left = server_children()
-    while left and time.monotonic() < end:
+    while len(left) != count and time.monotonic() < end:
         time.sleep(0.05)
         left = server_children()
     return left
+
+
+def wait_no_server_children(limit: float = 15.0) -> list[tuple[int, str, str]]:
+    """Poll (bounded) until no server child is left; returns what is left."""
+    return wait_server_children(0, limit)
 
 
 @dataclass

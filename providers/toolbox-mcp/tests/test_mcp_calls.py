@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from conftest import lock, stdio_server, wait_no_server_children, write_policy
+from conftest import lock, stdio_server, wait_no_server_children, wait_server_children, write_policy
 
 from toolbox import ExecutionContext, Status
 from toolbox_mcp import McpResult, McpTool
@@ -53,19 +53,47 @@ def test_the_typed_door_returns_read_and_write_intents_by_effect(setup):
 def test_async_calls_share_the_session(setup):
     async def run():
         return await asyncio.gather(
-            *(setup.gateway.ainvoke("mcp.notes.add", {"a": i, "b": 1, "audit_as": "Add"}, context=CTX) for i in range(5))
+            *(
+                setup.gateway.ainvoke("mcp.notes.add", {"a": i, "b": 1, "audit_as": "Add"}, context=CTX)
+                for i in range(5)
+            )
         )
 
     results = asyncio.run(run())
     assert sorted(r.content.text for r in results) == ["1", "2", "3", "4", "5"]
     tool = setup.gateway.tools_for(CTX).get("mcp.notes")
-    assert tool._connection.sessions_started == 1
+    assert tool._connection.sessions_started == 1  # one session on that loop, for five calls
+    # The loop's session ended with the loop (asyncio.run cancels its tasks): the child is reaped.
+    assert wait_no_server_children() == []
+
+
+def test_sync_and_async_callers_each_get_a_pooled_session(setup):
+    tool = setup.gateway.tools_for(CTX).get("mcp.notes")
+    for _ in range(3):
+        assert tool.call("add", {"a": 1, "b": 1}).audit_as("Add").execute().text == "2"
+
+    async def run():
+        for _ in range(3):
+            result = await setup.gateway.ainvoke(
+                "mcp.notes.add", {"a": 1, "b": 2, "audit_as": "Add"}, context=CTX
+            )
+            assert result.content.text == "3"
+        assert len(wait_no_server_children(0)) == 2  # the background session and this loop's
+
+    asyncio.run(run())
+    assert tool._connection.sessions_started == 2
+    assert len(wait_server_children(1)) == 1  # the loop's child is gone; the sync one is pooled
+    setup.gateway.close()
+    assert wait_no_server_children() == []
 
 
 def test_sessions_are_pooled_across_calls_and_contexts(setup):
     other = ExecutionContext(tenant="tenant-a", principal="bob")
     for context in (CTX, other, CTX, other):
-        assert setup.gateway.invoke("mcp.notes.add", {"a": 1, "b": 2, "audit_as": "Add"}, context=context).status is Status.SUCCESS
+        assert (
+            setup.gateway.invoke("mcp.notes.add", {"a": 1, "b": 2, "audit_as": "Add"}, context=context).status
+            is Status.SUCCESS
+        )
     first = setup.gateway.tools_for(CTX).get("mcp.notes")._connection
     second = setup.gateway.tools_for(other).get("mcp.notes")._connection
     assert first is second
@@ -104,7 +132,9 @@ def test_the_child_gets_only_the_listed_environment(tmp_path, count_file, make_s
     servers = {"envs": stdio_server(count_file, env={"ONLY_THIS": "1"}, pass_env=["LISTED_FROM_PARENT"])}
     policy = write_policy(tmp_path / "policy.toml", servers)
     lock(policy, "envs")
-    setup = make_setup(policy, count_file, env={"LISTED_FROM_PARENT": "yes", "PATH": "/usr/bin", "HOME": "/root"})
+    setup = make_setup(
+        policy, count_file, env={"LISTED_FROM_PARENT": "yes", "PATH": "/usr/bin", "HOME": "/root"}
+    )
     result = setup.gateway.invoke("mcp.envs.env_names", {"audit_as": "Inspect"}, context=CTX)
     names = set(result.content.text.split(","))
     # Python itself may add LC_CTYPE; nothing of the parent's is inherited.
@@ -112,7 +142,10 @@ def test_the_child_gets_only_the_listed_environment(tmp_path, count_file, make_s
 
 
 def test_closing_the_gateway_reaps_the_server(setup):
-    assert setup.gateway.invoke("mcp.notes.add", {"a": 1, "b": 2, "audit_as": "Add"}, context=CTX).status is Status.SUCCESS
+    assert (
+        setup.gateway.invoke("mcp.notes.add", {"a": 1, "b": 2, "audit_as": "Add"}, context=CTX).status
+        is Status.SUCCESS
+    )
     assert len(wait_no_server_children(0)) == 1
     setup.gateway.close()
     assert wait_no_server_children() == []

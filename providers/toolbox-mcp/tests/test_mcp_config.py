@@ -30,10 +30,16 @@ def _config(server):
         ({"command": "x", "credentials": [{"env": "T"}]}, "credentials are for url servers"),
         ({"url": "ftp://a.example/mcp"}, "must be an http(s) URL"),
         ({"url": "https://user:pw@a.example/mcp"}, "no user information"),
-        ({"url": "https://a.example/mcp", "credentials": [{"env": "T", "file": "t"}]}, "exactly one of env or file"),
+        (
+            {"url": "https://a.example/mcp", "credentials": [{"env": "T", "file": "t"}]},
+            "exactly one of env or file",
+        ),
         ({"command": "x", "env": {"BAD NAME": "1"}}, "not an environment variable name"),
         ({"command": "x", "timeout": 0}, "field 'servers.s.timeout'"),
-        ({"command": "x", "operations": {"op": {"effect": "RECONCILABLE"}}}, "servers.s.operations.op.effect"),
+        (
+            {"command": "x", "operations": {"op": {"effect": "RECONCILABLE"}}},
+            "servers.s.operations.op.effect",
+        ),
         ({"command": "x", "surprise": 1}, "field 'servers.s.surprise'"),
     ],
 )
@@ -88,7 +94,10 @@ def _deep(levels):
 @pytest.mark.parametrize(
     ("schema", "reason"),
     [
-        ({"type": "object", "properties": {"x": {"$ref": "https://evil.example/s.json"}}}, "non-local reference"),
+        (
+            {"type": "object", "properties": {"x": {"$ref": "https://evil.example/s.json"}}},
+            "non-local reference",
+        ),
         ({"type": "object", "properties": {"x": {"$ref": "file:///etc/passwd"}}}, "non-local reference"),
         ({"type": "object", "properties": {"x": {"$dynamicRef": "#meta"}}}, "non-local reference"),
         ({"type": "object", "properties": {"purpose": {"type": "string"}}}, "reserves for the intent"),
@@ -107,13 +116,21 @@ def test_unsafe_remote_schemas_are_not_pinned(schema, reason):
 
 
 def test_a_local_ref_is_fine():
-    schema = {"type": "object", "properties": {"x": {"$ref": "#/$defs/X"}}, "$defs": {"X": {"type": "string"}}}
+    schema = {
+        "type": "object",
+        "properties": {"x": {"$ref": "#/$defs/X"}},
+        "$defs": {"X": {"type": "string"}},
+    }
     assert check_schema(schema, **LIMITS) is None
 
 
 def test_two_remote_tools_with_one_operation_name_are_both_refused():
     pins, refused = pin_tools(
-        [_tool("get-x", {"type": "object"}), _tool("getX", {"type": "object"}), _tool("ok", {"type": "object"})],
+        [
+            _tool("get-x", {"type": "object"}),
+            _tool("getX", {"type": "object"}),
+            _tool("ok", {"type": "object"}),
+        ],
         **LIMITS,
     )
     assert sorted(pins) == ["ok"]
@@ -136,7 +153,10 @@ def test_server_hints_only_restrict():
         ("not json", "is not JSON"),
         ('{"version": 2, "servers": {}}', "unsupported version"),
         ('{"version": 1, "servers": []}', "servers is not an object"),
-        ('{"version": 1, "servers": {"s": {"operations": {"op": {"remote": "op"}}}}}', "missing or malformed"),
+        (
+            '{"version": 1, "servers": {"s": {"operations": {"op": {"remote": "op"}}}}}',
+            "missing or malformed",
+        ),
     ],
 )
 def test_a_malformed_lock_file_is_refused(tmp_path, content, message):
@@ -153,7 +173,9 @@ def test_an_absent_lock_file_pins_nothing(tmp_path):
 def test_the_lock_file_round_trips(tmp_path):
     from toolbox_mcp._lockfile import write_server
 
-    pins, _ = pin_tools([_tool("a", {"type": "object", "properties": {"q": {"type": "string"}}}, description="A")], **LIMITS)
+    pins, _ = pin_tools(
+        [_tool("a", {"type": "object", "properties": {"q": {"type": "string"}}}, description="A")], **LIMITS
+    )
     path = tmp_path / "mcp.lock.json"
     write_server(path, "s", pins)
     write_server(path, "t", pins)

@@ -13,7 +13,9 @@ ADD = {"a": 1, "b": 2, "audit_as": "Add numbers"}
 
 
 def _setup(tmp_path, count_file, make_setup, *, allow=None, governance=None, env=None, **server):
-    policy = write_policy(tmp_path / "policy.toml", {"notes": stdio_server(count_file, **server)}, allow=allow)
+    policy = write_policy(
+        tmp_path / "policy.toml", {"notes": stdio_server(count_file, **server)}, allow=allow
+    )
     lock(policy, "notes")
     # Locking ran the server once to list its tools (no tool executed); later calls are what counts.
     assert wait_no_server_children() == []
@@ -66,10 +68,16 @@ def test_a_guardrail_deny_stops_the_call(tmp_path, count_file, make_setup):
 
 def test_a_guardrail_sees_the_arguments_as_sent(tmp_path, count_file, make_setup):
     rule = Guardrail(
-        id="NO_BIG_A", action=GuardrailAction.DENY, operation="add", when=lambda arguments: arguments.get("a", 0) > 10
+        id="NO_BIG_A",
+        action=GuardrailAction.DENY,
+        operation="add",
+        when=lambda arguments: arguments.get("a", 0) > 10,
     )
     setup = _setup(tmp_path, count_file, make_setup, governance={"guardrails": [rule]})
-    assert setup.gateway.invoke("mcp.notes.add", {**ADD, "a": 11}, context=CTX).reason_code == "GUARDRAIL_NO_BIG_A"
+    assert (
+        setup.gateway.invoke("mcp.notes.add", {**ADD, "a": 11}, context=CTX).reason_code
+        == "GUARDRAIL_NO_BIG_A"
+    )
     assert setup.gateway.invoke("mcp.notes.add", ADD, context=CTX).status is Status.SUCCESS
     assert setup.executions() == ["add"]
 

@@ -30,11 +30,16 @@ def test_a_hanging_write_times_out_as_an_uncertain_effect(tmp_path, count_file, 
     assert result.error_code == "TIMEOUT"
     assert ("INVOCATION_RESPONSE", "UNCERTAIN_EFFECT", "TIMEOUT") in setup.events(CTX)
     # The session survives a slow call: the next one is answered.
-    assert setup.gateway.invoke("mcp.notes.echo", {"text": "x", "audit_as": "Echo"}, context=CTX).status is Status.SUCCESS
+    assert (
+        setup.gateway.invoke("mcp.notes.echo", {"text": "x", "audit_as": "Echo"}, context=CTX).status
+        is Status.SUCCESS
+    )
 
 
 def test_a_hanging_read_is_an_error(tmp_path, count_file, make_setup):
-    setup = _setup(tmp_path, count_file, make_setup, timeout=1.0, operations={"sleep": {"effect": "READ_ONLY"}})
+    setup = _setup(
+        tmp_path, count_file, make_setup, timeout=1.0, operations={"sleep": {"effect": "READ_ONLY"}}
+    )
     result = setup.gateway.invoke("mcp.notes.sleep", {"seconds": 30, "purpose": "Wait"}, context=CTX)
     assert result.status is Status.ERROR
     assert result.error_code == "TIMEOUT"
@@ -42,8 +47,13 @@ def test_a_hanging_read_is_an_error(tmp_path, count_file, make_setup):
 
 def test_the_context_deadline_cuts_the_call_short(tmp_path, count_file, make_setup):
     setup = _setup(tmp_path, count_file, make_setup, timeout=60.0)
-    assert setup.gateway.invoke("mcp.notes.echo", {"text": "warm", "audit_as": "Warm up"}, context=CTX).status is Status.SUCCESS
-    soon = ExecutionContext(tenant="tenant-a", principal="alice", deadline=datetime.now(timezone.utc) + timedelta(seconds=1))
+    assert (
+        setup.gateway.invoke("mcp.notes.echo", {"text": "warm", "audit_as": "Warm up"}, context=CTX).status
+        is Status.SUCCESS
+    )
+    soon = ExecutionContext(
+        tenant="tenant-a", principal="alice", deadline=datetime.now(timezone.utc) + timedelta(seconds=1)
+    )
     result = setup.gateway.invoke("mcp.notes.sleep", {"seconds": 30, "audit_as": "Wait"}, context=soon)
     assert result.status is Status.UNCERTAIN_EFFECT
     assert result.error_code == "TIMEOUT"
@@ -117,8 +127,14 @@ def test_a_missing_command_is_reported_without_a_call(tmp_path, count_file, make
 def test_one_slow_server_does_not_hold_up_another(tmp_path, count_file, make_setup):
     servers = {"slow": stdio_server(count_file, timeout=20.0), "fast": stdio_server(count_file)}
     setup = _setup(tmp_path, count_file, make_setup, servers=servers)
-    assert setup.gateway.invoke("mcp.fast.add", {"a": 0, "b": 0, "audit_as": "Warm"}, context=CTX).status is Status.SUCCESS
-    assert setup.gateway.invoke("mcp.slow.add", {"a": 0, "b": 0, "audit_as": "Warm"}, context=CTX).status is Status.SUCCESS
+    assert (
+        setup.gateway.invoke("mcp.fast.add", {"a": 0, "b": 0, "audit_as": "Warm"}, context=CTX).status
+        is Status.SUCCESS
+    )
+    assert (
+        setup.gateway.invoke("mcp.slow.add", {"a": 0, "b": 0, "audit_as": "Warm"}, context=CTX).status
+        is Status.SUCCESS
+    )
     slow_done = threading.Event()
 
     def slow_call():

@@ -60,9 +60,17 @@ def test_upstream_credentials_are_the_operators_per_tenant_and_principal(tmp_pat
     credentials = [
         {"env": "SHARED_TOKEN", "prefix": "Bearer ", "allow_http": True},
         {"env": "TENANT_B_TOKEN", "prefix": "Bearer ", "tenant": "tenant-b", "allow_http": True},
-        {"file": "carol.token", "prefix": "Bearer ", "tenant": "tenant-a", "principal": "carol", "allow_http": True},
+        {
+            "file": "carol.token",
+            "prefix": "Bearer ",
+            "tenant": "tenant-a",
+            "principal": "carol",
+            "allow_http": True,
+        },
     ]
-    policy = write_policy(tmp_path / "policy.toml", {"remote": _server(http_server.url, credentials=credentials)})
+    policy = write_policy(
+        tmp_path / "policy.toml", {"remote": _server(http_server.url, credentials=credentials)}
+    )
     env = {"SHARED_TOKEN": "shared-secret-token", "TENANT_B_TOKEN": "tenant-b-secret-token"}
     lock_env = pytest.MonkeyPatch.context()
     with lock_env as patch:
@@ -82,7 +90,9 @@ def test_upstream_credentials_are_the_operators_per_tenant_and_principal(tmp_pat
         "carol": {"Bearer carol-secret-token"},
     }
     # No secret reaches the audit trail, a record or a result.
-    dumped = json.dumps([r.model_dump() for c in (ALICE, BOB, CAROL) for r in setup.trail.read_trace(c.run_id, context=c)])
+    dumped = json.dumps(
+        [r.model_dump() for c in (ALICE, BOB, CAROL) for r in setup.trail.read_trace(c.run_id, context=c)]
+    )
     for secret in ("shared-secret-token", "tenant-b-secret-token", "carol-secret-token"):
         assert secret not in dumped
 
@@ -97,7 +107,9 @@ def test_credentials_never_go_over_plain_http_without_opting_in(tmp_path, http_s
 
 def test_a_missing_credential_fails_the_call_without_naming_a_secret(tmp_path, http_server, make_setup):
     credentials = [{"env": "REMOTE_TOKEN", "allow_http": True}]
-    policy = write_policy(tmp_path / "policy.toml", {"remote": _server(http_server.url, credentials=credentials)})
+    policy = write_policy(
+        tmp_path / "policy.toml", {"remote": _server(http_server.url, credentials=credentials)}
+    )
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("REMOTE_TOKEN", "lock-time-token")
         lock(policy, "remote")
@@ -116,7 +128,9 @@ def test_the_callers_own_credentials_are_never_forwarded(tmp_path, http_server, 
     policy = write_policy(tmp_path / "policy.toml", {"remote": _server(http_server.url)})
     lock(policy, "remote")
     setup = make_setup(policy, tmp_path / "unused")
-    caller = ExecutionContext(tenant="tenant-a", principal="client-with-token", correlation_id="Bearer client-token")
+    caller = ExecutionContext(
+        tenant="tenant-a", principal="client-with-token", correlation_id="Bearer client-token"
+    )
     http_server.headers.clear()
     assert setup.gateway.invoke("mcp.remote.add", ADD, context=caller).status is Status.SUCCESS
     for headers in http_server.headers:

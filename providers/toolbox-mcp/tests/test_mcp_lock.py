@@ -23,7 +23,9 @@ def test_nothing_is_usable_before_the_server_is_locked(tmp_path, count_file):
     assert [t.descriptor.name for t in found.tools] == []  # not pinned: no tool yet
     assert [lock.tool for lock in found.locks] == ["mcp.notes"]
     # The policy may still name it: it is known (its lock says so), just not usable.
-    tools = Tools.load(CTX, policy=ToolPolicy.from_file(policy), providers=[toolbox_mcp.plugin], discover=False, env={})
+    tools = Tools.load(
+        CTX, policy=ToolPolicy.from_file(policy), providers=[toolbox_mcp.plugin], discover=False, env={}
+    )
     assert "mcp.notes" not in tools.catalog.names()
     assert list(found.locks[0].drift(timeout=5)) == [
         "nothing pinned in mcp.lock.json: run `toolbox mcp lock notes`"
@@ -63,7 +65,10 @@ def test_a_changed_schema_and_a_new_tool_are_refused_until_locked_again(tmp_path
         tool.call("wipe")
     assert refused.value.rule == "mcp:lock:unpinned"
     # Unchanged operations keep working.
-    assert setup.gateway.invoke("mcp.notes.echo", {"text": "ok", "audit_as": "Echo"}, context=CTX).content.text == "ok"
+    assert (
+        setup.gateway.invoke("mcp.notes.echo", {"text": "ok", "audit_as": "Echo"}, context=CTX).content.text
+        == "ok"
+    )
     assert setup.executions() == ["echo"]
     # After review the operator locks again; a new catalog uses the new pins.
     setup.gateway.close()
@@ -79,7 +84,9 @@ def test_a_list_changed_notification_never_adds_a_usable_operation(tmp_path, cou
     setup = make_setup(policy, count_file)
     assert setup.gateway.invoke("mcp.notes.add", ADD, context=CTX).status is Status.SUCCESS
     # The server swaps add for one with another schema and announces tools/list_changed.
-    assert setup.gateway.invoke("mcp.notes.mutate", {"audit_as": "Mutate"}, context=CTX).status is Status.SUCCESS
+    assert (
+        setup.gateway.invoke("mcp.notes.mutate", {"audit_as": "Mutate"}, context=CTX).status is Status.SUCCESS
+    )
     result = setup.gateway.invoke("mcp.notes.add", ADD, context=CTX)
     assert result.status is Status.DENIED
     assert result.reason_code == DRIFT

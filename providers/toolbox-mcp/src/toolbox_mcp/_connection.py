@@ -1,19 +1,17 @@
-"""`Connection`: one pooled MCP session to one server, on an event loop of its own.
+"""`Connection`: the pooled sessions to one server (per upstream credential), from any caller.
 
-Every server (and every upstream credential of it) has one `Connection`: a
-daemon thread running an event loop that holds the SDK's `ClientSession`.
-Callers on any thread or event loop submit work to that loop, so
+A session is bound to the event loop it runs on (`toolbox_mcp._session`), so:
 
-- sessions are pooled: one per server and credential, never one per call;
-- servers are isolated: a hanging or dying server blocks only its own loop;
-- a session that failed (the child exited, the stream broke) is dropped and
-  its child reaped by the SDK's own shutdown; the next call starts a new one;
-- the caller never waits longer than its timeout: the call is cancelled on
-  the session's loop, and the caller's wait is bounded too.
+- **async callers** use a session on their own loop, one per loop (kept in a
+  weak map, like toolbox-http's async clients): no thread hop on the hot path;
+- **sync callers** (the typed door's ``execute()``, a worker thread) use one
+  session on a daemon thread running a loop of its own.
 
-At session start, and again after every ``tools/list_changed`` notification,
-the server's tools are listed and handed to ``on_listing``, which compares
-them with the lock (`toolbox_mcp._tool`); the notification itself adds nothing.
+Either way sessions are pooled (never one per call), and servers are
+isolated: a server that hangs only ever holds up its own calls, which time
+out; a session that broke is dropped (the SDK reaps a stdio child) and the
+next call starts a new one. The caller's wait is bounded by the call's
+timeout plus the connect timeout, whatever the server does.
 """
 
 from __future__ import annotations
@@ -22,56 +20,37 @@ import asyncio
 import concurrent.futures
 import contextlib
 import threading
+import weakref
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar, final
 
 import mcp_types
-from mcp import ClientSession
-from mcp.shared.exceptions import MCPError
 
-from toolbox.errors import ToolConnectionError, ToolDeniedError, ToolExecutionError, ToolTimeoutError
+from toolbox.errors import ToolConnectionError, ToolTimeoutError
+from toolbox_mcp._session import CLOSE_WAIT, Check, Listing, LoopSession, McpProtocolError, SessionLost
 from toolbox_mcp._transports import Opener
 
 __all__ = ["Connection", "McpProtocolError", "SessionLost"]
 
 T = TypeVar("T")
-_MAX_PAGES = 50
-_CLOSE_WAIT = 8.0  # the SDK's stdio shutdown waits up to 2 s, then kills the tree and waits again
 _GRACE = 2.0
-
-
-class SessionLost(ToolConnectionError):
-    """The session to the server broke during the call (the server exited or the stream failed)."""
-
-
-class McpProtocolError(ToolExecutionError):
-    """The server answered the call, but with a JSON-RPC error or an answer the SDK refused."""
-
-
-Listing = Callable[[list[mcp_types.Tool]], None]
-Check = Callable[[], None]
 
 
 @final
 class Connection:
-    """A lazily started, restartable session to one MCP server."""
+    """The sessions to one server: one per caller event loop, and one for sync callers."""
 
     __slots__ = (
+        "_background",
         "_closed",
         "_connect_timeout",
-        "_holder",
         "_label",
         "_lock",
         "_loop",
         "_on_listing",
         "_opener",
-        "_ready",
-        "_session",
-        "_stale",
-        "_start_lock",
-        "_stop",
+        "_per_loop",
         "_thread",
-        "sessions_started",
     )
 
     def __init__(self, opener: Opener, *, label: str, connect_timeout: float, on_listing: Listing) -> None:
@@ -82,17 +61,50 @@ class Connection:
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._session: ClientSession | None = None
-        self._holder: asyncio.Task[None] | None = None
-        self._stop: asyncio.Event | None = None
-        self._ready: asyncio.Future[ClientSession] | None = None
-        self._start_lock: asyncio.Lock | None = None
-        self._stale = False
+        self._background: LoopSession | None = None
+        self._per_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopSession] = (
+            weakref.WeakKeyDictionary()
+        )
         self._closed = False
-        #: How many sessions were started (1 unless the server crashed and was restarted).
-        self.sessions_started = 0
 
-    # -- calls from any thread or loop --------------------------------------------------------
+    @property
+    def sessions_started(self) -> int:
+        """Sessions started so far, on every loop (restarts after a crash included)."""
+        with self._lock:
+            held = [*self._per_loop.values(), *([self._background] if self._background else [])]
+        return sum(s.sessions_started for s in held)
+
+    def _session_for(self, loop: asyncio.AbstractEventLoop) -> LoopSession:
+        return LoopSession(
+            self._opener,
+            label=self._label,
+            connect_timeout=self._connect_timeout,
+            on_listing=self._on_listing,
+            loop=loop,
+        )
+
+    # -- async callers: a session on their own loop -------------------------------------------
+
+    async def acall(
+        self, remote: str, arguments: dict[str, Any], timeout: float, check: Check
+    ) -> mcp_types.CallToolResult:
+        """Call tool ``remote`` from async code; see `call`."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            if self._closed:
+                raise ToolConnectionError(f"{self._label}: the connection is closed", request_sent=False)
+            session = self._per_loop.get(loop)
+            if session is None:
+                session = self._per_loop[loop] = self._session_for(loop)
+        try:
+            result: mcp_types.CallToolResult = await asyncio.wait_for(
+                session.call(remote, arguments, timeout, check), timeout + self._connect_timeout + _GRACE
+            )
+        except asyncio.TimeoutError:
+            raise ToolTimeoutError(f"{self._label} did not answer within {timeout:g} s") from None
+        return result
+
+    # -- sync callers: the background loop -----------------------------------------------------
 
     def call(
         self, remote: str, arguments: dict[str, Any], timeout: float, check: Check
@@ -102,49 +114,19 @@ class Connection:
         ``check()`` runs once the session's listing is current, right before the call is sent
         (it raises to refuse: an operation that drifted from the lock).
         """
-        future = self._submit(self._call(remote, arguments, timeout, check))
-        return self._wait(future, timeout + self._connect_timeout + _GRACE)
-
-    async def acall(
-        self, remote: str, arguments: dict[str, Any], timeout: float, check: Check
-    ) -> mcp_types.CallToolResult:
-        """`call` for async callers: cancelling the caller cancels the upstream call."""
-        future = self._submit(self._call(remote, arguments, timeout, check))
-        try:
-            return await asyncio.wait_for(
-                asyncio.wrap_future(future), timeout + self._connect_timeout + _GRACE
-            )
-        except asyncio.TimeoutError:
-            future.cancel()
-            raise ToolTimeoutError(f"{self._label} did not answer within {timeout:g} s") from None
+        future = self._submit(lambda s: s.call(remote, arguments, timeout, check))
+        result: mcp_types.CallToolResult = self._wait(future, timeout + self._connect_timeout + _GRACE)
+        return result
 
     def list_tools(self, timeout: float) -> list[mcp_types.Tool]:
         """The server's tools, listed now (for locking and drift checks)."""
-        return self._wait(self._submit(self._list_now(timeout)), timeout + self._connect_timeout + _GRACE)
+        future = self._submit(lambda s: s.list_now(timeout))
+        tools: list[mcp_types.Tool] = self._wait(future, timeout + self._connect_timeout + _GRACE)
+        return tools
 
-    def close(self) -> None:
-        """End the session (the SDK reaps a stdio child) and stop the loop thread."""
+    def _submit(self, work: Callable[[LoopSession], Coroutine[Any, Any, T]]) -> concurrent.futures.Future[T]:
         with self._lock:
             if self._closed:
-                return
-            self._closed = True
-            loop, thread = self._loop, self._thread
-        if loop is None or thread is None:
-            return
-        # The SDK's shutdown kills the child; a loop that does not answer is abandoned below.
-        with contextlib.suppress(concurrent.futures.TimeoutError, RuntimeError):
-            asyncio.run_coroutine_threadsafe(self._shutdown(), loop).result(_CLOSE_WAIT)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(_CLOSE_WAIT)
-        if not thread.is_alive():
-            loop.close()
-
-    # -- the loop thread -----------------------------------------------------------------------
-
-    def _submit(self, work: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
-        with self._lock:
-            if self._closed:
-                work.close()
                 raise ToolConnectionError(f"{self._label}: the connection is closed", request_sent=False)
             if self._loop is None:
                 loop = asyncio.new_event_loop()
@@ -153,7 +135,10 @@ class Connection:
                 )
                 thread.start()
                 self._loop, self._thread = loop, thread
-            return asyncio.run_coroutine_threadsafe(work, self._loop)
+                self._background = self._session_for(loop)
+            session = self._background
+            assert session is not None
+            return asyncio.run_coroutine_threadsafe(work(session), self._loop)
 
     def _wait(self, future: concurrent.futures.Future[T], limit: float) -> T:
         try:
@@ -162,152 +147,49 @@ class Connection:
             future.cancel()
             raise ToolTimeoutError(f"{self._label} did not answer within {limit:g} s") from None
 
-    async def _call(
-        self, remote: str, arguments: dict[str, Any], timeout: float, check: Check
-    ) -> mcp_types.CallToolResult:
-        session = await self._session_now()
-        if self._stale:
-            await self._relist(session)
-        check()
-        try:
-            result = await asyncio.wait_for(session.call_tool(remote, arguments), timeout)
-        except asyncio.TimeoutError:
-            raise ToolTimeoutError(f"{self._label}: {remote} did not finish within {timeout:g} s") from None
-        except MCPError as exc:
-            if exc.code == mcp_types.CONNECTION_CLOSED:
-                await self._drop()
-                raise SessionLost(f"{self._label}: the server closed the session during the call") from None
-            raise McpProtocolError(
-                f"{self._label} answered the call with error {exc.code}", request_sent=True
-            ) from None
-        except (RuntimeError, ValueError) as exc:
-            # The SDK's own checks of the answer (e.g. structured content against the output schema).
-            raise McpProtocolError(
-                f"{self._label} returned an invalid result ({type(exc).__name__})", request_sent=True
-            ) from None
-        if not isinstance(result, mcp_types.CallToolResult):  # pragma: no cover - the SDK raises first
-            raise ToolConnectionError(f"{self._label}: the server answered with something else")
-        return result
+    # -- closing ---------------------------------------------------------------------------------
 
-    async def _list_now(self, timeout: float) -> list[mcp_types.Tool]:
-        session = await self._session_now()
-        return await asyncio.wait_for(self._list(session), timeout)
-
-    async def _session_now(self) -> ClientSession:
-        if self._session is not None and self._holder is not None and not self._holder.done():
-            return self._session
-        if self._start_lock is None:
-            self._start_lock = asyncio.Lock()
-        async with self._start_lock:
-            if self._session is not None and self._holder is not None and not self._holder.done():
-                return self._session
-            return await self._start()
-
-    async def _start(self) -> ClientSession:
-        loop = asyncio.get_running_loop()
-        ready: asyncio.Future[ClientSession] = loop.create_future()
-        self._ready = ready
-        self._stop = asyncio.Event()
-        self.sessions_started += 1
-        holder = loop.create_task(self._hold(ready, self._stop))
-        self._holder = holder
-        try:
-            return await asyncio.wait_for(asyncio.shield(ready), self._connect_timeout)
-        except asyncio.TimeoutError:
-            await self._drop()
-            raise ToolConnectionError(
-                f"{self._label} did not start within {self._connect_timeout:g} s", request_sent=False
-            ) from None
-        except Exception as exc:  # noqa: BLE001 - sorted below: a denial stays a denial
-            denial = _denial_in(exc)
-            if denial is not None:
-                raise denial from None
-            if isinstance(exc, ToolExecutionError):  # e.g. a missing command or credential
-                raise exc from None
-            if isinstance(exc, (OSError, ValueError)):
-                raise ToolConnectionError(
-                    f"{self._label} could not be started ({type(exc).__name__})", request_sent=False
-                ) from None
-            raise ToolConnectionError(
-                f"{self._label} failed during startup ({type(exc).__name__})", request_sent=False
-            ) from None
-
-    async def _hold(self, ready: asyncio.Future[ClientSession], stop: asyncio.Event) -> None:
-        # The transport and the session are entered and left in this one task (anyio's rule).
-        try:
-            async with (
-                self._opener() as (read, write),
-                ClientSession(read, write, message_handler=self._on_message) as session,
-            ):
-                await session.initialize()
-                await self._list(session)
-                self._session = session
-                if not ready.done():
-                    ready.set_result(session)
-                await stop.wait()
-        except BaseException as exc:  # reported to the waiting caller, then dropped
-            if not ready.done():
-                ready.set_exception(exc if isinstance(exc, Exception) else ConnectionError("cancelled"))
-            if not isinstance(exc, Exception):
-                raise
-        finally:
-            self._session = None
-            if not ready.done():
-                ready.set_exception(ConnectionError("the session ended"))
-
-    async def _on_message(self, message: object) -> None:
-        if isinstance(message, mcp_types.ServerNotification):
-            message = message.root if hasattr(message, "root") else message
-        if isinstance(message, mcp_types.ToolListChangedNotification):
-            # Never trusted by itself: the next call lists again and compares with the lock.
-            self._stale = True
-
-    async def _list(self, session: ClientSession) -> list[mcp_types.Tool]:
-        self._stale = False
-        tools: list[mcp_types.Tool] = []
-        cursor: str | None = None
-        for _ in range(_MAX_PAGES):
-            params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
-            page = await session.list_tools(params=params)
-            tools.extend(page.tools)
-            cursor = page.next_cursor
-            if not cursor:
-                break
-        self._on_listing(tools)
-        return tools
-
-    async def _relist(self, session: ClientSession) -> None:
-        await self._list(session)
-
-    async def _drop(self) -> None:
-        stop, holder = self._stop, self._holder
-        self._session = None
-        if stop is not None:
-            stop.set()
-        if holder is not None and not holder.done():
-            try:
-                await asyncio.wait_for(asyncio.shield(holder), _CLOSE_WAIT)
-            except (asyncio.TimeoutError, Exception):  # noqa: BLE001 - shutting down regardless
-                holder.cancel()
-
-    async def _shutdown(self) -> None:
-        await self._drop()
+    def close(self) -> None:
+        """End every session (the SDK reaps a stdio child) and stop the background loop."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            loop, thread = self._loop, self._thread
+            per_loop = list(self._per_loop.items())
+            self._per_loop.clear()
+        for owner, session in per_loop:
+            _drop_on(owner, session)
+        if loop is None or thread is None:
+            return
+        background = self._background
+        if background is not None:
+            # The SDK's shutdown kills the child; a loop that does not answer is abandoned below.
+            with contextlib.suppress(concurrent.futures.TimeoutError, RuntimeError):
+                asyncio.run_coroutine_threadsafe(background.drop(), loop).result(CLOSE_WAIT)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(CLOSE_WAIT)
+        if not thread.is_alive():
+            loop.close()
 
     def __repr__(self) -> str:
         return f"Connection({self._label}, sessions_started={self.sessions_started})"
 
 
-def _denial_in(exc: BaseException) -> ToolDeniedError | None:
-    """A denial (toolbox-http's SSRF guard refusing an address) inside ``exc``'s groups or causes."""
-    pending: list[BaseException] = [exc]
-    seen = 0
-    while pending and seen < 100:
-        seen += 1
-        item = pending.pop()
-        if isinstance(item, ToolDeniedError):
-            return item
-        pending.extend(getattr(item, "exceptions", ()))
-        for linked in (item.__cause__, item.__context__):
-            if linked is not None:
-                pending.append(linked)
-    return None
+def _drop_on(loop: asyncio.AbstractEventLoop, session: LoopSession) -> None:
+    """End ``session`` on its own loop, from whatever thread closes the connection."""
+    if loop.is_closed() or not session.alive:
+        return  # a finished loop cancelled the holder task: the SDK's shutdown already ran
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is loop:
+        # Closed from code running on that loop: it cannot block here, so the drop is scheduled.
+        loop.create_task(session.drop())
+    elif loop.is_running():
+        with contextlib.suppress(concurrent.futures.TimeoutError, RuntimeError):
+            asyncio.run_coroutine_threadsafe(session.drop(), loop).result(CLOSE_WAIT)
+    else:
+        with contextlib.suppress(RuntimeError):
+            loop.run_until_complete(session.drop())
