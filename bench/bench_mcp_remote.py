@@ -3,13 +3,13 @@
 Run from the repository root::
 
     .venv/bin/python bench/bench_mcp_remote.py                 # the table (about 30 s)
-    .venv/bin/python bench/bench_mcp_remote.py --repeat 9 --calls 300
+    .venv/bin/python bench/bench_mcp_remote.py --repeat 21 --calls 200
 
 This is a measurement script, not a test: it asserts nothing about time. Both
 sides talk to the same server script (the SDK's `MCPServer` with one ``add``
 tool), each to a child of its own, over stdio. The garbage collector stays on.
 Each row makes ``--calls`` calls per repeat; the repeats of all rows are
-interleaved so they see the same machine load; a row reports the **median**
+interleaved, in alternating order, so they see the same machine load; a row reports the **median**
 time per call over the repeats, and its ratio divides by the direct
 ClientSession row [D] of the same run.
 
@@ -117,8 +117,10 @@ async def _run(policy_path: Path, script: Path, repeats: int, calls: int) -> dic
             for _ in range(calls):
                 tool.call("add", {"a": 1, "b": 2}).audit_as("Benchmark the typed path").execute()
 
-        for _ in range(repeats):
-            for name, work in (("direct", direct), ("by_name", by_name)):
+        rows = [("direct", direct), ("by_name", by_name)]
+        for repeat in range(repeats):
+            # Interleaved, and in alternating order, so both rows see the same machine load.
+            for name, work in rows if repeat % 2 == 0 else rows[::-1]:
                 ctx.trace._records.clear()  # bounded memory: only a benchmark touches these
                 sink._pending.clear()
                 sink._rows.clear()
@@ -134,8 +136,8 @@ async def _run(policy_path: Path, script: Path, repeats: int, calls: int) -> dic
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--repeat", type=int, default=7, help="interleaved repeats per row (default 7)")
-    parser.add_argument("--calls", type=int, default=200, help="calls per repeat (default 200)")
+    parser.add_argument("--repeat", type=int, default=15, help="interleaved repeats per row (default 15)")
+    parser.add_argument("--calls", type=int, default=100, help="calls per repeat (default 100)")
     args = parser.parse_args()
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as folder:

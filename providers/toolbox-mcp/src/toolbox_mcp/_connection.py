@@ -96,13 +96,8 @@ class Connection:
             session = self._per_loop.get(loop)
             if session is None:
                 session = self._per_loop[loop] = self._session_for(loop)
-        try:
-            result: mcp_types.CallToolResult = await asyncio.wait_for(
-                session.call(remote, arguments, timeout, check), timeout + self._connect_timeout + _GRACE
-            )
-        except asyncio.TimeoutError:
-            raise ToolTimeoutError(f"{self._label} did not answer within {timeout:g} s") from None
-        return result
+        # Bounded inside: the start by the connect timeout, the listing and call by ``timeout``.
+        return await session.call(remote, arguments, timeout, check)
 
     # -- sync callers: the background loop -----------------------------------------------------
 

@@ -16,6 +16,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any, final
 
+import anyio
 import mcp_types
 from mcp import ClientSession
 from mcp.shared.exceptions import MCPError
@@ -89,13 +90,20 @@ class LoopSession:
     async def call(
         self, remote: str, arguments: dict[str, Any], timeout: float, check: Check
     ) -> mcp_types.CallToolResult:
+        """Call ``remote`` on this loop's session (started within the connect timeout if needed).
+
+        A stale listing (after ``tools/list_changed``) is refreshed first; then ``check()``
+        may refuse the call; the listing and the call together get ``timeout`` seconds.
+        """
         session = await self._session_now()
-        if self._stale:
-            await self._relist(session)
-        check()
         try:
-            result = await asyncio.wait_for(session.call_tool(remote, arguments), timeout)
-        except asyncio.TimeoutError:
+            # A cancel scope, not asyncio.wait_for: no extra task on the hot path.
+            with anyio.fail_after(timeout):
+                if self._stale:
+                    await self._list(session)
+                check()
+                result = await session.call_tool(remote, arguments)
+        except TimeoutError:
             raise ToolTimeoutError(f"{self._label}: {remote} did not finish within {timeout:g} s") from None
         except MCPError as exc:
             if exc.code == mcp_types.CONNECTION_CLOSED:
@@ -114,8 +122,10 @@ class LoopSession:
         return result
 
     async def list_now(self, timeout: float) -> list[mcp_types.Tool]:
+        """The server's tools, listed now."""
         session = await self._session_now()
-        return await asyncio.wait_for(self._list(session), timeout)
+        with anyio.fail_after(timeout):
+            return await self._list(session)
 
     def _live(self) -> ClientSession | None:
         holder = self._holder
@@ -202,9 +212,6 @@ class LoopSession:
                 break
         self._on_listing(tools)
         return tools
-
-    async def _relist(self, session: ClientSession) -> None:
-        await self._list(session)
 
     async def drop(self) -> None:
         """End the session (the SDK reaps a stdio child); a later call starts a new one."""
