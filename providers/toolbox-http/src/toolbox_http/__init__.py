@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from toolbox_http._credentials import Credential, CredentialError
 from toolbox_http._descriptor import HTTP_DESCRIPTOR
-from toolbox_http._guard import AddressGuard
 from toolbox_http._egress import EgressDeniedError, EgressMode, EgressPolicy, RateLimitedError
 from toolbox_http._errors import (
     HttpStatusError,
@@ -18,6 +17,7 @@ from toolbox_http._errors import (
     TooManyRedirectsError,
     UnexpectedContentTypeError,
 )
+from toolbox_http._guard import AddressGuard
 from toolbox_http._limits import RateLimit
 from toolbox_http._options import HttpOptions
 from toolbox_http._response import HttpResponse
