@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 from conftest import lock, stdio_server, wait_no_server_children, wait_server_children, write_policy
@@ -149,3 +150,10 @@ def test_closing_the_gateway_reaps_the_server(setup):
     assert len(wait_no_server_children(0)) == 1
     setup.gateway.close()
     assert wait_no_server_children() == []
+
+
+def test_every_definition_format_carries_the_pinned_operations(setup):
+    for format in ("openai", "anthropic", "mcp"):
+        names = json.dumps(setup.gateway.definitions(format=format))
+        assert "mcp__notes__add" in names, format
+        assert "Add two integers." in names, format

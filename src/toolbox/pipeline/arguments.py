@@ -315,7 +315,8 @@ def described_schema(
     """The schema of an operation described by JSON Schema (`toolbox.operations.DescribedOperations`).
 
     The JSON Schema shown to models is ``parameters`` with the intent field
-    added (required); validation of everything else is the tool's.
+    added (required) and, unless it says otherwise, no additional properties;
+    validation of everything else is the tool's.
 
     Raises:
         ConfigurationError: ``parameters`` is not an object schema with local ``$ref`` only,
@@ -341,6 +342,8 @@ def described_schema(
         },
         "required": [*required, intent_field],
     }
+    if "additionalProperties" not in parameters and "patternProperties" not in parameters:
+        shown["additionalProperties"] = False  # exact, like schemas from signatures
     intent = (str, Field(..., min_length=1, max_length=1000))
     model_name = "".join(part.capitalize() for part in f"{tool}_{operation}".replace(".", "_").split("_"))
     # extra="allow": the other arguments pass through as given, for the tool to validate.

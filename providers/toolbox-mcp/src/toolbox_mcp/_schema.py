@@ -114,9 +114,17 @@ def check_schema(schema: object, *, max_bytes: int, max_depth: int) -> str | Non
 
 
 def schema_validator(schema: Mapping[str, Any]) -> Validator:
-    """A validator for a pinned schema that resolves ``$ref`` within the schema only."""
-    cls = validator_for(schema)
-    return cls(dict(schema), registry=Registry())
+    """A validator for a pinned schema that resolves ``$ref`` within the schema only.
+
+    Arguments are exact, as on the core's by-name door: a top-level schema that
+    says nothing about other properties is checked as if it said
+    ``additionalProperties: false``, so nothing the reviewer did not see is sent.
+    """
+    checked = dict(schema)
+    if "additionalProperties" not in checked and "patternProperties" not in checked:
+        checked["additionalProperties"] = False
+    cls = validator_for(checked)
+    return cls(checked, registry=Registry())
 
 
 def validate(validator: Validator, arguments: Mapping[str, Any]) -> None:

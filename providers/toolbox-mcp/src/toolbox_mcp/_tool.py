@@ -91,8 +91,9 @@ class McpTool:
             error = _unpinned(server, operation)
             runtime.record_denial(error)
             raise error
+        given: object = {} if arguments is None else arguments
+        check_limits(given, _LIMITS)  # an object of bounded size, depth and numbers, or refused
         values = dict(arguments or {})
-        check_limits(values, _LIMITS)
         validate(server.validator(operation), values)
         remote = pin.remote
         connection = self._connection
