@@ -14,6 +14,7 @@ from toolbox_mcp._lockfile import pin_tools, read_lock
 from toolbox_mcp._schema import check_schema, operation_name
 
 LIMITS = {"max_bytes": 64 * 1024, "max_depth": 16}
+URL = "https://a.example/mcp"
 
 
 def _config(server):
@@ -41,6 +42,11 @@ def _config(server):
             "servers.s.operations.op.effect",
         ),
         ({"command": "x", "surprise": 1}, "field 'servers.s.surprise'"),
+        (
+            {"url": "https://a.example/mcp", "credentials": [{"env": "T", "header": "Bad Header"}]},
+            "credentials.0",
+        ),
+        ({"url": "https://a.example/mcp", "credentials": [{"env": "T", "prefix": "a\nb"}]}, "credentials.0"),
     ],
 )
 def test_a_bad_server_table_names_the_key(server, message):

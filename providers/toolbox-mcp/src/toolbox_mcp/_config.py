@@ -32,7 +32,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from toolbox.descriptor import Acknowledgement, Effect, RiskClass, describe_validation_error
-from toolbox_http import EgressPolicy
+from toolbox_http import Credential, EgressPolicy
 
 __all__ = ["CredentialConfig", "McpConfig", "OperationConfig", "ServerConfig", "read_config"]
 
@@ -164,6 +164,12 @@ class ServerConfig(BaseModel):
             raise ValueError(f"url is outside the server's egress policy: {violation[1]}")
         if parsed.scheme == "http" and any(not c.allow_http for c in self.credentials):
             raise ValueError("credentials go only over https; set allow_http = true for a plain-http server")
+        host = parsed.raw_host.decode("ascii")
+        for index, credential in enumerate(self.credentials):
+            try:  # toolbox-http's own rules for a header and its prefix
+                Credential(hosts=(host,), header=credential.header, prefix=credential.prefix, env="CHECK")
+            except ValidationError as exc:
+                raise ValueError(f"credentials.{index}: {describe_validation_error(exc)}") from None
 
     @property
     def transport(self) -> str:
