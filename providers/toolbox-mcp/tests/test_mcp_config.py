@@ -111,6 +111,7 @@ def _deep(levels):
         ({"type": "array"}, "not an object schema"),
         ({"type": "object", "properties": {"x": {"type": 12}}}, "not a valid JSON Schema"),
         (_deep(40), "nests deeper"),
+        ({"type": "object", "properties": []}, "properties is not an object"),
         ({"type": "object", "description": "x" * 70_000}, "more than max_schema_bytes"),
     ],
 )

@@ -326,7 +326,7 @@ def described_schema(
     if not isinstance(parameters, Mapping) or parameters.get("type", "object") != "object":
         raise ConfigurationError(f"{tool}.{operation}: the argument schema must be an object schema")
     check_local_refs(parameters)
-    properties = parameters.get("properties") or {}
+    properties = parameters.get("properties", {})
     if not isinstance(properties, Mapping) or intent_field in properties:
         raise ConfigurationError(
             f"{tool}.{operation}: the argument schema needs a properties object without {intent_field!r}"

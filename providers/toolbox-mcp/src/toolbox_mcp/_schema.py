@@ -100,7 +100,7 @@ def check_schema(schema: object, *, max_bytes: int, max_depth: int) -> str | Non
     ref = _remote_ref(schema)
     if ref is not None:
         return f"the input schema has a non-local reference ({ref}); only #/... references are allowed"
-    properties = schema.get("properties") or {}
+    properties = schema.get("properties", {})
     if not isinstance(properties, dict):
         return "the input schema's properties is not an object"
     clash = [name for name in _INTENT_FIELDS if name in properties]
