@@ -27,6 +27,7 @@ def test_a_poisoned_description_reaches_models_as_one_bounded_line():
         [mcp_types.Tool(name="add", description=poison, input_schema={"type": "object"})],
         max_bytes=65536,
         max_depth=16,
+        tool="mcp.s",
     )
     server = Server("s", ServerConfig(command="x"), pins, lock_path=Path("mcp.lock.json"), directory=Path())
     summary = server.descriptor().operations[0].summary

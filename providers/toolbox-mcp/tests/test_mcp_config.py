@@ -13,7 +13,7 @@ from toolbox_mcp._config import read_config
 from toolbox_mcp._lockfile import pin_tools, read_lock
 from toolbox_mcp._schema import check_schema, operation_name
 
-LIMITS = {"max_bytes": 64 * 1024, "max_depth": 16}
+LIMITS = {"max_bytes": 64 * 1024, "max_depth": 16, "tool": "mcp.s"}
 URL = "https://a.example/mcp"
 
 
@@ -116,7 +116,7 @@ def _deep(levels):
     ],
 )
 def test_unsafe_remote_schemas_are_not_pinned(schema, reason):
-    assert reason in (check_schema(schema, **LIMITS) or "")
+    assert reason in (check_schema(schema, max_bytes=64 * 1024, max_depth=16) or "")
     pins, refused = pin_tools([_tool("t", schema)], **LIMITS)
     assert pins == {}
     assert reason in refused[0].reason
@@ -128,7 +128,7 @@ def test_a_local_ref_is_fine():
         "properties": {"x": {"$ref": "#/$defs/X"}},
         "$defs": {"X": {"type": "string"}},
     }
-    assert check_schema(schema, **LIMITS) is None
+    assert check_schema(schema, max_bytes=64 * 1024, max_depth=16) is None
 
 
 def test_two_remote_tools_with_one_operation_name_are_both_refused():
@@ -188,3 +188,9 @@ def test_the_lock_file_round_trips(tmp_path):
     write_server(path, "t", pins)
     assert read_lock(path)["s"]["a"] == pins["a"]
     assert sorted(json.loads(path.read_text())["servers"]) == ["s", "t"]
+
+
+def test_a_name_too_long_for_a_wire_name_is_refused():
+    pins, refused = pin_tools([_tool("a" * 70, {"type": "object"})], **LIMITS)
+    assert pins == {}
+    assert "longer than 64 characters as a wire name" in refused[0].reason

@@ -59,7 +59,10 @@ class ServerLock:
         server = self._server
         config = server.config
         pins, refused = pin_tools(
-            self._listing(timeout), max_bytes=config.max_schema_bytes, max_depth=config.max_schema_depth
+            self._listing(timeout),
+            max_bytes=config.max_schema_bytes,
+            max_depth=config.max_schema_depth,
+            tool=server.tool,
         )
         write_server(server.lock_path, server.name, pins)
         lines = [
@@ -74,4 +77,7 @@ class ServerLock:
         server = self._server
         if not server.pins:
             return [f"nothing pinned in {server.lock_path.name}: run `toolbox mcp lock {server.name}`"]
-        return server.drift_of(self._listing(timeout)).lines()
+        lines = server.drift_of(self._listing(timeout)).lines()
+        unknown = sorted(set(server.config.operations) - set(server.pins))
+        lines += [f"{op}: configured under operations, but no such operation is pinned" for op in unknown]
+        return lines

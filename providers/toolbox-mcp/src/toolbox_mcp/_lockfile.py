@@ -25,6 +25,7 @@ from typing import Any, final
 
 import mcp_types
 
+from toolbox.wire_names import MAX_WIRE_NAME, to_wire_name
 from toolbox_mcp._schema import check_schema, digest, operation_name
 
 __all__ = ["LockFileError", "Pin", "Refused", "pin_tools", "read_lock", "write_server"]
@@ -89,28 +90,34 @@ def _annotations(tool: mcp_types.Tool) -> dict[str, Any]:
 
 
 def pin_tools(
-    tools: Sequence[mcp_types.Tool], *, max_bytes: int, max_depth: int
+    tools: Sequence[mcp_types.Tool], *, max_bytes: int, max_depth: int, tool: str
 ) -> tuple[dict[str, Pin], list[Refused]]:
-    """Pins for a live listing; tools that cannot be pinned are refused with a reason."""
+    """Pins for a live listing of tool ``tool``'s server; tools that cannot be pinned are refused."""
     pins: dict[str, Pin] = {}
     refused: list[Refused] = []
     owners: dict[str, str] = {}
-    for tool in tools:
-        name = operation_name(tool.name)
+    for listed in tools:
+        name = operation_name(listed.name)
         if name is None:
-            refused.append(Refused(tool.name[:80], "the name cannot be a toolbox operation name"))
+            refused.append(Refused(listed.name[:80], "the name cannot be a toolbox operation name"))
+            continue
+        if len(to_wire_name(f"{tool}.{name}")) > MAX_WIRE_NAME:
+            too_long = f"{tool}.{name} is longer than {MAX_WIRE_NAME} characters as a wire name"
+            refused.append(Refused(listed.name[:80], too_long))
             continue
         if name in owners:
-            refused.append(Refused(tool.name[:80], f"its operation name {name!r} is also {owners[name]!r}'s"))
+            refused.append(
+                Refused(listed.name[:80], f"its operation name {name!r} is also {owners[name]!r}'s")
+            )
             pins.pop(name, None)
             continue
-        owners[name] = tool.name
-        problem = check_schema(tool.input_schema, max_bytes=max_bytes, max_depth=max_depth)
+        owners[name] = listed.name
+        problem = check_schema(listed.input_schema, max_bytes=max_bytes, max_depth=max_depth)
         if problem is not None:
-            refused.append(Refused(tool.name[:80], problem))
+            refused.append(Refused(listed.name[:80], problem))
             continue
-        description = tool.description or ""
-        pins[name] = Pin(name, tool.name, description, tool.input_schema, _annotations(tool))
+        description = listed.description or ""
+        pins[name] = Pin(name, listed.name, description, listed.input_schema, _annotations(listed))
     return pins, refused
 
 

@@ -24,6 +24,7 @@ from jsonschema.protocols import Validator
 from toolbox.context import ExecutionContext
 from toolbox.descriptor import Effect, OperationDescriptor, RiskClass, ToolDescriptor
 from toolbox.errors import ToolDeniedError
+from toolbox.redact import redact_url
 from toolbox_http import Credential
 from toolbox_mcp._config import CredentialConfig, ServerConfig
 from toolbox_mcp._connection import Connection
@@ -145,7 +146,7 @@ class Server:
             )
             for name, pin in sorted(self.pins.items())
         )
-        where = config.url if config.url is not None else config.command
+        where = redact_url(config.url) if config.url is not None else config.command
         return ToolDescriptor(
             name=self.tool,
             version=VERSION,
@@ -261,7 +262,10 @@ class Server:
     def drift_of(self, tools: list[mcp_types.Tool]) -> Drift:
         """How ``tools`` (a live listing) differ from the pinned operations."""
         live, refused = pin_tools(
-            tools, max_bytes=self.config.max_schema_bytes, max_depth=self.config.max_schema_depth
+            tools,
+            max_bytes=self.config.max_schema_bytes,
+            max_depth=self.config.max_schema_depth,
+            tool=self.tool,
         )
         changed = tuple(
             sorted(op for op, pin in self.pins.items() if op in live and live[op].digests != pin.digests)
