@@ -129,3 +129,13 @@ def test_the_cli_names_the_configured_servers_for_an_unknown_one(tmp_path, count
     policy = write_policy(tmp_path / "policy.toml", {"notes": stdio_server(count_file)})
     assert main(["mcp", "lock", "nope", "--policy", str(policy)]) == 2
     assert "no server 'nope' is configured (configured: notes)" in capsys.readouterr().err
+
+
+def test_drift_names_a_configured_operation_that_is_not_pinned(tmp_path, count_file):
+    servers = {"notes": stdio_server(count_file, operations={"serch": {"effect": "READ_ONLY"}})}
+    policy = write_policy(tmp_path / "policy.toml", servers)
+    lock(policy, "notes")
+    found = discover(ToolPolicy.from_file(policy), [toolbox_mcp.plugin], entry_points=False)
+    assert list(found.locks[0].drift(timeout=30)) == [
+        "serch: configured under operations, but no such operation is pinned"
+    ]
