@@ -23,6 +23,7 @@ DOCS = [
     ROOT / "SECURITY.md",
     ROOT / "CONTRIBUTING.md",
     *sorted((ROOT / "docs").glob("*.md")),
+    *sorted((ROOT / "docs" / "integrations").glob("*.md")),
     ROOT / "providers" / "toolbox-http" / "README.md",
     ROOT / "providers" / "toolbox-fs" / "README.md",
 ]

@@ -20,6 +20,7 @@ PUBLIC_MODULES = (
     "toolbox.audit",
     "toolbox.selection",
     "toolbox.testing",
+    "toolbox.integrations.pydantic_ai",
     "toolbox_http",
     "toolbox_fs",
 )

@@ -8,6 +8,8 @@ Usage::
     toolbox audit show TRACE_ID  STORE [--json]
     toolbox audit tail [-n N]    STORE [--json]
     toolbox audit verify [TRACE_ID] STORE [--json]
+    toolbox kill engage|release|status [--tool NAME] [--reason TEXT] [--policy FILE]   (cli_kill)
+    toolbox mcp serve [--policy FILE] [--transport stdio|http] ...   (toolbox.cli_mcp)
 
     STORE: exactly one of --sqlite PATH, --jsonl PATH,
            --postgres-url-env VAR [--schema NAME], --policy FILE
@@ -66,6 +68,7 @@ from toolbox.audit.runs import draw_tree, run_tree
 from toolbox.audit.sink import AuditQuery, AuditSink, AuditSinkError
 from toolbox.audit.verify import ChainProblem, verify_chain
 from toolbox.catalog import POLICY_ENV
+from toolbox.cli_auth import add_auth
 from toolbox.cli_format import (
     OPERATION_HEADERS,
     authorization_document,
@@ -73,6 +76,7 @@ from toolbox.cli_format import (
     operation_rows,
     operations_of,
 )
+from toolbox.cli_kill import add_kill
 from toolbox.cli_mcp import add_mcp
 from toolbox.cli_mcp_lock import drift_document, drift_lines
 from toolbox.context import ExecutionContext
@@ -846,7 +850,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     check_cmd.set_defaults(handler=_cmd_check)
     _add_audit(commands, common_json)
-    add_mcp(commands, common)
+    add_auth(commands, common_json)
+    add_kill(commands, common)
+    add_mcp(commands)
     return parser
 
 

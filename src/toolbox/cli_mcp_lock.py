@@ -65,12 +65,16 @@ def _cmd_lock(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_lock(commands: Any, common: argparse.ArgumentParser) -> None:
-    """Add ``lock NAME [--timeout S]`` to the ``toolbox mcp`` sub-commands."""
-    lock = commands.add_parser(
-        "lock", parents=[common], help="pin a configured MCP server's tools in the lock file"
-    )
+def add_lock(actions: Any) -> None:
+    """Add ``lock NAME [--policy FILE] [--timeout S]`` to the ``toolbox mcp`` actions."""
+    lock = actions.add_parser("lock", help="pin a configured MCP server's tools in the lock file")
     lock.add_argument("name", metavar="NAME", help="the server, as in [tools.mcp.servers.NAME]")
+    lock.add_argument(
+        "--policy", metavar="FILE", help=f"TOML policy file naming the server (default: ${POLICY_ENV})"
+    )
+    lock.add_argument(
+        "--json", action="store_true", default=argparse.SUPPRESS, help="print one JSON document"
+    )
     lock.add_argument(
         "--timeout",
         type=float,

@@ -9,6 +9,7 @@ they mean, so callers that only know the standard library still catch them::
     │   ├── ToolPolicyDeniedError                 the ToolPolicy denies the tool
     │   ├── AcknowledgementRequiredError          the deployment acknowledgement is missing or differs
     │   └── PathOutsideRootsError                 a filesystem path escapes the configured roots
+    ├── AuthenticationError (PermissionError)     a caller's credentials are missing or not valid
     ├── InvalidArgumentsError (ValueError)        arguments failed validation; has error_code, field_path
     ├── InvalidDescriptorError (ValueError)       a provider returned an invalid descriptor
     ├── ProviderConflictError                     two providers claim one tool name
@@ -37,6 +38,7 @@ __all__ = [
     "AcknowledgementRequiredError",
     "ApprovalRequired",
     "AuditIncompleteError",
+    "AuthenticationError",
     "BusinessFailedError",
     "ConfigurationError",
     "DelegationError",
@@ -94,6 +96,25 @@ class ToolDeniedError(ToolboxError, PermissionError):
         self.tool = tool
         self.reason_code = reason_code
         self.rule = rule
+
+
+class AuthenticationError(ToolboxError, PermissionError):
+    """A caller's credentials are missing, malformed, unknown, expired or for someone else.
+
+    The message says what is wrong in general terms; it never contains the
+    presented token, key or any claim value.
+
+    Attributes:
+        reason_code: ``MISSING_CREDENTIALS``, ``INVALID_CREDENTIALS``, ``EXPIRED``,
+            ``WRONG_AUDIENCE`` or ``WRONG_ISSUER``.
+        rule: always ``"auth"``.
+    """
+
+    rule = "auth"
+
+    def __init__(self, message: str, *, reason_code: str) -> None:
+        super().__init__(message)
+        self.reason_code = reason_code
 
 
 class ToolPolicyDeniedError(ToolDeniedError):

@@ -18,6 +18,8 @@ from toolbox.pipeline.guardrails import Guardrail, GuardrailMode, Guardrails, gu
 from toolbox.pipeline.interceptor import Interceptor
 from toolbox.pipeline.outcomes import OutcomeMapper, OutcomeMappers
 from toolbox.pipeline.retry import Reconciler, RetryPolicy
+from toolbox.pipeline.shared_limits import SharedLimits
+from toolbox.state.config import GovernanceState
 
 if TYPE_CHECKING:
     from toolbox.policy import ToolPolicy
@@ -49,6 +51,9 @@ class Governance:
         interceptors: your own `Interceptor` objects, run after the built-in checks.
         audit_hooks: `AuditHook` objects called around dispatch.
         audit: the `AuditTrail` (its hooks run first); a policy file's ``[audit]`` builds one.
+        state: where the kill switches, shared budgets, rate limits and approvals live
+            (`toolbox.state.GovernanceState`); a policy file's ``[state]`` builds one.
+            None: this process alone, today's behaviour (docs/fleet.md).
     """
 
     __slots__ = ("_settings",)
@@ -71,6 +76,7 @@ class Governance:
         interceptors: Sequence[Interceptor] = (),
         audit_hooks: Sequence[AuditHook] = (),
         audit: AuditTrail | None = None,
+        state: GovernanceState | None = None,
     ) -> None:
         for interceptor in interceptors:
             if not isinstance(interceptor, Interceptor):
@@ -96,6 +102,7 @@ class Governance:
             "interceptors": tuple(interceptors),
             "audit_hooks": tuple(audit_hooks),
             "audit": audit,
+            "state": state,
         }
         # Fail at configuration time, not on the first call.
         Guardrails(self._settings["guardrails"], mode=guardrail_mode)
@@ -122,6 +129,10 @@ class Governance:
             from toolbox.audit.config import trail_from_config
 
             changes["audit"] = trail_from_config(config["audit"], source=policy.source or "policy")
+        if "state" in config and self._settings["state"] is None:
+            from toolbox.state.config import state_from_config
+
+            changes["state"] = state_from_config(config["state"], source=policy.source or "policy")
         if "cedar" in config:
             changes["authorizers"] = (*self._settings["authorizers"], config["cedar"])
         if "guardrails" in config:
@@ -133,6 +144,7 @@ class Governance:
     def build(self, *, env: Mapping[str, str] | None = None) -> Pipeline:
         """The `Pipeline` these settings describe. ``env`` feeds the kill switch variable."""
         s = self._settings
+        state: GovernanceState | None = s["state"]
         authorizers = list(s["authorizers"])
         if s["roles"] is not None:
             authorizers.insert(0, RolePolicy(s["roles"]))
@@ -143,6 +155,8 @@ class Governance:
                 enabled=s["enabled"],
                 disabled_tools=s["disabled_tools"],
                 env=os.environ if env is None else env,
+                store=state.kill if state is not None else None,
+                refresh=state.kill_switch_refresh if state is not None else 1.0,
             ),
             DelegationCheck(),
             AccessCheck(),
@@ -157,8 +171,27 @@ class Governance:
         checks.extend(s["interceptors"])
         # Approval and budget come last, so a call refused by any other check spends neither.
         redaction = s["audit"].redaction if s["audit"] is not None else None
-        checks.append(ApprovalCheck(s["approver"], guardrails=guardrails, redaction=redaction))
+        checks.append(
+            ApprovalCheck(
+                s["approver"],
+                guardrails=guardrails,
+                redaction=redaction,
+                store=state.approvals if state is not None else None,
+                limits=state.limits if state is not None and state.backend != "memory" else None,
+                request_ttl=state.approval_ttl if state is not None else 3600.0,
+            )
+        )
         checks.append(BudgetCheck())
+        if state is not None and (state.budgets or state.rate_limits):
+            # The fleet's limits count last: a call any other check refuses spends none of them.
+            checks.append(
+                SharedLimits(
+                    state.limits,
+                    budgets=state.budgets,
+                    rates=state.rate_limits,
+                    fail_open_rates=state.rate_limits_fail_open,
+                )
+            )
         hooks = (s["audit"],) * (s["audit"] is not None) + s["audit_hooks"]
         # The typed fast path records through the trail itself, when it is the only hook.
         only = hooks[0] if len(hooks) == 1 else None
@@ -171,6 +204,12 @@ class Governance:
             hooks=hooks,
             recorder=only if type(only) is AuditTrail else None,
         )
+
+    @property
+    def state(self) -> GovernanceState | None:
+        """Where governance state lives (its ``approvals`` store is what a console decides in), if set."""
+        state: GovernanceState | None = self._settings["state"]
+        return state
 
     @property
     def audit(self) -> AuditTrail | None:

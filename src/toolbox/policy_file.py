@@ -28,6 +28,13 @@ Schema (version 1)::
     cedar_policies = "policies.cedar"          # paths relative to this file
     cedar_schema = "policies.cedarschema"      # Cedar syntax, or Cedar JSON when it ends in .json
 
+    [auth]                       # who may call `toolbox serve` / `toolbox mcp serve` over HTTP
+    api_keys = "keys.toml"       # SHA-256 hashes of API keys (toolbox.auth_keys)
+    [auth.jwt]                   # JWT bearer tokens (toolbox.auth_jwt)
+    issuer = "https://idp.example"
+    audience = "toolbox"
+    jwks_file = "jwks.json"      # or key_file = "public.pem"
+
     [guardrails]
     mode = "ENFORCE"             # or "REPORT": DENY becomes WARN
     [[guardrails.rules]]
@@ -35,6 +42,16 @@ Schema (version 1)::
     tool = "fs"
     operation = "delete"
     action = "DENY"              # DENY, WARN or REQUIRE_APPROVAL
+
+    [state]                      # fleet state: toolbox.state.config (docs/fleet.md)
+    backend = "redis"            # memory (default), sql or redis
+    url_env = "TOOLBOX_STATE_URL"
+
+    [mcp.context]                # `toolbox mcp serve` over stdio: who the calls are made for
+    tenant = "acme"
+    principal = "desktop-user"
+    [mcp.toolsets.support]       # a subset an endpoint or a credential is limited to (toolbox.mcp_config)
+    tools = ["calculator", "http.get"]
 
 Unknown keys, unknown risk classes and a name listed under both allow and
 deny are errors; tool names nobody provides are rejected by ``Tools.load``.
@@ -47,6 +64,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from toolbox.auth_config import read_auth_section
 from toolbox.descriptor import MAX_NAME_LENGTH, TOOL_NAME_PATTERN, RiskClass
 from toolbox.errors import ConfigurationError, PolicyFileError
 from toolbox.policy import ToolPolicy, install_file_reader
@@ -70,6 +88,9 @@ _TOP_KEYS = (
     "guardrails",
     "audit",
     "tools",
+    "state",
+    "auth",
+    "mcp",
 )
 _DISTRIBUTION = r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$"
 _RISKS = tuple(r.value for r in RiskClass)
@@ -113,6 +134,8 @@ def policy_from_mapping(data: dict[str, object], *, source: str, directory: Path
             "remove it from one of them"
         )
     governance = _governance(root)
+    if "auth" in root:
+        governance["auth"] = read_auth_section(root.table("auth"), directory or Path())
     if "authorization" in root:
         governance["cedar"] = _cedar(root.table("authorization"), directory or Path())
     file_names = {name: f"allow.tools[{i}]" for i, name in enumerate(allow_tools)}
@@ -155,6 +178,10 @@ def _governance(root: TableReader) -> dict[str, Any]:
         audit = root.table("audit").raw()
         check_config(audit, source=source)
         governance["audit"] = audit
+    if "state" in root:
+        from toolbox.state.config import check_state_config
+
+        governance["state"] = check_state_config(root.table("state"))
     if "tools" in root:
         tools = root.table("tools")
         options: dict[str, Any] = {}
@@ -163,6 +190,10 @@ def _governance(root: TableReader) -> dict[str, Any]:
                 raise tools.error(name, f"not a valid tool name ({TOOL_NAME_PATTERN})")
             options[name] = dict(tools.table(name).raw())
         governance["tools"] = options
+    if "mcp" in root:
+        from toolbox.mcp_config import MCP_KEY, read_mcp_table
+
+        governance[MCP_KEY] = read_mcp_table(root.table("mcp"))
     return governance
 
 

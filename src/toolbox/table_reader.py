@@ -114,14 +114,21 @@ class TableReader:
         default: Any = _MISSING,
         *,
         choices: Collection[str] | None = None,
+        pattern: str | None = None,
         what: str = "value",
     ) -> str:
-        """The string at ``key``, one of ``choices`` when given (``what`` names it in the message)."""
+        """The string at ``key``, one of ``choices`` / matching ``pattern`` when given.
+
+        ``what`` names the value in the message; a value refused by ``pattern`` is
+        not repeated in it (it may be a secret or a hash).
+        """
         value = self._get(key, default)
         if not isinstance(value, str):
             raise self.error(key, f"must be a string, got {toml_type(value)}")
         if choices is not None and value not in choices:
             raise self.error(key, f"unknown {what} {value!r}; use one of {', '.join(choices)}")
+        if pattern is not None and not re.fullmatch(pattern, value):
+            raise self.error(key, f"not a valid {what} ({pattern})")
         return value
 
     def optional_string(self, key: str) -> str | None:

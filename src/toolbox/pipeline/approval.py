@@ -9,6 +9,14 @@ expires, once. Approval never replaces authorization, which still runs.
 What is *shown* (the request's ``arguments``) is redacted like the audit
 trail; what is *bound* (the fingerprint) is every value, secrets included
 through the HMAC, so masking for display never weakens the binding.
+
+With an `ApprovalStore` (``[state]`` in the policy file), every
+APPROVAL_REQUIRED request is submitted to it, for a human to decide in the
+service's console (four eyes: never the requesting principal). The call is
+then resumed with ``Approval.of_request(request_id, fingerprint)``; the store
+consumes the grant atomically, so exactly one of the processes racing with it
+runs the call. Grants signed by an `Approver` keep working; with a shared
+`LimitStore` they are single-use across the fleet too.
 """
 
 from __future__ import annotations
@@ -26,15 +34,17 @@ from typing import Any, Protocol, final
 
 from toolbox.errors import ConfigurationError
 from toolbox.pipeline.fingerprint import keyed_fingerprint
-from toolbox.pipeline.grants import Approval, ApprovalRequest
+from toolbox.pipeline.grants import Approval, ApprovalRequest, PendingApproval
 from toolbox.pipeline.guardrails import GuardrailAction, Guardrails
 from toolbox.pipeline.invocation import Invocation
 from toolbox.pipeline.result import Status, ToolResult
+from toolbox.pipeline.state_ports import ApprovalStore, LimitStore, Quota, StateUnavailableError
 from toolbox.redact import MASK
 
 __all__ = ["Approval", "ApprovalCheck", "ApprovalRequest", "Approver", "HmacApprover", "fingerprint"]
 
 _MAX_SHOWN = 200
+_MAX_ID = 256
 
 
 class Cleaner(Protocol):
@@ -153,7 +163,18 @@ class ApprovalCheck:
 
     name = "approval"
     per_attempt = False
-    __slots__ = ("_approver", "_guardrails", "_key", "_lock", "_redaction", "_remember", "_used")
+    __slots__ = (
+        "_approver",
+        "_guardrails",
+        "_key",
+        "_limits",
+        "_lock",
+        "_redaction",
+        "_remember",
+        "_store",
+        "_ttl",
+        "_used",
+    )
 
     def __init__(
         self,
@@ -162,7 +183,19 @@ class ApprovalCheck:
         guardrails: Guardrails | None = None,
         redaction: Cleaner | None = None,
         remember: int = 10_000,
+        store: ApprovalStore | None = None,
+        limits: LimitStore | None = None,
+        request_ttl: float = 3600.0,
     ) -> None:
+        """Args:
+        approver: verifies signed grants (`HmacApprover`); None: only the store's grants.
+        guardrails: the guardrails that may require approval.
+        redaction: masks the arguments a request shows (default: the audit trail's).
+        remember: signed grants remembered as used, without a shared ``limits`` store.
+        store: where requests wait for a decision and grants are consumed.
+        limits: counts signed grants once fleet-wide (`LimitStore`); None: once per process.
+        request_ttl: seconds a submitted request waits for a decision.
+        """
         self._approver = approver
         self._guardrails = guardrails
         # None: the redaction installed by toolbox.governance (use_cleaner), read per request.
@@ -175,6 +208,9 @@ class ApprovalCheck:
         self._used: OrderedDict[str, None] = OrderedDict()
         self._lock = threading.Lock()
         self._remember = remember
+        self._store = store
+        self._limits = limits
+        self._ttl = request_ttl
 
     def applies(self, invocation: Invocation) -> bool:
         """Whether the descriptor or a guardrail can ever require approval of this operation."""
@@ -213,6 +249,11 @@ class ApprovalCheck:
                 tenant=ctx.tenant,
                 principal=ctx.principal,
             )
+            if self._store is not None:
+                try:
+                    self._store.submit(self._pending(invocation, request))
+                except StateUnavailableError:
+                    return _unavailable(invocation)
             return invocation.result(
                 Status.APPROVAL_REQUIRED,
                 reason_code="APPROVAL_REQUIRED",
@@ -220,14 +261,29 @@ class ApprovalCheck:
                 message="this call needs a human approval for exactly these arguments",
                 approval=request,
             )
-        problem = self._problem(grant, fp)
+        try:
+            problem = self._problem(grant, fp)
+        except StateUnavailableError:
+            return _unavailable(invocation)
         if problem is not None:
             return invocation.denied("APPROVAL_INVALID", "approval", problem)
         return None
 
+    def _pending(self, invocation: Invocation, request: ApprovalRequest) -> PendingApproval:
+        return PendingApproval(
+            request=request,
+            intent_kind=invocation.intent_kind,
+            intent_text=invocation.intent_text,
+            run_id=invocation.context.run_id,
+            created_at=request.created_at,
+            expires_at=request.created_at + self._ttl,
+        )
+
     def _problem(self, grant: object, fp: str) -> str | None:
         if not isinstance(grant, Approval):
             return "the approval is not a toolbox Approval"
+        if not grant.signature and self._store is not None:
+            return self._redeem(grant, fp)
         if self._approver is None:
             return "no approver is configured to verify approvals"
         if not self._approver.verify(grant):
@@ -236,6 +292,11 @@ class ApprovalCheck:
             return "the approval was granted for other arguments, another tool or another principal"
         if grant.expires_at <= time.time():
             return "the approval has expired"
+        if self._limits is not None:
+            # Once across the fleet: a counter of one, kept until the grant has expired.
+            ttl = max(grant.expires_at - time.time(), 0.001) + 60.0
+            used = Quota(f"grant:{hashlib.sha256(grant.request_id.encode()).hexdigest()}", 1, ttl, "approval")
+            return None if self._limits.admit([used], []) is None else "the approval was already used"
         with self._lock:
             if grant.request_id in self._used:
                 return "the approval was already used"
@@ -243,3 +304,29 @@ class ApprovalCheck:
             if len(self._used) > self._remember:
                 self._used.popitem(last=False)
         return None
+
+    def _redeem(self, grant: Approval, fp: str) -> str | None:
+        """Consume the store's grant for this call: None exactly once, else why not."""
+        store = self._store
+        assert store is not None
+        if not isinstance(grant.request_id, str) or len(grant.request_id) > _MAX_ID:
+            return "the approval names no approval request"
+        if store.consume(grant.request_id, fp):
+            return None
+        pending = store.get(grant.request_id)
+        if pending is None:
+            return "the approval names no approval request"
+        if not hmac.compare_digest(pending.request.fingerprint, fp):
+            return "the approval was granted for other arguments, another tool or another principal"
+        return {
+            "pending": "the approval request has not been decided yet",
+            "denied": "the approval request was denied",
+            "expired": "the approval has expired",
+            "used": "the approval was already used",
+        }.get(pending.state, "the approval was already used")
+
+
+def _unavailable(invocation: Invocation) -> ToolResult:
+    return invocation.denied(
+        "STATE_UNAVAILABLE", "state:approvals", "the governance state store is unavailable"
+    )

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import time
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from typing import final
@@ -10,11 +12,14 @@ from typing import final
 from toolbox.errors import ToolDeniedError, ToolUnavailableError
 from toolbox.pipeline.invocation import BY_NAME, Invocation
 from toolbox.pipeline.result import ToolResult
+from toolbox.pipeline.state_ports import KillEntry, KillSwitchStore
 
 __all__ = ["AccessCheck", "BudgetCheck", "DeadlineCheck", "DelegationCheck", "KillSwitch"]
 
 KILL_SWITCH_ENV = "TOOLBOX_KILL_SWITCH"
 _OFF_VALUES = frozenset({"", "0", "off", "false", "no"})
+LOGGER = logging.getLogger("toolbox.state")
+_monotonic = time.monotonic
 
 
 @final
@@ -26,11 +31,18 @@ class KillSwitch:
     ``false`` or ``no`` (so a typo engages it rather than silently not). The
     ``env`` mapping (default ``os.environ``) is read on every call: pass one
     your application keeps current to stop a running fleet without a restart.
+
+    With a ``store`` (the fleet's `KillSwitchStore`, ``[state]`` in the policy
+    file), the switches engaged there stop calls too. The store is read at most
+    once per ``refresh`` seconds and its answer cached, so a call pays no round
+    trip and a change reaches every process within ``refresh`` seconds. A store
+    that does not answer stops every call (DENIED/STATE_UNAVAILABLE) until it
+    answers again, retried once per ``refresh``.
     """
 
     name = "kill_switch"
     per_attempt = True
-    __slots__ = ("_disabled_tools", "_enabled", "_env")
+    __slots__ = ("_cache", "_disabled_tools", "_enabled", "_env", "_refresh", "_store")
 
     def __init__(
         self,
@@ -38,28 +50,84 @@ class KillSwitch:
         enabled: bool = True,
         disabled_tools: Iterable[str] = (),
         env: Mapping[str, str] | None = None,
+        store: KillSwitchStore | None = None,
+        refresh: float = 1.0,
     ) -> None:
         if not isinstance(enabled, bool):
             raise TypeError(f"enabled must be a bool, got {type(enabled).__name__}")
+        if not isinstance(refresh, (int, float)) or isinstance(refresh, bool) or not 0 <= refresh <= 3600:
+            raise ValueError("refresh must be a number of seconds from 0 to 3600")
         self._enabled = enabled
         self._disabled_tools = frozenset(disabled_tools)
         self._env: Mapping[str, str] = os.environ if env is None else env
+        self._store = store
+        self._refresh = float(refresh)
+        # (read at, engaged switches or None when the store did not answer); read at -inf: never read.
+        self._cache: tuple[float, Mapping[str | None, KillEntry] | None] = (float("-inf"), {})
+
+    def _switches(self) -> Mapping[str | None, KillEntry] | None:
+        """The store's switches as of at most ``refresh`` seconds ago; None: the store is unavailable."""
+        read_at, switches = self._cache
+        now = _monotonic()
+        if now - read_at < self._refresh:
+            return switches
+        store = self._store
+        assert store is not None
+        try:
+            switches = dict(store.engaged())
+        except Exception as exc:  # noqa: BLE001 - any failure of the store stops calls (fail closed)
+            if switches is not None:
+                LOGGER.warning("kill switch store unavailable (%s): calls refused", type(exc).__name__)
+            switches = None
+        self._cache = (now, switches)
+        return switches
 
     def engaged(self, tool: str | None = None) -> bool:
-        """Whether calls (of ``tool``) are stopped right now."""
+        """Whether calls (of ``tool``) are stopped right now (or the store cannot say)."""
         if not self._enabled:
             return True
         value = self._env.get(KILL_SWITCH_ENV)
         if value and value.strip().lower() not in _OFF_VALUES:
             return True
-        return tool is not None and tool in self._disabled_tools
+        if tool is not None and tool in self._disabled_tools:
+            return True
+        if self._store is None:
+            return False
+        switches = self._switches()
+        return switches is None or None in switches or (tool is not None and tool in switches)
+
+    def entry(self, tool: str | None = None) -> KillEntry | None:
+        """The store's switch stopping ``tool`` (the global one first), as last read."""
+        switches = self._cache[1] if self._store is not None else None
+        if not switches:
+            return None
+        return switches.get(None) or (switches.get(tool) if tool is not None else None)
 
     def __call__(self, invocation: Invocation) -> ToolResult | None:
-        if self.engaged(invocation.tool):
+        if not self.engaged(invocation.tool):
+            return None
+        if self._store is not None and self._cache[1] is None and self._is_only_the_store(invocation.tool):
             return invocation.denied(
-                "KILL_SWITCH", "kill_switch", "tool calls are stopped by the kill switch"
+                "STATE_UNAVAILABLE", "state:kill_switch", "the governance state store is unavailable"
             )
-        return None
+        entry = self.entry(invocation.tool)
+        if entry is not None and self._is_only_the_store(invocation.tool):
+            scope = "global" if entry.tool is None else "tool"
+            return invocation.denied(
+                "KILL_SWITCH",
+                f"kill_switch:{scope}",
+                f"tool calls are stopped by the kill switch: {entry.reason}"[:500],
+            )
+        return invocation.denied("KILL_SWITCH", "kill_switch", "tool calls are stopped by the kill switch")
+
+    def _is_only_the_store(self, tool: str) -> bool:
+        """Whether the code and environment switches are off, so the store's answer is the reason."""
+        value = self._env.get(KILL_SWITCH_ENV)
+        return (
+            self._enabled
+            and not (value and value.strip().lower() not in _OFF_VALUES)
+            and tool not in self._disabled_tools
+        )
 
 
 @final

@@ -47,6 +47,7 @@ _FIELDS = frozenset(
         "warnings",
         "approval",
         "audit_failed",
+        "retry_after",
     }
 )
 
@@ -77,6 +78,8 @@ class ToolResult:
     approval: ApprovalRequest | None = None
     #: True when the audit trail could not record the outcome.
     audit_failed: bool = False
+    #: For DENIED/RATE_LIMITED: seconds until the limit admits a call again.
+    retry_after: float | None = None
 
     def __init__(self, status: Status, **fields: Any) -> None:
         """Args:
@@ -114,6 +117,8 @@ class ToolResult:
             data["warnings"] = list(self.warnings)
         if self.approval is not None:
             data["approval"] = self.approval.as_dict()
+        if self.retry_after is not None:
+            data["retry_after"] = self.retry_after
         if self.status is Status.SUCCESS or self.status is Status.BUSINESS_FAILED:
             data["content"] = self.content
         return data

@@ -1,0 +1,67 @@
+"""Who an authenticated caller is: the `Identity` a credential maps to.
+
+An identity is what a service or an MCP endpoint turns into the trusted
+`ExecutionContext` of each call. It comes only from a verified credential
+(`toolbox.auth`), never from a request body or model output.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Protocol, final
+
+from toolbox.context import ExecutionContext
+from toolbox.errors import AuthenticationError
+
+__all__ = ["Authenticator", "Identity", "check_reference"]
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+#: The longest tenant, principal, role or toolset a credential may name (as `ExecutionContext`).
+MAX_REFERENCE = 256
+
+
+def check_reference(value: object, what: str) -> str:
+    """``value`` if it can stand in a context, else an `AuthenticationError` naming ``what`` only."""
+    if not isinstance(value, str) or not value or len(value) > MAX_REFERENCE or _CONTROL.search(value):
+        raise AuthenticationError(
+            f"the credential's {what} is not a usable reference", reason_code="INVALID_CREDENTIALS"
+        )
+    return value
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """The tenant, principal and roles a verified credential stands for.
+
+    Attributes:
+        tenant: the tenant the caller acts for.
+        principal: the authenticated user or service.
+        roles: the caller's roles (for the service: ``caller``, ``approver``, ``auditor``, ``admin``).
+        toolset: a named subset of tools the credential is limited to, or None for no limit.
+        credential: a label safe to log and audit (``api-key:<id>``, ``jwt:<issuer>``); never
+            the secret itself.
+    """
+
+    tenant: str
+    principal: str
+    roles: frozenset[str]
+    toolset: str | None
+    credential: str
+
+    def context(self, **fields: Any) -> ExecutionContext:
+        """The trusted context of a call by this caller; ``fields`` (``run_id``, ...) pass on."""
+        return ExecutionContext(tenant=self.tenant, principal=self.principal, roles=self.roles, **fields)
+
+
+class Authenticator(Protocol):
+    """Turns a presented token (an API key or a JWT) into an `Identity`."""
+
+    def authenticate(self, token: str, /) -> Identity:
+        """The identity ``token`` proves.
+
+        Raises:
+            AuthenticationError: the token is missing, malformed, unknown, expired or for
+                another audience or issuer; the message never contains the token.
+        """

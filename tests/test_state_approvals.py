@@ -1,0 +1,194 @@
+"""The `ApprovalStore` contract, run over every backend: four eyes, one decision, one use, expiry."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from state_support import pending, state_store
+from toolbox.pipeline.state_ports import ApprovalDecisionError, ApprovalStore
+from toolbox.state import MemoryApprovalStore
+
+BACKENDS = ["memory", "redis", "sqlite", "postgres"]
+
+
+@pytest.fixture(params=BACKENDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ApprovalStore]:
+    with state_store(request.param, tmp_path) as shared:
+        yield MemoryApprovalStore() if shared is None else shared
+
+
+def test_submit_get_round_trip(store: ApprovalStore) -> None:
+    p = pending()
+    store.submit(p)
+    got = store.get(p.id)
+    assert got == p
+    assert got is not None and got.state == "pending"
+    assert got.request.arguments == {"amount": 10, "card": "***"}
+    assert store.get("nope") is None
+
+
+def test_approve_then_consume_exactly_once(store: ApprovalStore) -> None:
+    p = pending()
+    store.submit(p)
+    decided = store.decide(p.id, approve=True, decided_by="bob", reason="ok")
+    assert (decided.state, decided.decided_by, decided.reason) == ("approved", "bob", "ok")
+    assert decided.decided_at is not None
+    assert store.consume(p.id, "0" * 64) is False  # other arguments
+    assert store.consume(p.id, p.request.fingerprint) is True
+    assert store.consume(p.id, p.request.fingerprint) is False  # replay
+    got = store.get(p.id)
+    assert got is not None and got.state == "used"
+
+
+def test_four_eyes(store: ApprovalStore) -> None:
+    p = pending(principal="alice")
+    store.submit(p)
+    with pytest.raises(ApprovalDecisionError) as info:
+        store.decide(p.id, approve=True, decided_by="alice", reason="me")
+    assert info.value.reason_code == "SELF_APPROVAL"
+    assert store.consume(p.id, p.request.fingerprint) is False
+
+
+def test_one_decision(store: ApprovalStore) -> None:
+    p = pending()
+    store.submit(p)
+    store.decide(p.id, approve=False, decided_by="bob", reason="no")
+    with pytest.raises(ApprovalDecisionError) as info:
+        store.decide(p.id, approve=True, decided_by="carol", reason="yes")
+    assert info.value.reason_code == "ALREADY_DECIDED"
+    assert store.consume(p.id, p.request.fingerprint) is False  # denied
+
+
+def test_unknown_and_expired(store: ApprovalStore) -> None:
+    with pytest.raises(ApprovalDecisionError) as info:
+        store.decide("missing", approve=True, decided_by="bob", reason="")
+    assert info.value.reason_code == "UNKNOWN_REQUEST"
+    p = pending(ttl=0.05)
+    store.submit(p)
+    deadline = time.monotonic() + 5
+    while (got := store.get(p.id)) is not None and got.state != "expired" and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert got is not None and got.state == "expired"
+    with pytest.raises(ApprovalDecisionError) as info:
+        store.decide(p.id, approve=True, decided_by="bob", reason="")
+    assert info.value.reason_code == "EXPIRED"
+
+
+def test_consume_needs_an_approval(store: ApprovalStore) -> None:
+    p = pending()
+    store.submit(p)
+    assert store.consume(p.id, p.request.fingerprint) is False  # still pending
+    assert store.consume("missing", p.request.fingerprint) is False
+
+
+def test_second_submit_is_ignored(store: ApprovalStore) -> None:
+    p = pending()
+    store.submit(p)
+    store.decide(p.id, approve=True, decided_by="bob", reason="ok")
+    store.submit(p)  # an attacker re-submitting cannot reset the decision or the use
+    got = store.get(p.id)
+    assert got is not None and got.state == "approved"
+
+
+def test_list_filters_and_pages(store: ApprovalStore) -> None:
+    base = time.time()
+    records = [pending(tenant="t1" if i % 2 else "t2", created_at=base + i) for i in range(7)]
+    for p in records:
+        store.submit(p)
+    store.decide(records[6].id, approve=True, decided_by="bob", reason="")
+    mine = [p for p in store.list(tenant="t2", state=None, limit=100) if p.id in {r.id for r in records}]
+    assert [p.id for p in mine] == [records[i].id for i in (6, 4, 2, 0)]
+    assert [p.id for p in store.list(tenant="t2", state="approved", limit=100)] == [records[6].id]
+    first = store.list(tenant="t1", state="pending", limit=2)
+    assert [p.id for p in first] == [records[5].id, records[3].id]
+    second = store.list(tenant="t1", state="pending", limit=2, cursor=first[-1].id)
+    assert [p.id for p in second] == [records[1].id]
+    with pytest.raises(ValueError, match="unknown approval state"):
+        store.list(tenant=None, state="bogus", limit=1)
+    with pytest.raises(ValueError, match="limit"):
+        store.list(tenant=None, state=None, limit=0)
+
+
+def test_bad_decision_input_is_refused(store: ApprovalStore) -> None:
+    p = pending()
+    store.submit(p)
+    with pytest.raises(ValueError, match="decided_by"):
+        store.decide(p.id, approve=True, decided_by="", reason="")
+    with pytest.raises(ValueError, match="reason"):
+        store.decide(p.id, approve=True, decided_by="bob", reason="x" * 100_000)
+    got = store.get(p.id)
+    assert got is not None and got.state == "pending"  # nothing lost
+
+
+def test_concurrent_decide_and_consume(store: ApprovalStore) -> None:
+    p = pending()
+    store.submit(p)
+    wins: list[str] = []
+    errors: list[str] = []
+    barrier = threading.Barrier(8)
+
+    def decide(i: int) -> None:
+        barrier.wait()
+        try:
+            store.decide(p.id, approve=True, decided_by=f"reviewer{i}", reason="")
+            wins.append(f"reviewer{i}")
+        except ApprovalDecisionError as exc:
+            errors.append(exc.reason_code)
+
+    threads = [threading.Thread(target=decide, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(wins) == 1 and errors == ["ALREADY_DECIDED"] * 7
+    used: list[bool] = []
+    barrier = threading.Barrier(8)
+
+    def consume() -> None:
+        barrier.wait()
+        used.append(store.consume(p.id, p.request.fingerprint))
+
+    threads = [threading.Thread(target=consume) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(used) == [False] * 7 + [True]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_used_record_outlives_the_grant(backend: str, tmp_path: Path) -> None:
+    """A grant used once and then expired is still known as used: a replay is refused, not unknown."""
+    with state_store(backend, tmp_path, grant_ttl=0.3) as shared:
+        store = MemoryApprovalStore(grant_ttl=0.3) if shared is None else shared
+        p = pending(ttl=600)
+        store.submit(p)
+        approved = store.decide(p.id, approve=True, decided_by="bob", reason="")
+        assert approved.expires_at <= time.time() + 0.3 + 0.01
+        assert store.consume(p.id, p.request.fingerprint) is True
+        deadline = time.monotonic() + 10
+        while time.time() <= approved.expires_at and time.monotonic() < deadline:
+            time.sleep(0.05)
+        got = store.get(p.id)
+        assert got is not None and got.state == "used"
+        assert store.consume(p.id, p.request.fingerprint) is False
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_unused_grant_expires_in_the_store(backend: str, tmp_path: Path) -> None:
+    with state_store(backend, tmp_path, grant_ttl=0.2) as shared:
+        store = MemoryApprovalStore(grant_ttl=0.2) if shared is None else shared
+        p = pending(ttl=600)
+        store.submit(p)
+        approved = store.decide(p.id, approve=True, decided_by="bob", reason="")
+        deadline = time.monotonic() + 10
+        while time.time() <= approved.expires_at + 0.05 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert store.consume(p.id, p.request.fingerprint) is False
+        got = store.get(p.id)
+        assert got is not None and got.state == "expired"
