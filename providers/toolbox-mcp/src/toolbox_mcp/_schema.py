@@ -3,7 +3,8 @@
 A server's schema is untrusted input. Before it is pinned it must be a JSON
 object schema of bounded size and depth, a valid JSON Schema, with local
 ``$ref`` only (a remote reference is never fetched: the validator gets an
-empty registry), and without a property named like toolbox's intent fields.
+empty registry). A property named like toolbox's intent fields is offered
+under another name (`local_schema`).
 """
 
 from __future__ import annotations
@@ -22,9 +23,19 @@ from referencing import Registry
 
 from toolbox.errors import InvalidArgumentsError
 
-__all__ = ["canonical", "check_schema", "digest", "operation_name", "schema_validator", "validate"]
+__all__ = [
+    "canonical",
+    "check_schema",
+    "digest",
+    "local_schema",
+    "operation_name",
+    "schema_validator",
+    "upstream_arguments",
+    "validate",
+]
 
 _INTENT_FIELDS = ("purpose", "audit_as")
+UPSTREAM_PREFIX = "upstream_"
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _OTHER = re.compile(r"[^a-z0-9]+")
 _OPERATION = re.compile(r"^[a-z][a-z0-9]*(?:_[a-z0-9]+)*$")
@@ -103,14 +114,38 @@ def check_schema(schema: object, *, max_bytes: int, max_depth: int) -> str | Non
     properties = schema.get("properties", {})
     if not isinstance(properties, dict):
         return "the input schema's properties is not an object"
-    clash = [name for name in _INTENT_FIELDS if name in properties]
-    if clash:
-        return f"the input schema has a property {clash[0]!r}, which toolbox reserves for the intent"
+    taken = [name for name in _INTENT_FIELDS if UPSTREAM_PREFIX + name in properties]
+    if taken:
+        return f"the input schema has a property {UPSTREAM_PREFIX + taken[0]!r}, which toolbox-mcp reserves"
     try:
         validator_for(schema).check_schema(schema)
     except SchemaError as exc:
         return f"the input schema is not a valid JSON Schema: {exc.message[:200]}"
     return None
+
+
+def local_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """``schema`` as toolbox shows and checks it: a remote ``purpose``/``audit_as`` renamed.
+
+    toolbox adds its own required intent field (``purpose`` or ``audit_as``) to
+    every operation. A remote property of either name (a server that is itself
+    toolbox, ``toolbox mcp serve``, requires one) is offered as
+    ``upstream_purpose`` / ``upstream_audit_as`` and sent under its own name.
+    """
+    properties = schema.get("properties", {})
+    if not isinstance(properties, Mapping) or not any(name in properties for name in _INTENT_FIELDS):
+        return dict(schema)
+    renamed = {UPSTREAM_PREFIX + k if k in _INTENT_FIELDS else k: v for k, v in properties.items()}
+    required = [UPSTREAM_PREFIX + r if r in _INTENT_FIELDS else r for r in schema.get("required", ())]
+    return {**schema, "properties": renamed, **({"required": required} if "required" in schema else {})}
+
+
+def upstream_arguments(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """The arguments as the server names them (``upstream_purpose`` sent as ``purpose``)."""
+    return {
+        key[len(UPSTREAM_PREFIX) :] if key[len(UPSTREAM_PREFIX) :] in _INTENT_FIELDS else key: value
+        for key, value in arguments.items()
+    }
 
 
 def schema_validator(schema: Mapping[str, Any]) -> Validator:
@@ -137,8 +172,18 @@ def validate(validator: Validator, arguments: Mapping[str, Any]) -> None:
     error = best_match(validator.iter_errors(dict(arguments)))
     if error is None:
         return
-    path = ".".join(str(p) for p in error.absolute_path)
+    parts = [str(p) for p in error.absolute_path]
     keyword = str(error.validator) if error.validator is not None else "schema"
+    instance = error.instance
+    if keyword == "required" and isinstance(instance, dict):
+        # Point at the missing property itself, as pydantic does for schemas from signatures.
+        missing = [name for name in error.validator_value or () if name not in instance]
+        parts += [str(missing[0])[:100]] if missing else []
+    elif keyword == "additionalProperties" and isinstance(instance, dict) and isinstance(error.schema, dict):
+        known = error.schema.get("properties", {})
+        extra = sorted(str(name) for name in instance if name not in known)
+        parts += [extra[0][:100]] if extra else []
+    path = ".".join(parts)
     raise InvalidArgumentsError(
         f"argument {path or '(root)'} breaks the pinned schema ({keyword})",
         error_code=keyword,

@@ -29,7 +29,7 @@ from toolbox_http import Credential
 from toolbox_mcp._config import CredentialConfig, ServerConfig
 from toolbox_mcp._connection import Connection
 from toolbox_mcp._lockfile import Pin, Refused, pin_tools
-from toolbox_mcp._schema import schema_validator
+from toolbox_mcp._schema import local_schema, schema_validator
 from toolbox_mcp._transports import Opener, http_opener, read_secret_file, stdio_opener
 
 __all__ = ["DRIFT", "DriftError", "Server", "effective_effect"]
@@ -160,7 +160,8 @@ class Server:
         """The argument validator of pinned ``operation`` (built once)."""
         found = self._validators.get(operation)
         if found is None:
-            found = self._validators[operation] = schema_validator(self.pins[operation].input_schema)
+            schema = local_schema(self.pins[operation].input_schema)
+            found = self._validators[operation] = schema_validator(schema)
         return found
 
     # -- sessions --------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from toolbox.pipeline.arguments import ArgumentLimits, check_limits
 from toolbox.runtime import ToolRuntime
 from toolbox_mcp._connection import Connection
 from toolbox_mcp._result import McpResult, convert
-from toolbox_mcp._schema import validate
+from toolbox_mcp._schema import local_schema, upstream_arguments, validate
 from toolbox_mcp._server import DriftError, Server
 
 __all__ = ["McpTool", "tool_type_for"]
@@ -64,7 +64,7 @@ class McpTool:
     @classmethod
     def operation_parameters(cls, operation: str) -> Mapping[str, Any]:
         """The pinned JSON Schema of ``operation``'s arguments."""
-        return cls.server.pins[operation].input_schema
+        return local_schema(cls.server.pins[operation].input_schema)
 
     def operation_intent(self, operation: str, arguments: Mapping[str, Any]) -> Any:
         """The intent of a by-name call (`call`)."""
@@ -96,6 +96,7 @@ class McpTool:
         values = dict(arguments or {})
         validate(server.validator(operation), values)
         remote = pin.remote
+        sent = upstream_arguments(values)
         connection = self._connection
         label = f"{server.tool}.{operation}"
         max_bytes = server.config.max_result_bytes
@@ -104,11 +105,11 @@ class McpTool:
             server.check_pinned(operation)
 
         def run() -> McpResult:
-            result = connection.call(remote, values, self._timeout(), check)
+            result = connection.call(remote, sent, self._timeout(), check)
             return convert(result, max_bytes=max_bytes, label=label)
 
         async def arun() -> McpResult:
-            result = await connection.acall(remote, values, self._timeout(), check)
+            result = await connection.acall(remote, sent, self._timeout(), check)
             return convert(result, max_bytes=max_bytes, label=label)
 
         target = f"{server.tool}:{remote}"

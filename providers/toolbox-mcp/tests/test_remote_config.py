@@ -106,8 +106,8 @@ def _deep(levels):
         ),
         ({"type": "object", "properties": {"x": {"$ref": "file:///etc/passwd"}}}, "non-local reference"),
         ({"type": "object", "properties": {"x": {"$dynamicRef": "#meta"}}}, "non-local reference"),
-        ({"type": "object", "properties": {"purpose": {"type": "string"}}}, "reserves for the intent"),
-        ({"type": "object", "properties": {"audit_as": {"type": "string"}}}, "reserves for the intent"),
+        ({"type": "object", "properties": {"upstream_purpose": {"type": "string"}}}, "toolbox-mcp reserves"),
+        ({"type": "object", "properties": {"upstream_audit_as": {"type": "string"}}}, "toolbox-mcp reserves"),
         ({"type": "array"}, "not an object schema"),
         ({"type": "object", "properties": {"x": {"type": 12}}}, "not a valid JSON Schema"),
         (_deep(40), "nests deeper"),
@@ -194,3 +194,19 @@ def test_a_name_too_long_for_a_wire_name_is_refused():
     pins, refused = pin_tools([_tool("a" * 70, {"type": "object"})], **LIMITS)
     assert pins == {}
     assert "longer than 64 characters as a wire name" in refused[0].reason
+
+
+def test_a_remote_intent_field_is_offered_under_another_name():
+    from toolbox_mcp._schema import local_schema, upstream_arguments
+
+    remote = {
+        "type": "object",
+        "properties": {"x": {}, "purpose": {"type": "string"}},
+        "required": ["purpose"],
+    }
+    assert check_schema(remote, max_bytes=64 * 1024, max_depth=16) is None
+    shown = local_schema(remote)
+    assert set(shown["properties"]) == {"x", "upstream_purpose"}
+    assert shown["required"] == ["upstream_purpose"]
+    assert upstream_arguments({"x": 1, "upstream_purpose": "why"}) == {"x": 1, "purpose": "why"}
+    assert upstream_arguments({"upstream_other": 1}) == {"upstream_other": 1}

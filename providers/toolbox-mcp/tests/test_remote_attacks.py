@@ -137,4 +137,5 @@ def test_by_name_arguments_are_exact_too(tmp_path, count_file, make_setup):
     result = setup.gateway.invoke("mcp.notes.add", smuggled, context=CTX)
     assert result.status is Status.INVALID_ARGUMENTS
     assert result.error_code == "additionalProperties"
+    assert result.field_path == "callback_url"
     assert setup.executions() == []

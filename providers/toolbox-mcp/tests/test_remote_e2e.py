@@ -1,7 +1,7 @@
 """End to end: a toolbox-mcp tool pointing at an MCP server running in another process over HTTP.
 
-The issue asks for this against ``toolbox mcp serve`` of another process; until that command
-lands (another branch), the other process runs the SDK's own `MCPServer` over streamable HTTP.
+Two other processes: the SDK's own `MCPServer` over streamable HTTP, and ``toolbox mcp serve``
+(issue 11 part 1) over stdio, so a governed tool of one toolbox is governed again by another.
 """
 
 from __future__ import annotations
@@ -58,3 +58,32 @@ def test_a_tool_of_another_process_is_governed(tmp_path, remote_process, make_se
     invalid = setup.gateway.invoke("mcp.other.add", {"a": "x", "b": 1, "audit_as": "Add"}, context=CTX)
     assert invalid.status is Status.INVALID_ARGUMENTS
     assert executions(Path(count_file)) == ["add"]
+
+
+TOOLBOX = str(Path(sys.executable).parent / "toolbox")
+
+
+def test_a_tool_served_by_toolbox_mcp_serve_is_governed_on_both_sides(tmp_path, make_setup):
+    """toolbox-mcp pointing at ``toolbox mcp serve`` of another process (the calculator, over stdio).
+
+    The served side requires its own intent argument (``purpose``): toolbox-mcp offers it as
+    ``upstream_purpose`` and sends it under its name, next to its own intent.
+    """
+    served = tmp_path / "served.toml"
+    served.write_text("version = 1\n", encoding="utf-8")
+    args = ["mcp", "serve", "--policy", str(served), "--tenant", "served", "--principal", "ops"]
+    servers = {"toolbox": {"command": TOOLBOX, "args": args, "operations": {}}}
+    policy = write_policy(tmp_path / "policy.toml", servers)
+    lines = lock(policy, "toolbox")
+    assert any(line.startswith("mcp.toolbox.calculator_evaluate: pinned") for line in lines), lines
+    setup = make_setup(policy, tmp_path / "unused")
+    arguments = {"expression": "6*7", "upstream_purpose": "Compute the answer", "audit_as": "Ask upstream"}
+    result = setup.gateway.invoke("mcp.toolbox.calculator_evaluate", arguments, context=CTX)
+    assert result.status is Status.SUCCESS, result
+    assert "42" in result.content.text
+    # The served side refuses what its own governance refuses: a missing upstream intent.
+    invalid = setup.gateway.invoke(
+        "mcp.toolbox.calculator_evaluate", {"expression": "1", "audit_as": "Ask"}, context=CTX
+    )
+    assert invalid.status is Status.INVALID_ARGUMENTS
+    assert invalid.field_path == "upstream_purpose"
