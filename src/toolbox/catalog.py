@@ -111,9 +111,9 @@ class Catalog:
             self._by_name[tool.descriptor.name] = entry
         # A policy file's [tools.<name>] tables are the base; options given in code win, key by key.
         self._options = merge_options(policy.governance.get("tools") or {}, options or {})
+        # A table named by a namespace ([tools.mcp] for mcp.*) configures that family of tools.
+        family = (*self._by_name, *(lock.tool for lock in self._locks))
         for name in self._options:
-            # A table named by a namespace ([tools.mcp] for mcp.*) configures that family of tools.
-            family = (*self._by_name, *(lock.tool for lock in self._locks))
             if name not in self._by_name and not any(n.startswith(f"{name}.") for n in family):
                 raise ValueError(
                     f"options given for unknown tool {name!r}; installed tools: "
