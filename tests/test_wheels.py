@@ -21,7 +21,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PROJECTS = {".": "toolbox", "providers/toolbox-http": "toolbox_http", "providers/toolbox-fs": "toolbox_fs"}
+PROJECTS = {
+    ".": "toolbox",
+    "providers/toolbox-http": "toolbox_http",
+    "providers/toolbox-fs": "toolbox_fs",
+    "providers/toolbox-mcp": "toolbox_mcp",
+}
 
 
 # The machine's TOOLBOX_* variables (a policy file, a kill switch) have no say here.
@@ -55,8 +60,13 @@ def venv(wheels, tmp_path_factory) -> Path:
 
 
 def test_each_wheel_ships_its_package_types_licence_and_entry_point(wheels):
-    assert [w.name.split("-")[0] for w in wheels] == ["toolbox_fs", "toolbox_http", "toolbox_registry"]
-    for wheel, package in zip(wheels, ["toolbox_fs", "toolbox_http", "toolbox"], strict=True):
+    assert [w.name.split("-")[0] for w in wheels] == [
+        "toolbox_fs",
+        "toolbox_http",
+        "toolbox_mcp",
+        "toolbox_registry",
+    ]
+    for wheel, package in zip(wheels, ["toolbox_fs", "toolbox_http", "toolbox_mcp", "toolbox"], strict=True):
         names = zipfile.ZipFile(wheel).namelist()
         assert f"{package}/__init__.py" in names
         assert f"{package}/py.typed" in names
@@ -87,3 +97,24 @@ def test_installed_wheels_import_from_the_venv_and_run_the_cli(venv):
     }
     assert "usage: toolbox" in run(toolbox, "--help").stdout
     assert "toolbox-http" in run(toolbox, "list").stdout
+
+
+MCP_PROBE = """
+import json, sys
+from toolbox import ExecutionContext, ToolPolicy, Tools
+policy = ToolPolicy.from_file(sys.argv[1])
+tools = Tools.load(ExecutionContext(tenant="t", principal="p"), policy=policy, env={})
+broken = [b.error for b in tools.broken_providers]
+print(json.dumps({"mcp.notes": tools.distribution_of("mcp.notes"), "broken": broken}))
+"""
+
+
+def test_the_mcp_wheel_registers_a_pinned_server_as_a_third_party_would(venv, tmp_path):
+    from toolbox_mcp._lockfile import Pin, write_server
+
+    policy = tmp_path / "policy.toml"
+    policy.write_text('version = 1\n[tools.mcp.servers.notes]\ncommand = "notes-server"\n', encoding="utf-8")
+    pin = Pin("search", "search", "Search.", {"type": "object", "properties": {}}, {})
+    write_server(tmp_path / "mcp.lock.json", "notes", {"search": pin})
+    found = json.loads(run(venv / "bin" / "python", "-c", MCP_PROBE, policy).stdout)
+    assert found == {"mcp.notes": "toolbox-mcp", "broken": []}

@@ -19,7 +19,8 @@ from toolbox.discovery import discover as discover_tools
 from toolbox.errors import InvalidArgumentsError
 from toolbox.governance import Governance
 from toolbox.namespace import check_namespace
-from toolbox.pipeline.arguments import OperationSchema, operation_schema
+from toolbox.operations import OperationLock, describes_operations
+from toolbox.pipeline.arguments import OperationSchema, described_schema, operation_schema
 from toolbox.pipeline.chain import Pipeline
 from toolbox.policy import PolicyDecision, ToolPolicy
 from toolbox.wire_names import dotted_name, to_wire_name
@@ -74,6 +75,7 @@ class Catalog:
         "_env",
         "_governance",
         "_lock",
+        "_locks",
         "_names",
         "_options",
         "_pipeline",
@@ -91,8 +93,10 @@ class Catalog:
         env: Mapping[str, str] | None = None,
         options: Mapping[str, Mapping[str, Any]] | None = None,
         governance: Governance | None = None,
+        locks: Iterable[OperationLock] = (),
     ) -> None:
         self._policy = policy
+        self._locks = tuple(locks)
         self._env: Mapping[str, str] = os.environ if env is None else env
         self._broken = tuple(broken)
         self._blocked = tuple(sorted(set(blocked)))
@@ -107,8 +111,10 @@ class Catalog:
             self._by_name[tool.descriptor.name] = entry
         # A policy file's [tools.<name>] tables are the base; options given in code win, key by key.
         self._options = merge_options(policy.governance.get("tools") or {}, options or {})
+        # A table named by a namespace ([tools.mcp] for mcp.*) configures that family of tools.
+        family = (*self._by_name, *(lock.tool for lock in self._locks))
         for name in self._options:
-            if name not in self._by_name:
+            if name not in self._by_name and not any(n.startswith(f"{name}.") for n in family):
                 raise ValueError(
                     f"options given for unknown tool {name!r}; installed tools: "
                     f"{', '.join(sorted(self._by_name)) or 'none'}"
@@ -144,9 +150,9 @@ class Catalog:
         elif not isinstance(policy, ToolPolicy):
             raise TypeError(f"policy must be a toolbox.ToolPolicy, got {type(policy).__name__}")
         found = discover_tools(policy, providers, entry_points=discover)
-        policy.check_known_tools(
-            (t.descriptor.name for t in found.tools), explain=lambda name: explain_missing(name, found.broken)
-        )
+        # A tool whose operations are not pinned yet is known (its lock says so), just not usable.
+        known = [*(t.descriptor.name for t in found.tools), *(lock.tool for lock in found.locks)]
+        policy.check_known_tools(known, explain=lambda name: explain_missing(name, found.broken))
         return cls(
             policy,
             found.tools,
@@ -155,6 +161,7 @@ class Catalog:
             env=env,
             options=options,
             governance=governance,
+            locks=found.locks,
         )
 
     # -- queries --------------------------------------------------------------
@@ -178,6 +185,11 @@ class Catalog:
     def pipeline(self) -> Pipeline:
         """The governed chain every call runs through."""
         return self._pipeline
+
+    @property
+    def operation_locks(self) -> tuple[OperationLock, ...]:
+        """The providers' operation locks (`toolbox.operations.OperationLock`), for operator commands."""
+        return self._locks
 
     @property
     def broken_providers(self) -> tuple[BrokenProvider, ...]:
@@ -267,9 +279,14 @@ class Catalog:
             return schema
         entry = self._by_name[tool]
         descriptor = entry.descriptor
-        method = getattr(entry.registered.provider.tool_type, operation)
+        tool_type = entry.registered.provider.tool_type
         op = next(o for o in descriptor.operations if o.name == operation)
-        built = operation_schema(tool, operation, method, op.effect, op.summary or descriptor.summary)
+        summary = op.summary or descriptor.summary
+        if describes_operations(tool_type):
+            parameters = tool_type.operation_parameters(operation)
+            built = described_schema(tool, operation, parameters, op.effect, summary)
+        else:
+            built = operation_schema(tool, operation, getattr(tool_type, operation), op.effect, summary)
         if len(descriptor.operations) == 1 and operation == FUNCTION_OPERATION:
             built.name = tool  # a @tool function is called by its own name
         with self._lock:

@@ -81,6 +81,7 @@ from toolbox.cli_format import (
 )
 from toolbox.cli_kill import add_kill
 from toolbox.cli_mcp import add_mcp
+from toolbox.cli_mcp_lock import drift_document, drift_lines
 from toolbox.context import ExecutionContext
 from toolbox.errors import ToolboxError
 from toolbox.policy import ToolPolicy
@@ -276,6 +277,7 @@ def _check_document(tools: Tools, policy: str, required: Sequence[ToolDecision])
             for b in tools.broken_providers
         ],
         "blocked": list(tools.blocked_distributions),
+        "pinned_operations": drift_document(tools),
     }
 
 
@@ -310,7 +312,7 @@ def _check_lines(tools: Tools, policy: str, required: Sequence[ToolDecision]) ->
         ]
         lines += ["", "Required tools:"]
         lines += _table(["TOOL", "STATE"], rows, indent="  ")[1:]
-    return lines + _problem_lines(tools)
+    return lines + drift_lines(tools) + _problem_lines(tools)
 
 
 def _cmd_check(args: argparse.Namespace) -> int:

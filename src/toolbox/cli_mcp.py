@@ -29,6 +29,7 @@ import sys
 from typing import Any
 
 from toolbox.catalog import POLICY_ENV
+from toolbox.cli_mcp_lock import add_lock
 from toolbox.context import ExecutionContext
 from toolbox.errors import ConfigurationError
 from toolbox.mcp_config import mcp_config
@@ -42,9 +43,10 @@ _INSTALL_HINT = 'toolbox mcp needs the MCP SDK: pip install "toolbox-registry[mc
 
 def add_mcp(commands: Any) -> None:
     """Register ``toolbox mcp`` and its sub-commands on the top-level ``commands``."""
-    group = commands.add_parser("mcp", help="serve the governed tools over MCP")
+    group = commands.add_parser("mcp", help="serve the governed tools over MCP; pin remote servers' tools")
     actions = group.add_subparsers(dest="mcp_command", required=True, metavar="ACTION")
     _add_serve(actions)
+    add_lock(actions)  # toolbox mcp lock NAME: pin a remote server's tools (toolbox-mcp)
 
 
 def _add_serve(actions: Any) -> None:

@@ -24,6 +24,7 @@ import pluggy
 from toolbox.descriptor import ToolDescriptor, validate_descriptor
 from toolbox.errors import InvalidDescriptorError, ProviderConflictError
 from toolbox.namespace import EXPLICIT, check_namespace, claimant
+from toolbox.operations import OperationLock
 from toolbox.policy import ToolPolicy, normalize_distribution
 from toolbox.provider import ENTRY_POINT_GROUP, PROJECT_NAME, ProviderSpec, ToolProvider
 from toolbox.redact import MASK, is_secret_name, redact_url
@@ -71,6 +72,8 @@ class Discovery:
     tools: tuple[RegisteredTool, ...]
     broken: tuple[BrokenProvider, ...]
     blocked: tuple[str, ...]
+    #: The providers' `OperationLock` objects (``toolbox_operation_locks``), for operator commands.
+    locks: tuple[OperationLock, ...] = ()
 
 
 def _error_text(exc: BaseException) -> str:
@@ -85,12 +88,14 @@ def _error_text(exc: BaseException) -> str:
 
 @final
 class _Collector:
-    __slots__ = ("blocked", "broken", "origins", "pm", "tools")
+    __slots__ = ("blocked", "broken", "locks", "origins", "pm", "policy", "tools")
 
-    def __init__(self) -> None:
+    def __init__(self, policy: ToolPolicy) -> None:
         self.pm = pluggy.PluginManager(PROJECT_NAME)
         self.pm.add_hookspecs(ProviderSpec)
+        self.policy = policy
         self.tools: list[RegisteredTool] = []
+        self.locks: list[OperationLock] = []
         self.broken: list[BrokenProvider] = []
         self.blocked: list[str] = []
         # pluggy plugin name -> (distribution, origin)
@@ -141,12 +146,24 @@ class _Collector:
             return
         self.tools.append(RegisteredTool(descriptor, provider, distribution, origin))
 
+    def _call(self, impl: pluggy.HookImpl) -> Any:
+        # An implementation takes the arguments it names (pluggy's rule); ``policy`` is the only one.
+        return impl.function(**({"policy": self.policy} if "policy" in impl.argnames else {}))
+
     def call_hooks(self) -> None:
         # Each implementation is called on its own so one failure cannot hide the others.
+        for impl in self.pm.hook.toolbox_operation_locks.get_hookimpls():
+            distribution, origin = self.origins[impl.plugin_name]
+            try:
+                locks = list(self._call(impl))
+            except (Exception, SystemExit) as exc:  # noqa: BLE001 - isolate any provider failure
+                self.broken.append(BrokenProvider(distribution, origin, _error_text(exc)))
+                continue
+            self.locks.extend(lock for lock in locks if isinstance(lock, OperationLock))
         for impl in self.pm.hook.toolbox_providers.get_hookimpls():
             distribution, origin = self.origins[impl.plugin_name]
             try:
-                result: Any = impl.function()
+                result: Any = self._call(impl)
                 items: list[object] = list(result)
             except (Exception, SystemExit) as exc:  # noqa: BLE001 - isolate any provider failure
                 entry_point = impl.plugin_name.partition(":")[2] if distribution != EXPLICIT else None
@@ -233,7 +250,7 @@ def discover(policy: ToolPolicy, explicit: Iterable[object] = (), *, entry_point
         ProviderConflictError: two providers claim one tool name or type, or one tool's name
             lies inside another's namespace (see `toolbox.namespace`).
     """
-    collector = _Collector()
+    collector = _Collector(policy)
     direct: list[ToolProvider[Any]] = []
     for index, given in enumerate(explicit):
         item = getattr(given, "__toolbox_provider__", given)  # a @tool function carries its provider
@@ -257,4 +274,6 @@ def discover(policy: ToolPolicy, explicit: Iterable[object] = (), *, entry_point
         collector.add_tool(provider, EXPLICIT, f"{EXPLICIT} {provider.tool_type.__qualname__}")
     collector.call_hooks()
     _check_conflicts(collector.tools)
-    return Discovery(tuple(collector.tools), tuple(collector.broken), tuple(collector.blocked))
+    return Discovery(
+        tuple(collector.tools), tuple(collector.broken), tuple(collector.blocked), tuple(collector.locks)
+    )

@@ -214,8 +214,10 @@ class ToolPolicy:
             PolicyFileError: naming the file, the key and the unknown tool.
         """
         known_set = set(known)
+        # [tools.<namespace>] may configure a family of tools (toolbox-mcp's [tools.mcp]).
+        namespaces = {n[:i] for n in known_set for i, c in enumerate(n) if c == "."}
         for name, key in self._file_names.items():
-            if name not in known_set:
+            if name not in known_set and not (key == f"tools.{name}" and name in namespaces):
                 available = ", ".join(sorted(known_set)) or "none"
                 why = explain(name) if explain is not None else ""
                 raise PolicyFileError(

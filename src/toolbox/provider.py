@@ -15,6 +15,11 @@ that names a module (or object) implementing the `toolbox_providers` hook::
         return [ToolProvider(tool_type=WeatherTool, descriptor=WEATHER)]
 
 Providing a tool grants nothing: the `ToolPolicy` decides whether it may be used.
+
+A hook may take a ``policy`` parameter: a provider whose tools are configured
+(toolbox-mcp: one tool per server under ``[tools.mcp.servers.NAME]``) reads its
+``policy.governance["tools"]`` table there. A provider may also implement
+``toolbox_operation_locks`` (`toolbox.operations.OperationLock`).
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ from typing import Any, Generic, TypeVar, final
 import pluggy
 
 from toolbox.descriptor import ToolDescriptor
+from toolbox.operations import OperationLock
+from toolbox.policy import ToolPolicy
 from toolbox.runtime import ToolRuntime
 
 __all__ = ["ENTRY_POINT_GROUP", "ProviderSpec", "ToolProvider", "hookimpl", "hookspec"]
@@ -65,9 +72,14 @@ class ProviderSpec:
     """Hook specifications a provider package may implement."""
 
     @hookspec
-    def toolbox_providers(self) -> Sequence[ToolProvider[Any]]:  # type: ignore[empty-body]
-        """Return the tools this package provides.
+    def toolbox_providers(self, policy: ToolPolicy) -> Sequence[ToolProvider[Any]]:  # type: ignore[empty-body]
+        """Return the tools this package provides; ``policy`` is optional in an implementation.
 
-        Must not perform I/O: no network, no files, no subprocesses. Return
-        descriptors and factories only; tools are built lazily when allowed.
+        Must not perform I/O: no network, no subprocesses, and no files except
+        those the policy's own tables name (a lock file). Return descriptors and
+        factories only; tools are built lazily when allowed.
         """
+
+    @hookspec
+    def toolbox_operation_locks(self, policy: ToolPolicy) -> Sequence[OperationLock]:  # type: ignore[empty-body]
+        """Return the `OperationLock` of every configured remote tool (optional; no I/O)."""

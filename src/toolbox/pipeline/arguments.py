@@ -16,7 +16,7 @@ import threading
 import typing
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, final
+from typing import Any, cast, final
 
 from pydantic import AllowInfNan, BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.fields import FieldInfo
@@ -24,6 +24,7 @@ from pydantic.fields import FieldInfo
 from toolbox.descriptor import Effect
 from toolbox.errors import ConfigurationError, InvalidArgumentsError, ToolboxError, ToolDeniedError
 from toolbox.intent_text import validate_intent_text
+from toolbox.operations import DescribedOperations
 from toolbox.pipeline.invocation import BY_NAME, Invocation
 from toolbox.pipeline.result import ToolResult
 
@@ -32,6 +33,7 @@ __all__ = [
     "ArgumentValidation",
     "OperationSchema",
     "check_limits",
+    "described_schema",
     "flat_and_small",
     "operation_schema",
     "validate_arguments",
@@ -169,6 +171,7 @@ class OperationSchema:
     __slots__ = (
         "_json_schema",
         "_lock",
+        "described",
         "intent_field",
         "method",
         "model",
@@ -187,9 +190,13 @@ class OperationSchema:
         summary: str,
         *,
         renames: dict[str, str] | None = None,
+        json_schema: dict[str, Any] | None = None,
     ) -> None:
         #: The by-name form, e.g. ``http.get``.
         self.name = name
+        #: The operation is described by JSON Schema (`toolbox.operations.DescribedOperations`): the
+        #: model checks only the intent field, and the tool's ``operation_intent`` validates the rest.
+        self.described = json_schema is not None
         self.method = method
         self.model = model
         self.intent_field = intent_field
@@ -202,7 +209,7 @@ class OperationSchema:
             for name, info in model.model_fields.items()
             if _allows_non_finite(info)
         )
-        self._json_schema: dict[str, Any] | None = None
+        self._json_schema: dict[str, Any] | None = json_schema
         self._lock = threading.Lock()
 
     def json_schema(self) -> dict[str, Any]:
@@ -302,6 +309,52 @@ def operation_schema(
     return OperationSchema(f"{tool}.{operation}", operation, model, intent_field, summary, renames=renames)
 
 
+def described_schema(
+    tool: str, operation: str, parameters: Mapping[str, Any], effect: Effect, summary: str = ""
+) -> OperationSchema:
+    """The schema of an operation described by JSON Schema (`toolbox.operations.DescribedOperations`).
+
+    The JSON Schema shown to models is ``parameters`` with the intent field
+    added (required) and, unless it says otherwise, no additional properties;
+    validation of everything else is the tool's.
+
+    Raises:
+        ConfigurationError: ``parameters`` is not an object schema with local ``$ref`` only,
+            or it already has a property named like the intent field.
+    """
+    intent_field = "purpose" if effect is Effect.READ_ONLY else "audit_as"
+    if not isinstance(parameters, Mapping) or parameters.get("type", "object") != "object":
+        raise ConfigurationError(f"{tool}.{operation}: the argument schema must be an object schema")
+    check_local_refs(parameters)
+    properties = parameters.get("properties", {})
+    if not isinstance(properties, Mapping) or intent_field in properties:
+        raise ConfigurationError(
+            f"{tool}.{operation}: the argument schema needs a properties object without {intent_field!r}"
+        )
+    description = f"Why this call is made; recorded in the audit trail ({intent_field})."
+    required = [r for r in parameters.get("required") or () if isinstance(r, str)]
+    shown: dict[str, Any] = {
+        **dict(parameters),
+        "type": "object",
+        "properties": {
+            **dict(properties),
+            intent_field: {"type": "string", "minLength": 1, "maxLength": 1000, "description": description},
+        },
+        "required": [*required, intent_field],
+    }
+    if "additionalProperties" not in parameters and "patternProperties" not in parameters:
+        shown["additionalProperties"] = False  # exact, like schemas from signatures
+    intent = (str, Field(..., min_length=1, max_length=1000))
+    model_name = "".join(part.capitalize() for part in f"{tool}_{operation}".replace(".", "_").split("_"))
+    # extra="allow": the other arguments pass through as given, for the tool to validate.
+    model = create_model(
+        f"{model_name}Arguments",
+        __config__=ConfigDict(extra="allow", allow_inf_nan=False),
+        **{intent_field: intent},  # type: ignore[call-overload]
+    )
+    return OperationSchema(f"{tool}.{operation}", operation, model, intent_field, summary, json_schema=shown)
+
+
 def validate_arguments(schema: OperationSchema, arguments: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
     """Validate ``arguments`` against ``schema``: the call's keyword arguments and intent text.
 
@@ -317,6 +370,8 @@ def validate_arguments(schema: OperationSchema, arguments: Mapping[str, Any]) ->
             f"argument {path or '(root)'}: {first['msg']}", error_code=first["type"], field_path=path
         ) from None
     values = dict(parsed.__dict__)
+    if schema.described:
+        values.update(parsed.__pydantic_extra__ or {})
     for field, parameter in schema.renames.items():
         values[parameter] = values.pop(field)
     text = values.pop(schema.intent_field)
@@ -364,9 +419,15 @@ class ArgumentValidation:
         check_limits(invocation.arguments, self._limits, schema.non_finite)
         values, text = validate_arguments(schema, invocation.arguments)
         try:
-            intent = getattr(invocation.instance, schema.method)(**values)
+            if schema.described:
+                described = cast(DescribedOperations, invocation.instance)
+                intent = described.operation_intent(schema.method, values)
+            else:
+                intent = getattr(invocation.instance, schema.method)(**values)
         except ToolDeniedError as exc:
             return invocation.denied(exc.reason_code, exc.rule, str(exc))
+        except InvalidArgumentsError as exc:
+            return invocation.invalid(exc.error_code, exc.field_path, str(exc))
         except (ValueError, TypeError) as exc:
             message = (
                 str(exc) if isinstance(exc, ToolboxError) or type(exc) is ValueError else type(exc).__name__

@@ -17,6 +17,7 @@ from toolbox_http._errors import (
     TooManyRedirectsError,
     UnexpectedContentTypeError,
 )
+from toolbox_http._guard import AddressGuard
 from toolbox_http._limits import RateLimit
 from toolbox_http._options import HttpOptions
 from toolbox_http._response import HttpResponse
@@ -26,6 +27,7 @@ __all__ = [
     "HTTP_DESCRIPTOR",
     "INSECURE_TLS_ENV",
     "INSECURE_TLS_VALUE",
+    "AddressGuard",
     "Credential",
     "CredentialError",
     "EgressDeniedError",
