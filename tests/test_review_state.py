@@ -1,0 +1,52 @@
+"""Security review of fleet state: attacks on the shared limits, kill switch and approvals."""
+
+from __future__ import annotations
+
+import pytest
+
+from state_support import audit_events, context
+from toolbox import Effect, Gateway, Governance, RiskClass, Status, tool
+from toolbox.audit.memory import MemorySink
+from toolbox.audit.trail import AuditTrail
+from toolbox.pipeline.shared_limits import LimitRule, canonical_host
+from toolbox.state import MemoryLimitStore
+from toolbox.state.config import GovernanceState
+
+
+def _fetch_gateway(rule: LimitRule) -> tuple[Gateway, list[str]]:
+    fetched: list[str] = []
+
+    @tool(risk=RiskClass.MEMORY_ONLY, effect=Effect.READ_ONLY)
+    def fetch(url: str) -> str:
+        """Pretend to fetch a URL."""
+        fetched.append(url)
+        return "ok"
+
+    state = GovernanceState(limits=MemoryLimitStore(), rate_limits=(rule,))
+    governance = Governance(state=state, audit=AuditTrail(MemorySink()))
+    return Gateway.load(providers=[fetch], discover=False, governance=governance), fetched
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    ["http://[::ffff:1.2.3.4]/", "http://[::ffff:102:304]/", "http://[0:0:0:0:0:ffff:1.2.3.4]/"],
+)
+def test_an_ipv4_mapped_spelling_shares_the_ipv4_hosts_rate_limit(spelling: str) -> None:
+    """toolbox-http connects ``[::ffff:1.2.3.4]`` to 1.2.3.4: one bucket, not a second allowance."""
+    gateway, fetched = _fetch_gateway(LimitRule("host", 1, 60.0, "fetch"))
+    ok = gateway.invoke("fetch", {"url": "http://1.2.3.4/", "purpose": "Read it"}, context=context())
+    assert ok.status is Status.SUCCESS
+    denied = gateway.invoke("fetch", {"url": spelling, "purpose": "Read it"}, context=context())
+    assert (denied.status, denied.reason_code, denied.rule) == (
+        Status.DENIED,
+        "RATE_LIMITED",
+        "state:rate:host:fetch",
+    )
+    assert fetched == ["http://1.2.3.4/"]  # the refused call ran zero times
+    assert audit_events(gateway, "RATE_LIMITED")
+    assert canonical_host(spelling) == "1.2.3.4"
+
+
+def test_a_real_ipv6_host_keeps_its_own_bucket() -> None:
+    assert canonical_host("http://[2001:db8::1]/") == "2001:db8::1"
+    assert canonical_host("http://[::1.2.3.4]/") == "::102:304"  # IPv4-compatible is not mapped
