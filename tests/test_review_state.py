@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
 
-from state_support import audit_events, context
+from state_support import CALL, Counter, audit_events, context, governed_gateway, state_store
 from toolbox import Effect, Gateway, Governance, RiskClass, Status, tool
 from toolbox.audit.memory import MemorySink
 from toolbox.audit.trail import AuditTrail
 from toolbox.pipeline.shared_limits import LimitRule, canonical_host
+from toolbox.pipeline.state_ports import LimitStore
 from toolbox.state import MemoryLimitStore
 from toolbox.state.config import GovernanceState
 
@@ -50,3 +54,25 @@ def test_an_ipv4_mapped_spelling_shares_the_ipv4_hosts_rate_limit(spelling: str)
 def test_a_real_ipv6_host_keeps_its_own_bucket() -> None:
     assert canonical_host("http://[2001:db8::1]/") == "2001:db8::1"
     assert canonical_host("http://[::1.2.3.4]/") == "::102:304"  # IPv4-compatible is not mapped
+
+
+@pytest.fixture(params=["memory", "redis", "sqlite", "postgres"])
+def limits(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LimitStore]:
+    with state_store(request.param, tmp_path) as store:
+        yield MemoryLimitStore() if store is None else store
+
+
+def test_a_budget_of_zero_calls_admits_none(limits: LimitStore) -> None:
+    """``calls = 0`` stops the tool for the tenant: not even the first call of a window runs."""
+    counter = Counter()
+    state = GovernanceState(limits=limits, budgets=(LimitRule("tenant", 0, 60.0, "add"),))
+    gateway = governed_gateway(state, counter)
+    for _ in range(2):
+        denied = gateway.invoke("add", CALL, context=context())
+        assert (denied.status, denied.reason_code, denied.rule) == (
+            Status.DENIED,
+            "BUDGET_EXHAUSTED",
+            "state:budget:tenant:add",
+        )
+    assert counter.runs == 0
+    assert audit_events(gateway, "BUDGET_EXHAUSTED")  # each denial is audited
