@@ -11,6 +11,7 @@ from state_support import CALL, Counter, audit_events, context, governed_gateway
 from toolbox import Effect, Gateway, Governance, RiskClass, Status, tool
 from toolbox.audit.memory import MemorySink
 from toolbox.audit.trail import AuditTrail
+from toolbox.cli import main
 from toolbox.pipeline.shared_limits import LimitRule, canonical_host
 from toolbox.pipeline.state_ports import LimitStore
 from toolbox.state import MemoryLimitStore
@@ -76,3 +77,33 @@ def test_a_budget_of_zero_calls_admits_none(limits: LimitStore) -> None:
         )
     assert counter.runs == 0
     assert audit_events(gateway, "BUDGET_EXHAUSTED")  # each denial is audited
+
+
+# -- toolbox kill: a careless operator ------------------------------------------------------------
+
+
+def _sqlite_policy(tmp_path: Path) -> Path:
+    path = tmp_path / "policy.toml"
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    path.write_text(f'version = 1\n[state]\nbackend = "sql"\nurl = "{url}"\n', encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("tool", "warning"),
+    [
+        ("http.get", "names an operation of tool 'http'; a kill switch stops whole tools: --tool http"),
+        ("calcualtor", "no tool named 'calcualtor' is installed here"),
+    ],
+)
+def test_kill_engage_warns_when_the_switch_can_stop_nothing_here(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], tool: str, warning: str
+) -> None:
+    """``--tool http.get`` (an operation) or a typo engages a switch no call here ever hits: say so."""
+    path = _sqlite_policy(tmp_path)
+    status = main(["kill", "engage", "--tool", tool, "--reason", "incident", "--policy", str(path)])
+    _, err = capsys.readouterr()
+    assert status == 0 and warning in err
+    main(["kill", "engage", "--tool", "http", "--reason", "incident", "--policy", str(path)])
+    _, err = capsys.readouterr()
+    assert "warning: no tool" not in err and "names an operation" not in err
