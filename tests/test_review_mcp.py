@@ -11,9 +11,9 @@ from mcp.server.auth.provider import principal_components
 
 import mcp_scenario_tools as scenario
 from test_mcp_http import ACCEPT, INITIALIZE, _fresh_executions, served, sse_json  # noqa: F401 - fixtures
-from test_mcp_serve import PURPOSE
+from test_mcp_serve import OPERATOR, PURPOSE, make_gateway, run, trace_of
 from toolbox.auth import Identity
-from toolbox.mcp import IdentityVerifier
+from toolbox.mcp import IdentityVerifier, server
 
 
 class _Fixed:
@@ -64,3 +64,22 @@ def test_a_colliding_jwt_identity_cannot_use_another_session(served):  # noqa: F
         # The owner's session survived the attempt to end it.
         assert http.post(served.url, json=call, headers=headers).status_code == 200
     assert scenario.EXECUTIONS == ["lookup", "lookup"]  # the owner's calls only
+
+
+def test_a_toolset_caller_cannot_tell_registered_tools_from_unknown_names(tmp_path):
+    """Outside its toolset, a registered tool, an unknown name and an unknown operation look alike."""
+    gateway, sink = make_gateway(tmp_path)
+    mcp_server = server(gateway, context=OPERATOR, toolset="readers")
+    names = ["settle", "nosuch", "settle__nope", "lookup__nope", "vault.x:v9"]
+
+    async def steps(client):
+        return [await client.call_tool(name, {"purpose": PURPOSE}) for name in names]
+
+    results = run(mcp_server, steps)
+    for name, result in zip(names, results, strict=True):
+        data = result.structured_content
+        assert result.is_error and (data["status"], data["reason_code"]) == ("DENIED", "NOT_IN_TOOLSET"), name
+        assert data["error_code"] is None and "registered" not in data["message"]
+    assert scenario.EXECUTIONS == []
+    decisions = [e for e in sink.read_trace(trace_of(results[0])) if e.reason_code == "NOT_IN_TOOLSET"]
+    assert len(decisions) == len(names)  # every refusal is audited
