@@ -149,7 +149,8 @@ class JwtAuthenticator:
         kid = header.get("kid")
         if kid is None and len(keys) == 1:
             kid = next(iter(keys))
-        if not isinstance(kid, str) or kid not in keys:
+        # None stays a valid lookup: a JWKS of one key without a kid keys it by None.
+        if not (kid is None or isinstance(kid, str)) or kid not in keys:
             raise _invalid("the token is signed with an unknown key")
         key = keys[kid]
         if key.algorithm is not None and key.algorithm != header.get("alg"):

@@ -100,6 +100,28 @@ def _report(args: argparse.Namespace, change: KillChange, *, as_json: bool) -> N
         print("warning: the policy has no [audit] trail; this change was not audited", file=sys.stderr)
 
 
+def _no_such_tool(policy: ToolPolicy, tool: str) -> str | None:
+    """A warning when no call here would hit a switch named ``tool`` (a typo, an operation)."""
+    from toolbox.discovery import discover
+
+    try:
+        names = {found.descriptor.name for found in discover(policy).tools}
+    except Exception:  # noqa: BLE001 - a warning only: never stand between an operator and the switch
+        return None
+    if tool in names:
+        return None
+    owner = next((name for name in sorted(names) if tool.startswith(name + ".")), None)
+    if owner is not None:
+        return (
+            f"warning: {tool!r} names an operation of tool {owner!r}; a kill switch stops whole "
+            f"tools: --tool {owner}"
+        )
+    return (
+        f"warning: no tool named {tool!r} is installed here; the switch stops only calls of a tool "
+        "of exactly that name (check the spelling)"
+    )
+
+
 def _cmd_kill(args: argparse.Namespace) -> int:
     """Run one ``toolbox kill`` action; 0 on success (errors raise and become exit status 2)."""
     from toolbox.state.kill import change_kill_switch
@@ -125,4 +147,8 @@ def _cmd_kill(args: argparse.Namespace) -> int:
     if trail is not None:
         trail.flush()
     _report(args, change, as_json=as_json)
+    if args.action == "engage" and args.tool is not None:
+        warning = _no_such_tool(policy, args.tool)
+        if warning is not None:
+            print(warning, file=sys.stderr)
     return 0

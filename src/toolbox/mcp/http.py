@@ -19,6 +19,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, final
+from urllib.parse import quote
 
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuthBackend, RequireAuthMiddleware
@@ -80,7 +81,9 @@ class IdentityVerifier:
             token=identity.credential,  # a label: the SDK keeps this object for the session's life
             client_id=identity.credential,
             scopes=[],
-            subject=f"{identity.tenant}/{identity.principal}",
+            # The SDK binds a session to (client_id, subject): each part encoded, so tenant
+            # "a/b" + principal "c" and tenant "a" + principal "b/c" are two owners, not one.
+            subject=f"{quote(identity.tenant, safe='')}/{quote(identity.principal, safe='')}",
             identity=identity,
         )
 

@@ -214,13 +214,16 @@ def _outside_toolset(gateway: Gateway, caller: Caller, name: str) -> ToolResult 
     try:
         _, tool, operation, _ = gateway.catalog.resolve_name(name)
     except InvalidArgumentsError:
-        return None  # the gateway refuses (and records) an unknown or malformed name itself
+        # Unknown to the catalog: refused the same way as a registered tool outside the set, so a
+        # limited caller learns neither which tools exist nor the operations of one it may not use.
+        tool, operation = str(name)[:200], ""
     if f"{tool}.{operation}" in caller.allowed:
         return None
     context = caller.context
     rule = f"mcp:toolset:{caller.toolset}" if caller.toolset else "mcp:toolset"
     context.trace.append(DenialRecord(tool, NOT_IN_TOOLSET, rule))
     gateway.catalog.pipeline.report_denial(context, tool, NOT_IN_TOOLSET, rule)
+    shown = f"{tool}.{operation}" if operation else repr(tool)
     return ToolResult(
         Status.DENIED,
         name=name[:200],
@@ -228,7 +231,7 @@ def _outside_toolset(gateway: Gateway, caller: Caller, name: str) -> ToolResult 
         operation=operation,
         reason_code=NOT_IN_TOOLSET,
         rule=rule,
-        message=f"{tool}.{operation} is not in the toolset this endpoint or credential is limited to",
+        message=f"{shown} is not in the toolset this endpoint or credential is limited to",
         trace_id=context.run_id,
         correlation_id=context.correlation_id,
     )

@@ -76,7 +76,8 @@ def canonical_host(url: object) -> str | None:
 
     Lower case, no trailing dot, IDNA for names; an IP address in its
     standard form (IPv4 also from the legacy forms ``inet_aton`` reads, such
-    as ``0x7f.1``), so no spelling of one address gets a bucket of its own.
+    as ``0x7f.1``, and from IPv4-mapped IPv6, ``[::ffff:7f00:1]``), so no
+    spelling of one address gets a bucket of its own.
     """
     if not isinstance(url, str) or len(url) > _MAX_URL:
         return None
@@ -88,9 +89,13 @@ def canonical_host(url: object) -> str | None:
         return None
     host = host.rstrip(".").lower()
     try:
-        return ipaddress.ip_address(host).compressed
+        address = ipaddress.ip_address(host)
     except ValueError:
         pass
+    else:
+        # toolbox-http connects ``[::ffff:1.2.3.4]`` to 1.2.3.4: one address, one bucket.
+        mapped = getattr(address, "ipv4_mapped", None)
+        return (mapped or address).compressed
     try:
         return socket.inet_ntoa(socket.inet_aton(host))
     except OSError:

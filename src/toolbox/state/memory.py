@@ -153,8 +153,9 @@ class MemoryLimitStore:
             now = self._clock()
             for quota in budgets:
                 count, expires = self._counters.get(quota.key, (0, 0.0))
-                if expires > now and count >= quota.limit:
-                    return Refusal(quota, False, expires - now)
+                # A spent window counts from zero again: a budget of 0 refuses even then.
+                if (count if expires > now else 0) >= quota.limit:
+                    return Refusal(quota, False, expires - now if expires > now else quota.window)
             for quota in rates:
                 kept = self._windows.get(quota.key)
                 if kept is None:

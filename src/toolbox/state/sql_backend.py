@@ -302,8 +302,11 @@ class SqlState:
             now = time.time()
             for quota in budgets:
                 row = rows["b:" + quota.key]
-                if row.expires_at > now and row.calls >= quota.limit:
-                    return Refusal(quota, False, row.expires_at - now)
+                # A spent window counts from zero again: a budget of 0 refuses even then.
+                if (row.calls if row.expires_at > now else 0) >= quota.limit:
+                    return Refusal(
+                        quota, False, row.expires_at - now if row.expires_at > now else quota.window
+                    )
             for quota in rates:
                 key = "r:" + quota.key
                 conn.execute(sql["forget"], {"k": key, "before": now - quota.window})
