@@ -495,6 +495,7 @@ def test_the_auth_section_builds_the_authenticator(tmp_path, es_keys):
         ('[auth.jwt]\nissuer = " "\naudience = "a"\nkey_file = "k"\n', "auth.jwt.issuer"),
         ('[auth.jwt]\nissuer = "i"\naudience = "a"\nkey_file = "k"\ntenant_claim = "a b"\n', "tenant_claim"),
         ('[auth.jwt]\nissuer = "i"\naudience = "a"\nkey_file = "k"\nleeway_seconds = -1\n', "leeway"),
+        ('[auth.jwt]\nissuer = "i"\naudience = "a"\nkey_file = "k"\nleeway_seconds = 86400\n', "at most 300"),
     ],
 )
 def test_a_bad_auth_section_fails_at_load(tmp_path, section, message):

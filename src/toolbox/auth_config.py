@@ -38,6 +38,8 @@ ASYMMETRIC_ALGORITHMS = (
     "ES512",
     "EdDSA",
 )
+#: The most clock skew a token's expiry may be given (``leeway_seconds``).
+MAX_LEEWAY_SECONDS = 300
 _CLAIM = r"^[A-Za-z_][A-Za-z0-9_.:/-]{0,63}$"
 
 
@@ -118,12 +120,18 @@ def _jwt(table: TableReader, directory: Path) -> JwtSettings:
             ("toolset_claim", "toolset"),
         )
     }
+    leeway = table.integer("leeway_seconds", 0, minimum=0)
+    if leeway > MAX_LEEWAY_SECONDS:
+        # Clock skew is seconds; a leeway of hours would quietly make expiry meaningless.
+        raise table.error(
+            "leeway_seconds", f"must be at most {MAX_LEEWAY_SECONDS} (clock skew, not a lifetime)"
+        )
     return JwtSettings(
         issuer=issuer,
         audience=audience,
         key_file=directory / key_file if key_file else None,
         jwks_file=directory / jwks_file if jwks_file else None,
         algorithms=tuple(algorithms) or ("RS256", "ES256", "EdDSA"),
-        leeway_seconds=table.integer("leeway_seconds", 0, minimum=0),
+        leeway_seconds=leeway,
         **claims,
     )
