@@ -28,18 +28,18 @@ def pending(
     request_id: str | None = None,
     tenant: str = "acme",
     principal: str = "alice",
-    fingerprint: str = "f" * 64,
+    fingerprint: str | None = None,
     ttl: float = 60.0,
     created_at: float | None = None,
 ) -> PendingApproval:
-    """A fresh pending request of ``principal`` in ``tenant``."""
+    """A fresh pending request of ``principal`` in ``tenant`` (its own fingerprint unless given)."""
     now = time.time() if created_at is None else created_at
     request = ApprovalRequest(
         id=request_id or uuid.uuid4().hex,
         tool="payments",
         operation="refund",
         arguments={"amount": 10, "card": "***"},
-        fingerprint=fingerprint,
+        fingerprint=fingerprint or uuid.uuid4().hex * 2,  # a fresh call's: no two deduplicated
         rules=("descriptor",),
         tenant=tenant,
         principal=principal,

@@ -111,10 +111,10 @@ class AsyncRedisState:
         answer = await _call(self._admit(keys=keys, args=args))
         return self._layout.refusal(answer, budgets, rates)
 
-    async def submit(self, pending: PendingApproval) -> None:
-        """Store a new request; a second submit of the same id is ignored."""
-        keys, args = self._layout.submit(pending, self._retain)
-        await _call(self._submit(keys=keys, args=args))
+    async def submit(self, pending: PendingApproval, *, max_pending: int = 0) -> str:
+        """Store a new request, or name the identical one still pending; bounded per principal."""
+        keys, args = self._layout.submit(pending, self._retain, max_pending)
+        return self._layout.submitted(await _call(self._submit(keys=keys, args=args)))
 
     async def get(self, request_id: str) -> PendingApproval | None:
         """The request as of now, or None."""

@@ -131,10 +131,10 @@ class RedisState:
 
     # -- approvals -------------------------------------------------------------------
 
-    def submit(self, pending: PendingApproval) -> None:
-        """Store a new request (one script); a second submit of the same id is ignored."""
-        keys, args = self._layout.submit(pending, self._retain)
-        self._call(self._submit, keys=keys, args=args)
+    def submit(self, pending: PendingApproval, *, max_pending: int = 0) -> str:
+        """Store a new request, or name the identical one still pending (one script, bounded)."""
+        keys, args = self._layout.submit(pending, self._retain, max_pending)
+        return self._layout.submitted(self._call(self._submit, keys=keys, args=args))
 
     def get(self, request_id: str) -> PendingApproval | None:
         """The request as of now, or None (never stored, or forgotten after ``retain``)."""
