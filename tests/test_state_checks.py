@@ -289,3 +289,34 @@ def test_host_rate_limit_counts_every_spelling_of_a_host(shared: Any) -> None:
     assert canonical_host("http://[::ffff:7f00:1]/") == "::ffff:7f00:1"
     assert canonical_host("not a url") is None and canonical_host(42) is None
     assert canonical_host("http://" + "a" * 10_000) is None
+
+
+@pytest.mark.parametrize("backend", ["memory", *SHARED])
+def test_a_model_retrying_for_approval_fills_no_queue(backend: str, tmp_path: Path) -> None:
+    with state_store(backend, tmp_path) as store:
+        approvals = store if store is not None else MemoryApprovalStore()
+        state = GovernanceState(backend=backend, approvals=approvals, max_pending_approvals=2)
+        counter = Counter()
+        gateway = governed_gateway(state, counter, guardrails=[REFUND])
+        retried = [gateway.invoke("add", CALL, context=context()) for _ in range(5)]
+        assert {r.status for r in retried} == {Status.APPROVAL_REQUIRED}
+        assert len({r.approval.id for r in retried if r.approval is not None}) == 1
+        second = gateway.invoke("add", {**CALL, "a": 2}, context=context())
+        assert second.status is Status.APPROVAL_REQUIRED
+        full = gateway.invoke("add", {**CALL, "a": 3}, context=context())
+        assert (full.status, full.reason_code, full.rule) == (
+            Status.DENIED,
+            "APPROVAL_QUEUE_FULL",
+            "approval:queue_full",
+        )
+        assert "already waiting" in full.message
+        assert counter.runs == 0
+        assert audit_events(gateway, "APPROVAL_QUEUE_FULL")
+        # Another principal still asks; the retried call is still answered with its request.
+        assert (
+            gateway.invoke("add", CALL, context=context(principal="bob")).status is Status.APPROVAL_REQUIRED
+        )
+        again = gateway.invoke("add", CALL, context=context())
+        assert again.approval is not None and again.approval.id == retried[0].approval.id  # type: ignore[union-attr]
+        mine = approvals.list(tenant="acme", state="pending", limit=100)
+        assert sorted(p.request.principal for p in mine) == ["alice", "alice", "bob"]
