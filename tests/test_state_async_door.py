@@ -250,3 +250,36 @@ def test_memory_stores_stay_on_the_loop() -> None:
     assert pipeline._awaited == {}
     result = asyncio.run(gateway.ainvoke("add", CALL, context=context()))
     assert result.status is Status.APPROVAL_REQUIRED and counter.runs == 0
+
+
+def test_the_typed_door_awaits_a_locked_sqlite_store_off_the_loop(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    store = SqlState(f"sqlite:///{path}", prefix=unique() + "_", timeout=BOUND)
+    store.create()
+    counter = Counter()
+    state = _shared(store, kill_switch_refresh=3600.0, budgets=(LimitRule("principal", 2, 3600.0),))
+    gateway = governed_gateway(state, counter)
+    holder = sqlite3.connect(path, isolation_level=None, timeout=BOUND)
+    tools = gateway.tools_for(context())
+    add: Any = tools.get("add")
+
+    async def typed(a: int) -> Any:
+        try:
+            return await add.call(a, 1).purpose("Sum the order").aexecute()
+        except Exception as exc:
+            return getattr(exc, "reason_code", type(exc).__name__)
+
+    async def scenario() -> list[Any]:
+        assert await typed(1) == 2  # reads the kill switch once, spends one call
+        holder.execute("BEGIN IMMEDIATE")
+        return await _while_stalled([typed(i) for i in range(3)], lambda: holder.execute("COMMIT"))
+
+    try:
+        outcomes = asyncio.run(scenario())
+        assert sorted(map(str, outcomes)).count("BUDGET_EXHAUSTED") == 2
+        assert counter.runs == 2
+    finally:
+        holder.close()
+        gateway.close()
+        store.drop()
+        store.close()

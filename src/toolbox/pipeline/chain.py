@@ -181,6 +181,11 @@ class Pipeline:
         self._trail = recorder if recorder is not None and recorder is only else None
 
     @property
+    def awaits_state(self) -> bool:
+        """Whether the async door awaits some check off the loop (a state store that does I/O)."""
+        return bool(self._awaited)
+
+    @property
     def interceptors(self) -> tuple[Interceptor, ...]:
         """The ordered checks run before dispatch."""
         return self._before
