@@ -434,9 +434,13 @@ class Pipeline:
     async def arun(self, invocation: Invocation) -> ToolResult:
         """Async twin of `run`; sync-only I/O tools run on a worker thread, MEMORY_ONLY inline."""
         plan = self._plan(invocation)
-        result = await self._acheck(invocation, plan.checks) or (
-            self._open(invocation) if self._hooks else None
+        # Without a check to await (the memory stores), the checks run exactly as on the sync door.
+        checked = (
+            await self._acheck(invocation, plan.checks)
+            if self._awaited
+            else self._check(invocation, plan.checks)
         )
+        result = checked or (self._open(invocation) if self._hooks else None)
         if result is None:
             result = await self._adispatch(invocation, plan)
         return self._finish(invocation, result)
