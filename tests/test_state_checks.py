@@ -9,13 +9,23 @@ from typing import Any
 
 import pytest
 
-from state_support import CALL, Counter, audit_events, context, dead_redis, governed_gateway, state_store
+from state_support import (
+    CALL,
+    REDIS_URL,
+    Counter,
+    audit_events,
+    context,
+    dead_redis,
+    governed_gateway,
+    state_store,
+)
 from toolbox import Approval, Guardrail, GuardrailAction, HmacApprover, Status
 from toolbox.pipeline.shared_limits import FAIL_OPEN_WARNING, LimitRule
 from toolbox.pipeline.state_ports import ApprovalDecisionError
 from toolbox.state import MemoryApprovalStore, MemoryLimitStore
 from toolbox.state.config import GovernanceState
 from toolbox.state.kill import change_kill_switch
+from toolbox.state.redis_backend import RedisState, connect
 
 SHARED = ["redis", "sqlite", "postgres"]
 
@@ -68,12 +78,43 @@ def test_global_kill_switch_stops_every_tool(shared: Any) -> None:
 
 
 def test_kill_switch_is_cached_for_the_refresh_delay(shared: Any) -> None:
+    if isinstance(shared, RedisState):
+        pytest.skip("Redis announces changes (pub/sub): see test_redis_kill_switch_changes_are_pushed")
     counter = Counter()
     gateway = governed_gateway(_state(shared, kill_switch_refresh=30.0), counter)
     assert gateway.invoke("add", CALL, context=context()).status is Status.SUCCESS
     shared.engage(None, reason="later", who="ops")
     # Within the delay the process may still run calls: the documented staleness bound.
     assert gateway.invoke("add", CALL, context=context()).status is Status.SUCCESS
+
+
+def _until(gateway: Any, reason: str | None) -> Any:
+    deadline = time.monotonic() + 30.0
+    while time.monotonic() < deadline:
+        result = gateway.invoke("add", CALL, context=context())
+        if result.reason_code == reason:
+            return result
+        time.sleep(0.01)
+    raise AssertionError(f"no {reason} within the bound; last: {result!r}")
+
+
+def test_redis_kill_switch_changes_are_pushed(tmp_path: Path) -> None:
+    """With a refresh of an hour, a change made by another process still arrives (pub/sub)."""
+    with state_store("redis", tmp_path) as store:
+        counter = Counter()
+        gateway = governed_gateway(_state(store, kill_switch_refresh=3600.0), counter)
+        assert gateway.invoke("add", CALL, context=context()).status is Status.SUCCESS
+        operator = RedisState(connect(REDIS_URL), namespace=store.prefix.split("{")[1].split("}")[0])
+        try:
+            change_kill_switch(operator, "engage", tool="add", reason="incident 11", who="oncall")
+            stopped = _until(gateway, "KILL_SWITCH")
+            assert (stopped.status, stopped.rule) == (Status.DENIED, "kill_switch:tool")
+            runs = counter.runs
+            change_kill_switch(operator, "release", tool="add", reason="fixed", who="oncall")
+            assert _until(gateway, None).status is Status.SUCCESS
+            assert counter.runs == runs + 1
+        finally:
+            operator.close()
 
 
 def test_shared_budget_admits_exactly_k(shared: Any) -> None:

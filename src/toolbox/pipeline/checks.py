@@ -41,7 +41,10 @@ class KillSwitch:
     once per ``refresh`` seconds and its answer cached, so a call pays no round
     trip and a change reaches every process within ``refresh`` seconds. A store
     that does not answer stops every call (DENIED/STATE_UNAVAILABLE) until it
-    answers again, retried once per ``refresh``.
+    answers again, retried once per ``refresh``. A store that announces its
+    changes (``watch``: Redis pub/sub) has this switch re-read them the moment
+    one is announced, on the store's thread: ``refresh`` stays the bound when
+    an announcement is lost.
 
     On an event loop the refresh never blocks it: the async door (`acall`)
     reads the store on a worker thread (one read shared by every call waiting
@@ -51,7 +54,17 @@ class KillSwitch:
 
     name = "kill_switch"
     per_attempt = True
-    __slots__ = ("_cache", "_disabled_tools", "_enabled", "_env", "_reading", "_refresh", "_store", "blocks")
+    __slots__ = (
+        "__weakref__",
+        "_cache",
+        "_disabled_tools",
+        "_enabled",
+        "_env",
+        "_reading",
+        "_refresh",
+        "_store",
+        "blocks",
+    )
 
     def __init__(
         self,
@@ -77,6 +90,10 @@ class KillSwitch:
         self._reading: concurrent.futures.Future[None] | None = None
         #: Whether the async door reads the store off the event loop (a store that does I/O).
         self.blocks = blocks(store)
+        watch = getattr(store, "watch", None)
+        if callable(watch) and self._refresh > 0:
+            # A store that announces changes (Redis pub/sub) has them re-read at once, on its thread.
+            watch(self._read)
 
     def _stale(self) -> bool:
         return _monotonic() - self._cache[0] >= self._refresh

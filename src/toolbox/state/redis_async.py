@@ -92,9 +92,10 @@ class AsyncRedisState:
     async def engage(self, tool: str | None, *, reason: str, who: str) -> KillEntry:
         """Engage a switch."""
         entry = KillEntry(tool, reason, who, time.time())
-        await _call(
-            self._client.hset(self._layout.kill, self._layout.switch(tool), json.dumps(entry.as_dict()))
-        )
+        pipe = self._client.pipeline(transaction=True)
+        pipe.hset(self._layout.kill, self._layout.switch(tool), json.dumps(entry.as_dict()))
+        pipe.publish(self._layout.kill_channel, "")
+        await _call(pipe.execute())
         return entry
 
     async def release(self, tool: str | None, *, reason: str, who: str) -> KillEntry | None:
@@ -102,7 +103,8 @@ class AsyncRedisState:
         pipe = self._client.pipeline(transaction=True)
         pipe.hget(self._layout.kill, self._layout.switch(tool))
         pipe.hdel(self._layout.kill, self._layout.switch(tool))
-        old, _ = await _call(pipe.execute())
+        pipe.publish(self._layout.kill_channel, "")
+        old, _, _ = await _call(pipe.execute())
         return None if old is None else kill_entry(tool, old)
 
     async def admit(self, budgets: Sequence[Quota], rates: Sequence[Quota]) -> Refusal | None:

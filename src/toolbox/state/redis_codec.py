@@ -52,6 +52,11 @@ class Layout:
         """The hash of engaged kill switches."""
         return self.prefix + "kill"
 
+    @property
+    def kill_channel(self) -> str:
+        """The pub/sub channel every kill-switch change is announced on (the message is empty)."""
+        return self.prefix + "kill:changed"
+
     @staticmethod
     def switch(tool: str | None) -> str:
         """The field of a switch in the kill hash."""
