@@ -115,6 +115,10 @@ def test_redis_kill_switch_changes_are_pushed(tmp_path: Path) -> None:
             assert counter.runs == runs + 1
         finally:
             operator.close()
+        listener = store._listener
+        assert listener is not None and listener.is_alive()
+    # Closing the store stops its listener thread.
+    assert not listener.is_alive()
 
 
 def test_shared_budget_admits_exactly_k(shared: Any) -> None:
