@@ -25,7 +25,9 @@
 
 `check_state_config` validates it when the file loads (a bad value is a
 `PolicyFileError` naming the key path); `state_from_config` connects nothing
-until the first call (both clients connect lazily).
+until the first call (both clients connect lazily), except that a pipeline
+built on the Redis backend starts its kill-switch listener (pub/sub), which
+connects in the background and retries on its own.
 """
 
 from __future__ import annotations
