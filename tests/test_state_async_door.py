@@ -114,6 +114,7 @@ def test_budget_and_rate_limit_on_a_paused_redis_never_block_the_loop(own_redis:
             calls = [gateway.ainvoke("add", CALL, context=context(principal=f"p{i}")) for i in range(40)]
             return await _while_stalled(calls, release)
         finally:
+            release()  # again, should the test have failed while paused: the next test needs writes
             control.close()
 
     try:
@@ -141,6 +142,7 @@ def test_approvals_on_a_paused_redis_never_block_the_loop_and_one_request_waits(
             calls = [gateway.ainvoke("add", CALL, context=context()) for _ in range(30)]
             return await _while_stalled(calls, release)
         finally:
+            release()  # again, should the test have failed while paused: the next test needs writes
             control.close()
 
     try:
@@ -159,6 +161,7 @@ def test_approvals_on_a_paused_redis_never_block_the_loop_and_one_request_waits(
                 calls = [gateway.ainvoke("add", CALL, context=context(), approval=grant) for _ in range(8)]
                 return await _while_stalled(calls, release)
             finally:
+                release()
                 control.close()
 
         redeemed = asyncio.run(redeem())
