@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +59,7 @@ def _shared(store: Any, **fields: Any) -> GovernanceState:
 
 
 async def _while_stalled(
-    calls: list[Awaitable[ToolResult]], release: Any, *, ticks_needed: int = 20
+    calls: Sequence[Awaitable[ToolResult]], release: Any, *, ticks_needed: int = 20
 ) -> list[ToolResult]:
     """Start ``calls``; an unrelated coroutine must tick ``ticks_needed`` times before any call ends.
 
@@ -90,8 +90,8 @@ async def _while_stalled(
 def _paused(url: str) -> tuple[redis.Redis, Any]:
     """Pause every write (each script) on ``url``'s server; the function that resumes them."""
     control = redis.Redis.from_url(url, socket_timeout=BOUND)
-    control.execute_command("CLIENT", "PAUSE", str(int(BOUND * 1000)), "WRITE")
-    return control, lambda: control.execute_command("CLIENT", "UNPAUSE")
+    control.execute_command("CLIENT", "PAUSE", str(int(BOUND * 1000)), "WRITE")  # type: ignore[no-untyped-call]
+    return control, lambda: control.execute_command("CLIENT", "UNPAUSE")  # type: ignore[no-untyped-call]
 
 
 def test_budget_and_rate_limit_on_a_paused_redis_never_block_the_loop(own_redis: str) -> None:
@@ -249,7 +249,7 @@ def test_memory_stores_stay_on_the_loop() -> None:
     )
     counter = Counter()
     gateway = governed_gateway(state, counter, guardrails=[APPROVE_ADD])
-    pipeline: Any = gateway._catalog.pipeline  # type: ignore[attr-defined]
+    pipeline: Any = gateway._catalog.pipeline
     assert pipeline._awaited == {}
     result = asyncio.run(gateway.ainvoke("add", CALL, context=context()))
     assert result.status is Status.APPROVAL_REQUIRED and counter.runs == 0
