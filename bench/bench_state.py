@@ -19,6 +19,10 @@ to refuse), on:
   less [S] (the issue's target: at most 1.5x [M] plus one pipelined round trip
   per call); the round trips per call are counted on the client (packed
   commands sent over its connections).
+- [AM] and async Redis: the same call through ``await gateway.ainvoke(...)`` on
+  the memory store and on Redis (each call one ``run_until_complete`` on one
+  loop): on Redis the store's round trip runs on a worker thread
+  (`toolbox.pipeline.offload`), on the memory store inline as on the sync door;
 - with ``--sql``: SQLite (a temporary file) and PostgreSQL (``--postgres-url``), for sizing,
   timed in a group of their own with [M] again (their ratios are to that [M]).
 
@@ -32,6 +36,7 @@ repeats of each repeat's median per-call time. Each run is appended to
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import platform
@@ -78,6 +83,17 @@ def governed(state: GovernanceState) -> Callable[[], object]:
         raise SystemExit(f"the governed call failed: {result!r}")
     invoke = gw.invoke
     return lambda: invoke("add", CALL, context=ctx)
+
+
+def agoverned(state: GovernanceState, loop: asyncio.AbstractEventLoop) -> Callable[[], object]:
+    """One ``ainvoke`` per call, run to completion on ``loop``."""
+    gw = gateway(state)
+    ctx = ExecutionContext(tenant="bench", principal="bench")
+    result = loop.run_until_complete(gw.ainvoke("add", CALL, context=ctx))
+    if result.status is not Status.SUCCESS:
+        raise SystemExit(f"the governed async call failed: {result!r}")
+    ainvoke, run = gw.ainvoke, loop.run_until_complete
+    return lambda: run(ainvoke("add", CALL, context=ctx))
 
 
 def shared(store: Any) -> GovernanceState:
@@ -206,19 +222,24 @@ def main() -> int:
     quota_budgets = [Quota("b0:bench-alone", 10**12, 86_400.0, "bench")]
     quota_rates = [Quota("r0:bench-alone", 10**9, 1.0, "bench")]
     sql_rows: dict[str, Callable[[], object]] = {}
+
+    def memory() -> GovernanceState:
+        return GovernanceState(
+            backend="memory",
+            kill=MemoryKillSwitchStore(),
+            limits=MemoryLimitStore(),
+            budgets=BUDGETS,
+            rate_limits=RATES,
+        )
+
+    loop = asyncio.new_event_loop()
     rows: dict[str, Callable[[], object]] = {
-        "M": governed(
-            GovernanceState(
-                backend="memory",
-                kill=MemoryKillSwitchStore(),
-                limits=MemoryLimitStore(),
-                budgets=BUDGETS,
-                rate_limits=RATES,
-            )
-        ),
+        "M": governed(memory()),
         "PING": client.ping,
         "S": lambda: redis_state.admit(quota_budgets, quota_rates),
         "redis": governed(shared(redis_state)),
+        "AM": agoverned(memory(), loop),
+        "aredis": agoverned(shared(redis_state), loop),
     }
     if args.sql:
         from toolbox.state.sql_backend import SqlState
@@ -247,6 +268,7 @@ def main() -> int:
         if keys:
             client.delete(*keys)
         client.close()
+        loop.close()
         if server is not None:
             server.terminate()
             server.wait(timeout=30)
@@ -266,6 +288,12 @@ def main() -> int:
         f"   target <= {TARGET}x: {status}"
     )
     print(f"        Redis round trips per call           {commands:9.2f}      target <= 1")
+    am, aredis = medians["AM"], medians["aredis"]
+    print(f"  [AM]  ainvoke, memory store                {fmt(am)}   {am / m:5.2f}x M")
+    print(
+        f"        ainvoke, Redis store (off the loop)  {fmt(aredis)}   {aredis / am:5.2f}x AM"
+        f"   less [S]: {(aredis - rtt) / am:5.2f}x AM"
+    )
     for label in ("sqlite", "postgres"):
         if label in medians:
             ratio_sql = medians[label] / medians["M_sql_group"]
@@ -282,6 +310,8 @@ def main() -> int:
         "redis_ratio": round(ratio, 3),
         "redis_less_rtt_ratio": round(net, 3),
         "redis_round_trips_per_call": round(commands, 3),
+        "async_memory_ratio_to_sync": round(am / m, 3),
+        "async_redis_ratio_to_async_memory": round(aredis / am, 3),
     }
     with HISTORY.open("a", encoding="utf-8") as history:
         history.write(json.dumps(record) + "\n")

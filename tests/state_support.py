@@ -7,6 +7,9 @@ TOOLBOX_TEST_POSTGRES_URL override the local defaults).
 from __future__ import annotations
 
 import os
+import shutil
+import socket
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -28,18 +31,18 @@ def pending(
     request_id: str | None = None,
     tenant: str = "acme",
     principal: str = "alice",
-    fingerprint: str = "f" * 64,
+    fingerprint: str | None = None,
     ttl: float = 60.0,
     created_at: float | None = None,
 ) -> PendingApproval:
-    """A fresh pending request of ``principal`` in ``tenant``."""
+    """A fresh pending request of ``principal`` in ``tenant`` (its own fingerprint unless given)."""
     now = time.time() if created_at is None else created_at
     request = ApprovalRequest(
         id=request_id or uuid.uuid4().hex,
         tool="payments",
         operation="refund",
         arguments={"amount": 10, "card": "***"},
-        fingerprint=fingerprint,
+        fingerprint=fingerprint or uuid.uuid4().hex * 2,  # a fresh call's: no two deduplicated
         rules=("descriptor",),
         tenant=tenant,
         principal=principal,
@@ -148,3 +151,42 @@ def audit_events(gateway: Gateway, reason_code: str) -> list[Any]:
     assert trail is not None
     sink: Any = trail.sink
     return [r for r in sink.records if r.reason_code == reason_code]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_redis(port: int, directory: Path) -> subprocess.Popen[bytes]:
+    server = shutil.which("redis-server")
+    assert server is not None, "redis-server is required for the outage test"
+    process = subprocess.Popen(
+        [
+            server,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(directory),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    client = connect(f"redis://127.0.0.1:{port}/0", timeout=0.5)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if client.ping():
+                client.close()
+                return process
+        except Exception:
+            time.sleep(0.05)
+    process.kill()
+    raise AssertionError("redis-server did not start")

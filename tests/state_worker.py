@@ -6,6 +6,7 @@ Run as ``python tests/state_worker.py MODE POLICY [options]``; prints JSON lines
 - ``loop --stop FILE``: one call every few milliseconds until FILE exists, a line per call.
 - ``redeem --request ID --fingerprint FP --go FILE``: wait for FILE, redeem the grant once.
 - ``decide --request ID --go FILE --principal NAME``: wait for FILE, approve the request as NAME.
+- ``ask --go FILE --a N``: wait for FILE, make one call (argument ``a`` = N) that needs an approval.
 
 Every line carries ``executions``: how many times the tool's code ran in this process.
 """
@@ -75,7 +76,7 @@ def emit(**fields: object) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=("burst", "loop", "redeem", "decide"))
+    parser.add_argument("mode", choices=("burst", "loop", "redeem", "decide", "ask"))
     parser.add_argument("policy")
     parser.add_argument("--calls", type=int, default=0)
     parser.add_argument("--seconds", type=float, default=0.0)
@@ -84,6 +85,7 @@ def main() -> int:
     parser.add_argument("--request")
     parser.add_argument("--fingerprint")
     parser.add_argument("--principal", default=f"worker{os.getpid()}")
+    parser.add_argument("--a", type=int, default=1)
     args = parser.parse_args()
     if args.mode == "decide":
         return decide(args.policy, args.request, Path(args.go), args.principal)
@@ -108,6 +110,12 @@ def main() -> int:
             result = gw.invoke("add", CALL, context=context)
             emit(status=result.status.value, reason=result.reason_code, at=time.time())
             time.sleep(0.005)
+    elif args.mode == "ask":
+        while not Path(args.go).exists():
+            time.sleep(0.001)
+        result = gw.invoke("add", {**CALL, "a": args.a}, context=context)
+        request = result.approval.id if result.approval is not None else None
+        emit(status=result.status.value, reason=result.reason_code, request=request, a=args.a)
     else:
         while not Path(args.go).exists():
             time.sleep(0.001)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Iterator
@@ -10,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from state_support import pending, state_store
-from toolbox.pipeline.state_ports import ApprovalDecisionError, ApprovalStore
+from toolbox.pipeline.grants import PendingApproval
+from toolbox.pipeline.state_ports import ApprovalDecisionError, ApprovalQueueFullError, ApprovalStore
 from toolbox.state import MemoryApprovalStore
 
 BACKENDS = ["memory", "redis", "sqlite", "postgres"]
@@ -192,3 +194,94 @@ def test_an_unused_grant_expires_in_the_store(backend: str, tmp_path: Path) -> N
         assert store.consume(p.id, p.request.fingerprint) is False
         got = store.get(p.id)
         assert got is not None and got.state == "expired"
+
+
+def test_identical_pending_request_is_stored_once(store: ApprovalStore) -> None:
+    first = pending(fingerprint="a" * 64)
+    assert store.submit(first, max_pending=5) == first.id
+    again = pending(fingerprint="a" * 64)
+    assert store.submit(again, max_pending=5) == first.id  # the same call, retried
+    assert store.get(again.id) is None
+    # Another principal, or another tenant, with the same fingerprint is a request of its own.
+    bob = pending(fingerprint="a" * 64, principal="bob")
+    assert store.submit(bob, max_pending=5) == bob.id
+    other = pending(fingerprint="a" * 64, tenant="other")
+    assert store.submit(other, max_pending=5) == other.id
+    # Once decided, the same call asks anew.
+    store.decide(first.id, approve=False, decided_by="carol", reason="no")
+    third = pending(fingerprint="a" * 64)
+    assert store.submit(third, max_pending=5) == third.id
+
+
+def test_pending_requests_are_bounded_per_principal(store: ApprovalStore) -> None:
+    waiting = [pending() for _ in range(3)]
+    for p in waiting:
+        assert store.submit(p, max_pending=3) == p.id
+    extra = pending()
+    with pytest.raises(ApprovalQueueFullError) as info:
+        store.submit(extra, max_pending=3)
+    assert info.value.reason_code == "APPROVAL_QUEUE_FULL"
+    assert store.get(extra.id) is None  # nothing stored
+    # The identical request is still answered with its id when the queue is full.
+    assert (
+        store.submit(dataclasses.replace(pending(), request=waiting[0].request), max_pending=3)
+        == waiting[0].id
+    )
+    # Other principals have queues of their own.
+    bob = pending(principal="bob")
+    assert store.submit(bob, max_pending=3) == bob.id
+    # A decision frees a place; 0 is no bound.
+    store.decide(waiting[0].id, approve=True, decided_by="bob", reason="")
+    assert store.submit(extra, max_pending=3) == extra.id
+    with pytest.raises(ApprovalQueueFullError):
+        store.submit(pending(), max_pending=3)
+    unbounded = pending()
+    assert store.submit(unbounded, max_pending=0) == unbounded.id
+
+
+def test_expired_requests_leave_the_queue(store: ApprovalStore) -> None:
+    short = pending(ttl=0.1)
+    store.submit(short, max_pending=1)
+    with pytest.raises(ApprovalQueueFullError):
+        store.submit(pending(), max_pending=1)
+    deadline = time.monotonic() + 10
+    while time.time() <= short.expires_at + 0.05 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    later = pending()
+    assert store.submit(later, max_pending=1) == later.id
+
+
+def test_racing_submits_store_at_most_the_bound_and_one_of_identical(store: ApprovalStore) -> None:
+    results: list[str] = []
+    barrier = threading.Barrier(8)
+
+    def submit(p: PendingApproval) -> None:
+        barrier.wait()
+        try:
+            results.append(store.submit(p, max_pending=3))
+        except ApprovalQueueFullError:
+            results.append("FULL")
+
+    def race(requests: list[PendingApproval]) -> list[str]:
+        results.clear()
+        threads = [threading.Thread(target=submit, args=(p,)) for p in requests]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return sorted(results)
+
+    distinct = race([pending(principal="racer") for _ in range(8)])
+    assert distinct.count("FULL") == 5 and len(set(distinct) - {"FULL"}) == 3
+    assert (
+        len(
+            [
+                p
+                for p in store.list(tenant="acme", state="pending", limit=100)
+                if p.request.principal == "racer"
+            ]
+        )
+        == 3
+    )
+    identical = race([pending(principal="twin", fingerprint="b" * 64) for _ in range(8)])
+    assert len(set(identical)) == 1 and "FULL" not in identical  # eight identical requests: one waits

@@ -9,13 +9,23 @@ from typing import Any
 
 import pytest
 
-from state_support import CALL, Counter, audit_events, context, dead_redis, governed_gateway, state_store
+from state_support import (
+    CALL,
+    REDIS_URL,
+    Counter,
+    audit_events,
+    context,
+    dead_redis,
+    governed_gateway,
+    state_store,
+)
 from toolbox import Approval, Guardrail, GuardrailAction, HmacApprover, Status
 from toolbox.pipeline.shared_limits import FAIL_OPEN_WARNING, LimitRule
 from toolbox.pipeline.state_ports import ApprovalDecisionError
 from toolbox.state import MemoryApprovalStore, MemoryLimitStore
 from toolbox.state.config import GovernanceState
 from toolbox.state.kill import change_kill_switch
+from toolbox.state.redis_backend import RedisState, connect
 
 SHARED = ["redis", "sqlite", "postgres"]
 
@@ -68,12 +78,47 @@ def test_global_kill_switch_stops_every_tool(shared: Any) -> None:
 
 
 def test_kill_switch_is_cached_for_the_refresh_delay(shared: Any) -> None:
+    if isinstance(shared, RedisState):
+        pytest.skip("Redis announces changes (pub/sub): see test_redis_kill_switch_changes_are_pushed")
     counter = Counter()
     gateway = governed_gateway(_state(shared, kill_switch_refresh=30.0), counter)
     assert gateway.invoke("add", CALL, context=context()).status is Status.SUCCESS
     shared.engage(None, reason="later", who="ops")
     # Within the delay the process may still run calls: the documented staleness bound.
     assert gateway.invoke("add", CALL, context=context()).status is Status.SUCCESS
+
+
+def _until(gateway: Any, reason: str | None) -> Any:
+    deadline = time.monotonic() + 30.0
+    while time.monotonic() < deadline:
+        result = gateway.invoke("add", CALL, context=context())
+        if result.reason_code == reason:
+            return result
+        time.sleep(0.01)
+    raise AssertionError(f"no {reason} within the bound; last: {result!r}")
+
+
+def test_redis_kill_switch_changes_are_pushed(tmp_path: Path) -> None:
+    """With a refresh of an hour, a change made by another process still arrives (pub/sub)."""
+    with state_store("redis", tmp_path) as store:
+        counter = Counter()
+        gateway = governed_gateway(_state(store, kill_switch_refresh=3600.0), counter)
+        assert gateway.invoke("add", CALL, context=context()).status is Status.SUCCESS
+        operator = RedisState(connect(REDIS_URL), namespace=store.prefix.split("{")[1].split("}")[0])
+        try:
+            change_kill_switch(operator, "engage", tool="add", reason="incident 11", who="oncall")
+            stopped = _until(gateway, "KILL_SWITCH")
+            assert (stopped.status, stopped.rule) == (Status.DENIED, "kill_switch:tool")
+            runs = counter.runs
+            change_kill_switch(operator, "release", tool="add", reason="fixed", who="oncall")
+            assert _until(gateway, None).status is Status.SUCCESS
+            assert counter.runs == runs + 1
+        finally:
+            operator.close()
+        listener = store._listener
+        assert listener is not None and listener.is_alive()
+    # Closing the store stops its listener thread.
+    assert not listener.is_alive()
 
 
 def test_shared_budget_admits_exactly_k(shared: Any) -> None:
@@ -289,3 +334,34 @@ def test_host_rate_limit_counts_every_spelling_of_a_host(shared: Any) -> None:
     assert canonical_host("http://[::ffff:7f00:1]/") == "127.0.0.1"  # the address it connects to
     assert canonical_host("not a url") is None and canonical_host(42) is None
     assert canonical_host("http://" + "a" * 10_000) is None
+
+
+@pytest.mark.parametrize("backend", ["memory", *SHARED])
+def test_a_model_retrying_for_approval_fills_no_queue(backend: str, tmp_path: Path) -> None:
+    with state_store(backend, tmp_path) as store:
+        approvals = store if store is not None else MemoryApprovalStore()
+        state = GovernanceState(backend=backend, approvals=approvals, max_pending_approvals=2)
+        counter = Counter()
+        gateway = governed_gateway(state, counter, guardrails=[REFUND])
+        retried = [gateway.invoke("add", CALL, context=context()) for _ in range(5)]
+        assert {r.status for r in retried} == {Status.APPROVAL_REQUIRED}
+        assert len({r.approval.id for r in retried if r.approval is not None}) == 1
+        second = gateway.invoke("add", {**CALL, "a": 2}, context=context())
+        assert second.status is Status.APPROVAL_REQUIRED
+        full = gateway.invoke("add", {**CALL, "a": 3}, context=context())
+        assert (full.status, full.reason_code, full.rule) == (
+            Status.DENIED,
+            "APPROVAL_QUEUE_FULL",
+            "approval:queue_full",
+        )
+        assert "already waiting" in full.message
+        assert counter.runs == 0
+        assert audit_events(gateway, "APPROVAL_QUEUE_FULL")
+        # Another principal still asks; the retried call is still answered with its request.
+        assert (
+            gateway.invoke("add", CALL, context=context(principal="bob")).status is Status.APPROVAL_REQUIRED
+        )
+        again = gateway.invoke("add", CALL, context=context())
+        assert again.approval is not None and again.approval.id == retried[0].approval.id  # type: ignore[union-attr]
+        mine = approvals.list(tenant="acme", state="pending", limit=100)
+        assert sorted(p.request.principal for p in mine) == ["alice", "alice", "bob"]

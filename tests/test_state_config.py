@@ -56,6 +56,10 @@ def load(tmp_path: Path, state: str) -> ToolPolicy:
             "rate_limits[0].tool: not a valid",
         ),
         ("[state]\nbudgets = 3", "state.budgets: must be an array of tables"),
+        ("[state]\nmax_pending_approvals = -1", "state.max_pending_approvals: must be at least 0"),
+        ("[state]\nmax_pending_approvals = 1.5", "state.max_pending_approvals: must be an integer"),
+        ("[state]\nmax_pending_approvals = true", "state.max_pending_approvals: must be an integer"),
+        ("[state]\nmax_pending_approvals = 1000001", "state.max_pending_approvals: must be at most 100000"),
     ],
 )
 def test_bad_state_tables_name_the_key(tmp_path: Path, table: str, message: str) -> None:
@@ -86,9 +90,12 @@ def test_a_valid_table_is_stored_validated(tmp_path: Path) -> None:
     )
     config = policy.governance["state"]
     assert config["backend"] == "redis" and config["kill_switch_refresh"] == 1.0
+    assert config["max_pending_approvals"] == 20  # the default bound
     assert config["rate_limits"] == [{"per": "principal", "calls": 10, "window": 1.5, "tool": "http"}]
     state = state_from_config(config)
     assert state.rate_limits[0].name("rate") == "state:rate:principal:http"
+    assert state.max_pending_approvals == 20
+    assert state_from_config({**config, "max_pending_approvals": 0}).max_pending_approvals == 0
     state.close()
 
 

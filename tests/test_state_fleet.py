@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -22,7 +21,7 @@ from typing import Any
 import pytest
 
 import state_worker
-from state_support import POSTGRES_URL, REDIS_URL, unique
+from state_support import POSTGRES_URL, REDIS_URL, free_port, start_redis, unique
 from toolbox import ExecutionContext, Gateway, Status
 from toolbox.audit import SqliteSink
 from toolbox.state.redis_backend import RedisState, connect
@@ -165,6 +164,32 @@ def test_racing_reviewers_then_one_grant_eight_racing_processes_one_execution(
     state.close()
 
 
+def test_racing_processes_ask_for_approval_within_the_bound(fleet: Fleet, tmp_path: Path) -> None:
+    policy = write_policy(tmp_path, fleet.backend, fleet.url, fleet.namespace, "max_pending_approvals = 3\n")
+    policy.write_text(
+        policy.read_text(encoding="utf-8")
+        + '\n[[guardrails.rules]]\nid = "APPROVE_ADD"\ntool = "add"\naction = "REQUIRE_APPROVAL"\n',
+        encoding="utf-8",
+    )
+    go = tmp_path / "ask-go"
+    # Eight processes of one principal: four different calls, each made twice, against a bound of 3.
+    workers = [
+        start("ask", policy, "--go", str(go), "--principal", "looper", "--a", str(10 + i % 4))
+        for i in range(8)
+    ]
+    time.sleep(0.5)  # not an assertion: let them reach the start line
+    go.touch()
+    lines = [finish(w)[-1] for w in workers]
+    assert sum(line["executions"] for line in lines) == 0
+    asked = [line for line in lines if line["status"] == "APPROVAL_REQUIRED"]
+    full = [line for line in lines if line["reason"] == "APPROVAL_QUEUE_FULL"]
+    assert (len(asked), len(full)) == (6, 2)
+    assert len({line["request"] for line in asked}) == 3
+    # Each call's two processes got the same request; the call left out was refused in both.
+    assert all(len({x["request"] for x in asked if x["a"] == a}) == 1 for a in {x["a"] for x in asked})
+    assert len({line["a"] for line in full}) == 1
+
+
 def read_lines(
     process: subprocess.Popen[str], seen: list[dict[str, Any]], until: Any, timeout: float
 ) -> None:
@@ -252,45 +277,6 @@ def test_rate_limit_across_four_processes(fleet: Fleet, tmp_path: Path) -> None:
     for left, _ in spans:
         inside = [1 for a, b in spans if a >= left and b < left + 1.0]
         assert len(inside) <= limit
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def start_redis(port: int, directory: Path) -> subprocess.Popen[bytes]:
-    server = shutil.which("redis-server")
-    assert server is not None, "redis-server is required for the outage test"
-    process = subprocess.Popen(
-        [
-            server,
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            str(directory),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    client = connect(f"redis://127.0.0.1:{port}/0", timeout=0.5)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            if client.ping():
-                client.close()
-                return process
-        except Exception:
-            time.sleep(0.05)
-    process.kill()
-    raise AssertionError("redis-server did not start")
 
 
 def test_redis_outage_fails_closed_and_recovers_without_restart(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from toolbox.pipeline.interceptor import Interceptor
 from toolbox.pipeline.outcomes import OutcomeMapper, OutcomeMappers
 from toolbox.pipeline.retry import Reconciler, RetryPolicy
 from toolbox.pipeline.shared_limits import SharedLimits
+from toolbox.pipeline.state_ports import DEFAULT_MAX_PENDING
 from toolbox.state.config import GovernanceState
 
 if TYPE_CHECKING:
@@ -179,6 +180,7 @@ class Governance:
                 store=state.approvals if state is not None else None,
                 limits=state.limits if state is not None and state.backend != "memory" else None,
                 request_ttl=state.approval_ttl if state is not None else 3600.0,
+                max_pending=state.max_pending_approvals if state is not None else DEFAULT_MAX_PENDING,
             )
         )
         checks.append(BudgetCheck())

@@ -296,8 +296,16 @@ class Ready(Generic[R]):
         Uses the tool's async implementation where it has one. A ``MEMORY_ONLY``
         tool runs inline; other sync-only tools run on a worker thread.
         """
-        if approval is None and not self._warnings and self._acall is None and self._runtime.runs_inline:
-            # A MEMORY_ONLY tool without an async implementation runs inline either way.
+        runtime = self._runtime
+        if (
+            approval is None
+            and not self._warnings
+            and self._acall is None
+            and runtime.runs_inline
+            and not runtime.pipeline.awaits_state
+        ):
+            # A MEMORY_ONLY tool without an async implementation runs inline either way
+            # (unless a state store's checks must be awaited off the loop).
             return self.execute()
         invocation = self._invocation(approval)
         return self._content(await self._runtime.pipeline.arun(invocation), invocation)

@@ -17,10 +17,17 @@ then resumed with ``Approval.of_request(request_id, fingerprint)``; the store
 consumes the grant atomically, so exactly one of the processes racing with it
 runs the call. Grants signed by an `Approver` keep working; with a shared
 `LimitStore` they are single-use across the fleet too.
+
+A model retrying an APPROVAL_REQUIRED call in a loop does not fill the store:
+the identical request still pending is answered with its existing id, and a
+principal with ``max_pending`` requests waiting is DENIED/APPROVAL_QUEUE_FULL
+(the tool runs zero times). On the async door (`ApprovalCheck.acall`) the
+store's operations run on a worker thread, never on the event loop.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -37,8 +44,16 @@ from toolbox.pipeline.fingerprint import keyed_fingerprint
 from toolbox.pipeline.grants import Approval, ApprovalRequest, PendingApproval
 from toolbox.pipeline.guardrails import GuardrailAction, Guardrails
 from toolbox.pipeline.invocation import Invocation
+from toolbox.pipeline.offload import blocks, off_loop
 from toolbox.pipeline.result import Status, ToolResult
-from toolbox.pipeline.state_ports import ApprovalStore, LimitStore, Quota, StateUnavailableError
+from toolbox.pipeline.state_ports import (
+    DEFAULT_MAX_PENDING,
+    ApprovalQueueFullError,
+    ApprovalStore,
+    LimitStore,
+    Quota,
+    StateUnavailableError,
+)
 from toolbox.redact import MASK
 
 __all__ = ["Approval", "ApprovalCheck", "ApprovalRequest", "Approver", "HmacApprover", "fingerprint"]
@@ -169,11 +184,13 @@ class ApprovalCheck:
         "_key",
         "_limits",
         "_lock",
+        "_max_pending",
         "_redaction",
         "_remember",
         "_store",
         "_ttl",
         "_used",
+        "blocks",
     )
 
     def __init__(
@@ -186,6 +203,7 @@ class ApprovalCheck:
         store: ApprovalStore | None = None,
         limits: LimitStore | None = None,
         request_ttl: float = 3600.0,
+        max_pending: int = DEFAULT_MAX_PENDING,
     ) -> None:
         """Args:
         approver: verifies signed grants (`HmacApprover`); None: only the store's grants.
@@ -195,6 +213,7 @@ class ApprovalCheck:
         store: where requests wait for a decision and grants are consumed.
         limits: counts signed grants once fleet-wide (`LimitStore`); None: once per process.
         request_ttl: seconds a submitted request waits for a decision.
+        max_pending: requests one principal may have pending in the ``store`` at once (0: no bound).
         """
         self._approver = approver
         self._guardrails = guardrails
@@ -211,6 +230,11 @@ class ApprovalCheck:
         self._store = store
         self._limits = limits
         self._ttl = request_ttl
+        if not isinstance(max_pending, int) or isinstance(max_pending, bool) or max_pending < 0:
+            raise ConfigurationError("max_pending must be a non-negative integer")
+        self._max_pending = max_pending
+        #: Whether the async door runs the store's operations off the event loop.
+        self.blocks = blocks(store) or blocks(limits)
 
     def applies(self, invocation: Invocation) -> bool:
         """Whether the descriptor or a guardrail can ever require approval of this operation."""
@@ -238,36 +262,74 @@ class ApprovalCheck:
         fp = fingerprint(invocation, self._key)
         grant = invocation.approval
         if grant is None:
-            ctx = invocation.context
-            request = ApprovalRequest(
-                id=uuid.uuid4().hex,
-                tool=invocation.tool,
-                operation=invocation.operation,
-                arguments=_redact(invocation.arguments, self._redaction),
-                fingerprint=fp,
-                rules=rules,
-                tenant=ctx.tenant,
-                principal=ctx.principal,
-            )
-            if self._store is not None:
-                try:
-                    self._store.submit(self._pending(invocation, request))
-                except StateUnavailableError:
-                    return _unavailable(invocation)
-            return invocation.result(
-                Status.APPROVAL_REQUIRED,
-                reason_code="APPROVAL_REQUIRED",
-                rule=f"approval:{','.join(rules)}",
-                message="this call needs a human approval for exactly these arguments",
-                approval=request,
-            )
+            request = self._request(invocation, rules, fp)
+            if self._store is None:
+                return self._required(invocation, request, rules, request.id)
+            try:
+                stored = self._submit(self._pending(invocation, request))
+            except (StateUnavailableError, ApprovalQueueFullError) as exc:
+                return _refused(invocation, exc)
+            return self._required(invocation, request, rules, stored)
         try:
             problem = self._problem(grant, fp)
         except StateUnavailableError:
             return _unavailable(invocation)
-        if problem is not None:
-            return invocation.denied("APPROVAL_INVALID", "approval", problem)
-        return None
+        return None if problem is None else invocation.denied("APPROVAL_INVALID", "approval", problem)
+
+    async def acall(self, invocation: Invocation) -> ToolResult | None:
+        """The async door: the store's submit, consume and reads run on a worker thread."""
+        rules = self._required_by(invocation)
+        if not rules:
+            return None
+        fp = fingerprint(invocation, self._key)
+        grant = invocation.approval
+        if grant is None:
+            request = self._request(invocation, rules, fp)
+            if self._store is None:
+                return self._required(invocation, request, rules, request.id)
+            try:
+                stored = await off_loop(self._submit, self._pending(invocation, request))
+            except (StateUnavailableError, ApprovalQueueFullError) as exc:
+                return _refused(invocation, exc)
+            return self._required(invocation, request, rules, stored)
+        try:
+            problem = await off_loop(self._problem, grant, fp)
+        except StateUnavailableError:
+            return _unavailable(invocation)
+        return None if problem is None else invocation.denied("APPROVAL_INVALID", "approval", problem)
+
+    def _request(self, invocation: Invocation, rules: tuple[str, ...], fp: str) -> ApprovalRequest:
+        ctx = invocation.context
+        return ApprovalRequest(
+            id=uuid.uuid4().hex,
+            tool=invocation.tool,
+            operation=invocation.operation,
+            arguments=_redact(invocation.arguments, self._redaction),
+            fingerprint=fp,
+            rules=rules,
+            tenant=ctx.tenant,
+            principal=ctx.principal,
+        )
+
+    def _submit(self, pending: PendingApproval) -> str:
+        store = self._store
+        assert store is not None
+        return store.submit(pending, max_pending=self._max_pending)
+
+    @staticmethod
+    def _required(
+        invocation: Invocation, request: ApprovalRequest, rules: tuple[str, ...], stored: str
+    ) -> ToolResult:
+        if stored != request.id:
+            # The identical request already waits: the caller resumes with that one.
+            request = dataclasses.replace(request, id=stored)
+        return invocation.result(
+            Status.APPROVAL_REQUIRED,
+            reason_code="APPROVAL_REQUIRED",
+            rule=f"approval:{','.join(rules)}",
+            message="this call needs a human approval for exactly these arguments",
+            approval=request,
+        )
 
     def _pending(self, invocation: Invocation, request: ApprovalRequest) -> PendingApproval:
         return PendingApproval(
@@ -324,6 +386,12 @@ class ApprovalCheck:
             "expired": "the approval has expired",
             "used": "the approval was already used",
         }.get(pending.state, "the approval was already used")
+
+
+def _refused(invocation: Invocation, exc: StateUnavailableError | ApprovalQueueFullError) -> ToolResult:
+    if isinstance(exc, ApprovalQueueFullError):
+        return invocation.denied("APPROVAL_QUEUE_FULL", "approval:queue_full", str(exc))
+    return _unavailable(invocation)
 
 
 def _unavailable(invocation: Invocation) -> ToolResult:

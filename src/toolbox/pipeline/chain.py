@@ -6,6 +6,11 @@ Both front doors run an `Invocation` through the same `Pipeline`::
     -> argument validation -> guardrails -> approval -> budget -> your interceptors
     -> audit(request) -> retry by effect { per-attempt checks -> operation }
     -> business-outcome mapping -> audit(response)
+
+On the async door, a check whose state store does I/O (``blocks``: the kill
+switch's refresh, the shared limits, the approval store on Redis or SQL) is
+awaited through its ``acall``, which runs the store operation off the event
+loop (`toolbox.pipeline.offload`); every other check runs as on the sync door.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import asyncio
 import concurrent.futures
 import contextvars
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, final
 
 from toolbox.context import ExecutionContext, OperationRecord
@@ -134,6 +139,7 @@ class Pipeline:
     """The governed chain. Built once from `toolbox.Governance`; runs any number of invocations."""
 
     __slots__ = (
+        "_awaited",
         "_before",
         "_hooks",
         "_kill_switch",
@@ -164,9 +170,20 @@ class Pipeline:
         self._hooks = tuple(hooks)
         self._plans: dict[tuple[str, str, str], Plan] = {}
         self._kill_switch = next((c for c in self._before if isinstance(c, KillSwitch)), None)
+        # The async door awaits these checks (by id): their stores do I/O. Empty: arun checks as run does.
+        self._awaited: dict[int, Callable[[Invocation], Awaitable[ToolResult | None]]] = {
+            id(c): c.acall  # type: ignore[attr-defined]
+            for c in self._before
+            if getattr(c, "blocks", False) is True and callable(getattr(c, "acall", None))
+        }
         # The audit trail, when it is the only hook: the typed fast path records through it.
         only = self._hooks[0] if len(self._hooks) == 1 else None
         self._trail = recorder if recorder is not None and recorder is only else None
+
+    @property
+    def awaits_state(self) -> bool:
+        """Whether the async door awaits some check off the loop (a state store that does I/O)."""
+        return bool(self._awaited)
 
     @property
     def interceptors(self) -> tuple[Interceptor, ...]:
@@ -180,6 +197,27 @@ class Pipeline:
         for check in checks:
             try:
                 stop = check(invocation)
+            except InvalidArgumentsError as exc:
+                return invocation.invalid(exc.error_code, exc.field_path, str(exc))
+            except Exception as exc:  # noqa: BLE001 - any evaluator failure fails closed
+                return invocation.denied(
+                    "GOVERNANCE_EVALUATION_FAILED",
+                    check.name,
+                    f"the {check.name} check failed ({type(exc).__name__}), so the call was refused",
+                )
+            if stop is not None:
+                return stop
+        return None
+
+    async def _acheck(self, invocation: Invocation, checks: Sequence[Interceptor]) -> ToolResult | None:
+        """`_check` for the async door: checks whose store does I/O are awaited off the loop."""
+        awaited = self._awaited
+        if not awaited:
+            return self._check(invocation, checks)
+        for check in checks:
+            acall = awaited.get(id(check))
+            try:
+                stop = check(invocation) if acall is None else await acall(invocation)
             except InvalidArgumentsError as exc:
                 return invocation.invalid(exc.error_code, exc.field_path, str(exc))
             except Exception as exc:  # noqa: BLE001 - any evaluator failure fails closed
@@ -410,7 +448,9 @@ class Pipeline:
         self, invocation: Invocation, plan: Plan, checks: Sequence[Interceptor]
     ) -> ToolResult:
         """Async twin of `run_from`."""
-        result = self._check(invocation, checks) or (self._open(invocation) if self._hooks else None)
+        # Without a check to await (the memory stores), the checks run exactly as on the sync door.
+        checked = await self._acheck(invocation, checks) if self._awaited else self._check(invocation, checks)
+        result = checked or (self._open(invocation) if self._hooks else None)
         if result is None:
             result = await self._adispatch(invocation, plan)
         return self._finish(invocation, result)
@@ -441,7 +481,14 @@ class Pipeline:
     ) -> ToolResult:
         while True:
             if pending is None:
-                stop = self._start_attempt(invocation, plan)
+                if invocation.record.attempts and self._awaited:
+                    # A retry's per-attempt checks, awaited as on the first attempt.
+                    stop = await self._acheck(invocation, plan.per_attempt)
+                    if stop is not None:
+                        return stop
+                    stop = self._start_attempt(invocation, plan, checked=True)
+                else:
+                    stop = self._start_attempt(invocation, plan)
                 if stop is not None:
                     return stop
                 try:
@@ -458,10 +505,12 @@ class Pipeline:
 
     # -- shared decisions -------------------------------------------------------
 
-    def _start_attempt(self, invocation: Invocation, plan: Plan) -> ToolResult | None:
-        """Before a retry, the per-attempt checks (a result stops); then count the attempt."""
+    def _start_attempt(
+        self, invocation: Invocation, plan: Plan, *, checked: bool = False
+    ) -> ToolResult | None:
+        """Before a retry, the per-attempt checks (a result stops; ``checked``: already run); count it."""
         record = invocation.record
-        if record.attempts:
+        if record.attempts and not checked:
             stop = self._check(invocation, plan.per_attempt)
             if stop is not None:
                 return stop

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import logging
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timezone
 from typing import final
 
 from toolbox.errors import ToolDeniedError, ToolUnavailableError
 from toolbox.pipeline.invocation import BY_NAME, Invocation
+from toolbox.pipeline.offload import blocks, submit
 from toolbox.pipeline.result import ToolResult
 from toolbox.pipeline.state_ports import KillEntry, KillSwitchStore
 
@@ -20,6 +23,7 @@ KILL_SWITCH_ENV = "TOOLBOX_KILL_SWITCH"
 _OFF_VALUES = frozenset({"", "0", "off", "false", "no"})
 LOGGER = logging.getLogger("toolbox.state")
 _monotonic = time.monotonic
+_running_loop = asyncio._get_running_loop  # the C call asyncio uses itself: None outside a running loop
 
 
 @final
@@ -37,12 +41,30 @@ class KillSwitch:
     once per ``refresh`` seconds and its answer cached, so a call pays no round
     trip and a change reaches every process within ``refresh`` seconds. A store
     that does not answer stops every call (DENIED/STATE_UNAVAILABLE) until it
-    answers again, retried once per ``refresh``.
+    answers again, retried once per ``refresh``. A store that announces its
+    changes (``watch``: Redis pub/sub) has this switch re-read them the moment
+    one is announced, on the store's thread: ``refresh`` stays the bound when
+    an announcement is lost.
+
+    On an event loop the refresh never blocks it: the async door (`acall`)
+    reads the store on a worker thread (one read shared by every call waiting
+    for it), and `engaged` answers True while the cache is stale there, so the
+    fast paths hand such a call to the full chain, which awaits that read.
     """
 
     name = "kill_switch"
     per_attempt = True
-    __slots__ = ("_cache", "_disabled_tools", "_enabled", "_env", "_refresh", "_store")
+    __slots__ = (
+        "__weakref__",
+        "_cache",
+        "_disabled_tools",
+        "_enabled",
+        "_env",
+        "_reading",
+        "_refresh",
+        "_store",
+        "blocks",
+    )
 
     def __init__(
         self,
@@ -64,26 +86,54 @@ class KillSwitch:
         self._refresh = float(refresh)
         # (read at, engaged switches or None when the store did not answer); read at -inf: never read.
         self._cache: tuple[float, Mapping[str | None, KillEntry] | None] = (float("-inf"), {})
+        # The store read in flight for the async door, shared by every call awaiting it.
+        self._reading: concurrent.futures.Future[None] | None = None
+        #: Whether the async door reads the store off the event loop (a store that does I/O).
+        self.blocks = blocks(store)
+        watch = getattr(store, "watch", None)
+        if callable(watch) and self._refresh > 0:
+            # A store that announces changes (Redis pub/sub) has them re-read at once, on its thread.
+            watch(self._read)
 
-    def _switches(self) -> Mapping[str | None, KillEntry] | None:
-        """The store's switches as of at most ``refresh`` seconds ago; None: the store is unavailable."""
-        read_at, switches = self._cache
-        now = _monotonic()
-        if now - read_at < self._refresh:
-            return switches
+    def _stale(self) -> bool:
+        return _monotonic() - self._cache[0] >= self._refresh
+
+    def _read(self) -> None:
+        """Read the store's switches into the cache (None there: the store did not answer)."""
         store = self._store
         assert store is not None
+        now = _monotonic()
         try:
-            switches = dict(store.engaged())
+            switches: Mapping[str | None, KillEntry] | None = dict(store.engaged())
         except Exception as exc:  # noqa: BLE001 - any failure of the store stops calls (fail closed)
-            if switches is not None:
+            if self._cache[1] is not None:
                 LOGGER.warning("kill switch store unavailable (%s): calls refused", type(exc).__name__)
             switches = None
         self._cache = (now, switches)
-        return switches
+
+    def _switches(self) -> Mapping[str | None, KillEntry] | None:
+        """The store's switches as of at most ``refresh`` seconds ago; None: the store is unavailable."""
+        if self._stale():
+            self._read()
+        return self._cache[1]
+
+    def _cached(self) -> Mapping[str | None, KillEntry] | None:
+        return self._cache[1]
 
     def engaged(self, tool: str | None = None) -> bool:
-        """Whether calls (of ``tool``) are stopped right now (or the store cannot say)."""
+        """Whether calls (of ``tool``) are stopped right now (or the store cannot say).
+
+        On a running event loop, a stale cache of a store that does I/O answers
+        True without reading it: the caller (a fast path) sends the call to the
+        full chain, whose async door reads the store off the loop and decides.
+        """
+        if self.blocks and self._stale() and _running_loop() is not None:
+            return True
+        return self._stops(tool, self._switches)
+
+    def _stops(
+        self, tool: str | None, switches_of: Callable[[], Mapping[str | None, KillEntry] | None]
+    ) -> bool:
         if not self._enabled:
             return True
         value = self._env.get(KILL_SWITCH_ENV)
@@ -93,7 +143,7 @@ class KillSwitch:
             return True
         if self._store is None:
             return False
-        switches = self._switches()
+        switches = switches_of()
         return switches is None or None in switches or (tool is not None and tool in switches)
 
     def entry(self, tool: str | None = None) -> KillEntry | None:
@@ -104,7 +154,21 @@ class KillSwitch:
         return switches.get(None) or (switches.get(tool) if tool is not None else None)
 
     def __call__(self, invocation: Invocation) -> ToolResult | None:
-        if not self.engaged(invocation.tool):
+        return self._verdict(invocation, self._switches)
+
+    async def acall(self, invocation: Invocation) -> ToolResult | None:
+        """The async door: a stale cache is refreshed on a worker thread, the loop never waits on it."""
+        if self._stale():
+            reading = self._reading
+            if reading is None or reading.done():
+                reading = self._reading = submit(self._read)
+            await asyncio.wrap_future(reading)
+        return self._verdict(invocation, self._cached)
+
+    def _verdict(
+        self, invocation: Invocation, switches_of: Callable[[], Mapping[str | None, KillEntry] | None]
+    ) -> ToolResult | None:
+        if not self._stops(invocation.tool, switches_of):
             return None
         if self._store is not None and self._cache[1] is None and self._is_only_the_store(invocation.tool):
             return invocation.denied(

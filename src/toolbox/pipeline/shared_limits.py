@@ -18,6 +18,10 @@ DENIED/RATE_LIMITED with ``retry_after``; a spent budget DENIED/BUDGET_EXHAUSTED
 When the store does not answer, the call is DENIED/STATE_UNAVAILABLE, unless
 every quota of the call is a rate limit and ``fail_open_rates`` is set: then
 it runs, with a warning in the log and in the audit trail.
+
+On the async door (`acall`) the store operation runs on a worker thread
+(`toolbox.pipeline.offload`) unless the store is in-process, so an event loop
+serving many calls never waits on the store's round trip.
 """
 
 from __future__ import annotations
@@ -32,8 +36,9 @@ from typing import final
 from urllib.parse import urlsplit
 
 from toolbox.pipeline.invocation import Invocation
+from toolbox.pipeline.offload import blocks, off_loop
 from toolbox.pipeline.result import Status, ToolResult
-from toolbox.pipeline.state_ports import LimitStore, Quota, StateUnavailableError, key_part
+from toolbox.pipeline.state_ports import LimitStore, Quota, Refusal, StateUnavailableError, key_part
 
 __all__ = ["BUDGET_SCOPES", "FAIL_OPEN_WARNING", "RATE_SCOPES", "LimitRule", "SharedLimits", "canonical_host"]
 
@@ -127,7 +132,7 @@ class SharedLimits:
 
     name = "shared_limits"
     per_attempt = False
-    __slots__ = ("_budgets", "_fail_open_rates", "_rates", "_store")
+    __slots__ = ("_budgets", "_fail_open_rates", "_rates", "_store", "blocks")
 
     def __init__(
         self,
@@ -149,6 +154,8 @@ class SharedLimits:
         self._budgets = tuple(budgets)
         self._rates = tuple(rates)
         self._fail_open_rates = fail_open_rates
+        #: Whether the async door runs the store operation off the event loop.
+        self.blocks = blocks(store)
 
     def applies(self, invocation: Invocation) -> bool:
         """Whether any rule counts calls of this tool."""
@@ -189,13 +196,35 @@ class SharedLimits:
         try:
             refusal = self._store.admit(budgets, rates)
         except StateUnavailableError as exc:
-            if self._fail_open_rates and not budgets:
-                LOGGER.warning("state store unavailable (%s): rate limits not applied", exc)
-                invocation.warnings = (*invocation.warnings, FAIL_OPEN_WARNING)
-                return None
-            return invocation.denied(
-                "STATE_UNAVAILABLE", "state:limits", "the governance state store is unavailable"
-            )
+            return self._unavailable(invocation, budgets, exc)
+        return self._verdict(invocation, refusal)
+
+    __call__ = admit
+
+    async def acall(self, invocation: Invocation) -> ToolResult | None:
+        """`admit` for the async door: the store's round trip runs on a worker thread."""
+        budgets, rates = self.quotas(invocation)
+        if not budgets and not rates:
+            return None
+        try:
+            refusal = await off_loop(self._store.admit, budgets, rates)
+        except StateUnavailableError as exc:
+            return self._unavailable(invocation, budgets, exc)
+        return self._verdict(invocation, refusal)
+
+    def _unavailable(
+        self, invocation: Invocation, budgets: list[Quota], exc: StateUnavailableError
+    ) -> ToolResult | None:
+        if self._fail_open_rates and not budgets:
+            LOGGER.warning("state store unavailable (%s): rate limits not applied", exc)
+            invocation.warnings = (*invocation.warnings, FAIL_OPEN_WARNING)
+            return None
+        return invocation.denied(
+            "STATE_UNAVAILABLE", "state:limits", "the governance state store is unavailable"
+        )
+
+    @staticmethod
+    def _verdict(invocation: Invocation, refusal: Refusal | None) -> ToolResult | None:
         if refusal is None:
             return None
         quota = refusal.quota
@@ -211,5 +240,3 @@ class SharedLimits:
             message=f"rate limit of {quota.limit} per {quota.window:g} s; retry after {wait} s",
             retry_after=wait,
         )
-
-    __call__ = admit

@@ -20,7 +20,9 @@ from toolbox.errors import ToolboxError
 from toolbox.pipeline.grants import PendingApproval
 
 __all__ = [
+    "DEFAULT_MAX_PENDING",
     "ApprovalDecisionError",
+    "ApprovalQueueFullError",
     "ApprovalStore",
     "KillEntry",
     "KillSwitchStore",
@@ -67,11 +69,30 @@ class ApprovalDecisionError(ToolboxError, ValueError):
         self.reason_code = reason_code
 
 
+#: Pending requests one principal may have waiting at once, unless ``[state]`` says otherwise.
+DEFAULT_MAX_PENDING = 20
+
+
+class ApprovalQueueFullError(ToolboxError, RuntimeError):
+    """The principal already has as many pending approval requests as the store admits."""
+
+    reason_code = "APPROVAL_QUEUE_FULL"
+
+
 class ApprovalStore(Protocol):
     """Pending approval requests, their decisions and single-use grants, shared by every process."""
 
-    def submit(self, pending: PendingApproval) -> None:
-        """Store a new ``pending`` request (a second submit of the same id is ignored)."""
+    def submit(self, pending: PendingApproval, *, max_pending: int = 0) -> str:
+        """Store a new ``pending`` request, atomically bounded; the id it waits under.
+
+        The same principal's identical request (same tenant, principal and
+        fingerprint) still pending and unexpired is not stored twice: its id is
+        returned. A second submit of the same id is ignored (its id returned).
+
+        Raises:
+            ApprovalQueueFullError: the principal already has ``max_pending`` requests
+                pending and unexpired (``max_pending`` 0: no bound); nothing is stored.
+        """
 
     def get(self, request_id: str) -> PendingApproval | None:
         """The request ``request_id`` (state ``expired`` once past its expiry), or None."""

@@ -10,6 +10,7 @@
     rate_limits_fail_open = false        # true: a store outage lets rate-limited calls run (logged)
     approval_ttl = 3600                  # seconds a request waits for a decision
     grant_ttl = 900                      # seconds an approved grant stays redeemable
+    max_pending_approvals = 20           # requests one principal may have waiting (0: no bound)
 
     [[state.budgets]]                    # calls per run, principal or tenant, fleet-wide
     per = "tenant"
@@ -24,7 +25,9 @@
 
 `check_state_config` validates it when the file loads (a bad value is a
 `PolicyFileError` naming the key path); `state_from_config` connects nothing
-until the first call (both clients connect lazily).
+until the first call (both clients connect lazily), except that a pipeline
+built on the Redis backend starts its kill-switch listener (pub/sub), which
+connects in the background and retries on its own.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from urllib.parse import urlsplit
 from toolbox.descriptor import MAX_NAME_LENGTH, TOOL_NAME_PATTERN
 from toolbox.errors import ConfigurationError
 from toolbox.pipeline.shared_limits import BUDGET_SCOPES, RATE_SCOPES, LimitRule
-from toolbox.pipeline.state_ports import ApprovalStore, KillSwitchStore, LimitStore
+from toolbox.pipeline.state_ports import DEFAULT_MAX_PENDING, ApprovalStore, KillSwitchStore, LimitStore
 from toolbox.policy import ToolPolicy
 from toolbox.state.approval_rules import GRANT_TTL
 from toolbox.state.memory import MemoryApprovalStore, MemoryLimitStore
@@ -57,6 +60,7 @@ _KEYS = (
     "rate_limits_fail_open",
     "approval_ttl",
     "grant_ttl",
+    "max_pending_approvals",
     "budgets",
     "rate_limits",
 )
@@ -65,6 +69,7 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _TOOL = re.compile(TOOL_NAME_PATTERN)
 _MAX_RULES = 64
 _MAX_WINDOW = 366 * 86_400.0
+_MAX_PENDING = 100_000
 
 
 @final
@@ -83,6 +88,7 @@ class GovernanceState:
     kill_switch_refresh: float = 1.0
     rate_limits_fail_open: bool = False
     approval_ttl: float = 3600.0
+    max_pending_approvals: int = DEFAULT_MAX_PENDING
     budgets: tuple[LimitRule, ...] = ()
     rate_limits: tuple[LimitRule, ...] = ()
 
@@ -122,6 +128,13 @@ def _rules(table: TableReader, key: str, scopes: tuple[str, ...]) -> list[dict[s
             raise rule.error("tool", f"not a valid tool name ({TOOL_NAME_PATTERN})")
         checked.append({"per": per, "calls": calls, "window": window, "tool": tool})
     return checked
+
+
+def _max_pending(table: TableReader) -> int:
+    value = table.integer("max_pending_approvals", DEFAULT_MAX_PENDING, minimum=0)
+    if value > _MAX_PENDING:
+        raise table.error("max_pending_approvals", f"must be at most {_MAX_PENDING}")
+    return value
 
 
 def check_state_config(table: TableReader) -> dict[str, Any]:
@@ -167,6 +180,7 @@ def check_state_config(table: TableReader) -> dict[str, Any]:
         "rate_limits_fail_open": table.boolean("rate_limits_fail_open", False),
         "approval_ttl": _seconds(table, "approval_ttl", 3600.0, minimum=1.0, maximum=_MAX_WINDOW),
         "grant_ttl": _seconds(table, "grant_ttl", GRANT_TTL, minimum=1.0, maximum=_MAX_WINDOW),
+        "max_pending_approvals": _max_pending(table),
         "budgets": _rules(table, "budgets", BUDGET_SCOPES),
         "rate_limits": _rules(table, "rate_limits", RATE_SCOPES),
     }
@@ -219,6 +233,7 @@ def state_from_config(config: Mapping[str, Any], *, source: str = "policy") -> G
         kill_switch_refresh=config["kill_switch_refresh"],
         rate_limits_fail_open=config["rate_limits_fail_open"],
         approval_ttl=config["approval_ttl"],
+        max_pending_approvals=config.get("max_pending_approvals", DEFAULT_MAX_PENDING),
         budgets=tuple(LimitRule(r["per"], r["calls"], r["window"], r["tool"]) for r in config["budgets"]),
         rate_limits=tuple(
             LimitRule(r["per"], r["calls"], r["window"], r["tool"]) for r in config["rate_limits"]

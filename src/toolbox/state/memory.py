@@ -1,7 +1,8 @@
 """The memory backend: governance state in this process, today's behaviour and the default.
 
 Every store here is thread-safe (one lock each) and costs no I/O, so the
-checks keep their hot-path cost. Nothing is shared with another process: use
+checks keep their hot-path cost (``in_process``: the async door calls them
+inline, never on a worker thread). Nothing is shared with another process: use
 the SQL or Redis backend for a fleet (docs/fleet.md).
 """
 
@@ -16,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import final
 
 from toolbox.pipeline.grants import PendingApproval
-from toolbox.pipeline.state_ports import KillEntry, Quota, Refusal
+from toolbox.pipeline.state_ports import ApprovalQueueFullError, KillEntry, Quota, Refusal
 from toolbox.state.approval_rules import GRANT_TTL, check_listing, consumable, decided, effective
 
 __all__ = ["MemoryApprovalStore", "MemoryKillSwitchStore", "MemoryLimitStore"]
@@ -28,7 +29,8 @@ _FORGET_EVERY = 4096
 class MemoryApprovalStore:
     """Approval requests in a dict, the oldest forgotten past ``remember`` (an unknown grant is refused)."""
 
-    __slots__ = ("_clock", "_grant_ttl", "_lock", "_records", "_remember")
+    in_process = True
+    __slots__ = ("_clock", "_grant_ttl", "_lock", "_queues", "_records", "_remember")
 
     def __init__(
         self,
@@ -38,19 +40,41 @@ class MemoryApprovalStore:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._records: OrderedDict[str, PendingApproval] = OrderedDict()
+        # (tenant, principal) -> ids of its requests that may still be pending (pruned on submit).
+        self._queues: dict[tuple[str, str], list[str]] = {}
         self._lock = threading.Lock()
         self._grant_ttl = grant_ttl
         self._remember = remember
         self._clock = clock
 
-    def submit(self, pending: PendingApproval) -> None:
-        """Store a new request; a second submit of the same id is ignored."""
+    def submit(self, pending: PendingApproval, *, max_pending: int = 0) -> str:
+        """Store a new request, or name the identical one still pending; bounded per principal."""
+        request = pending.request
+        owner = (request.tenant, request.principal)
         with self._lock:
             if pending.id in self._records:
-                return
+                return pending.id
+            now = self._clock()
+            queue = [
+                i
+                for i in self._queues.get(owner, ())
+                if (p := self._records.get(i)) is not None and effective(p, now).state == "pending"
+            ]
+            for waiting in queue:
+                if self._records[waiting].request.fingerprint == request.fingerprint:
+                    self._queues[owner] = queue
+                    return waiting
+            if max_pending and len(queue) >= max_pending:
+                self._queues[owner] = queue
+                raise ApprovalQueueFullError(
+                    f"{len(queue)} approval requests of this principal are already waiting"
+                )
+            queue.append(pending.id)
+            self._queues[owner] = queue
             self._records[pending.id] = pending
             while len(self._records) > self._remember:
                 self._records.popitem(last=False)
+        return pending.id
 
     def get(self, request_id: str) -> PendingApproval | None:
         """The request, as of now."""
@@ -104,6 +128,7 @@ class MemoryApprovalStore:
 class MemoryKillSwitchStore:
     """The kill switches of this process."""
 
+    in_process = True
     __slots__ = ("_entries", "_lock")
 
     def __init__(self) -> None:
@@ -132,6 +157,7 @@ class MemoryKillSwitchStore:
 class MemoryLimitStore:
     """Budget counters and sliding-window rate limits of this process."""
 
+    in_process = True
     __slots__ = ("_admits", "_clock", "_counters", "_lock", "_windows")
 
     def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:

@@ -92,9 +92,10 @@ class AsyncRedisState:
     async def engage(self, tool: str | None, *, reason: str, who: str) -> KillEntry:
         """Engage a switch."""
         entry = KillEntry(tool, reason, who, time.time())
-        await _call(
-            self._client.hset(self._layout.kill, self._layout.switch(tool), json.dumps(entry.as_dict()))
-        )
+        pipe = self._client.pipeline(transaction=True)
+        pipe.hset(self._layout.kill, self._layout.switch(tool), json.dumps(entry.as_dict()))
+        pipe.publish(self._layout.kill_channel, "")
+        await _call(pipe.execute())
         return entry
 
     async def release(self, tool: str | None, *, reason: str, who: str) -> KillEntry | None:
@@ -102,7 +103,8 @@ class AsyncRedisState:
         pipe = self._client.pipeline(transaction=True)
         pipe.hget(self._layout.kill, self._layout.switch(tool))
         pipe.hdel(self._layout.kill, self._layout.switch(tool))
-        old, _ = await _call(pipe.execute())
+        pipe.publish(self._layout.kill_channel, "")
+        old, _, _ = await _call(pipe.execute())
         return None if old is None else kill_entry(tool, old)
 
     async def admit(self, budgets: Sequence[Quota], rates: Sequence[Quota]) -> Refusal | None:
@@ -111,10 +113,10 @@ class AsyncRedisState:
         answer = await _call(self._admit(keys=keys, args=args))
         return self._layout.refusal(answer, budgets, rates)
 
-    async def submit(self, pending: PendingApproval) -> None:
-        """Store a new request; a second submit of the same id is ignored."""
-        keys, args = self._layout.submit(pending, self._retain)
-        await _call(self._submit(keys=keys, args=args))
+    async def submit(self, pending: PendingApproval, *, max_pending: int = 0) -> str:
+        """Store a new request, or name the identical one still pending; bounded per principal."""
+        keys, args = self._layout.submit(pending, self._retain, max_pending)
+        return self._layout.submitted(await _call(self._submit(keys=keys, args=args)))
 
     async def get(self, request_id: str) -> PendingApproval | None:
         """The request as of now, or None."""

@@ -7,12 +7,22 @@ one round trip: a Lua script (`toolbox.state.redis_scripts`) for a call's
 budgets and rate limits, a consume, a decision; one ``HGETALL`` per refresh
 for the kill switches. A Redis error of any kind is `StateUnavailableError`,
 whose message never holds the URL; redis-py reconnects on the next command.
+
+Every kill-switch change is also published on ``...:kill:changed``; a
+`toolbox.pipeline.checks.KillSwitch` on this store subscribes (`RedisState.watch`)
+and re-reads the switches as soon as one changes anywhere, so a change usually
+arrives in one round trip instead of within ``kill_switch_refresh``, which
+stays the bound when a message is lost.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
+import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar, final
 
@@ -35,7 +45,9 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra onl
 __all__ = ["RedisState", "connect"]
 
 _T = TypeVar("_T")
+LOGGER = logging.getLogger("toolbox.state")
 _TIMEOUT = 2.0
+_LISTEN = 1.0
 _SCAN = 200
 
 
@@ -60,7 +72,20 @@ class RedisState:
         retain: seconds a decided or used record outlives its expiry (a replay finds it ``used``).
     """
 
-    __slots__ = ("_admit", "_client", "_consume", "_decide", "_grant_ttl", "_layout", "_retain", "_submit")
+    __slots__ = (
+        "_admit",
+        "_client",
+        "_closed",
+        "_consume",
+        "_decide",
+        "_grant_ttl",
+        "_layout",
+        "_listener",
+        "_retain",
+        "_submit",
+        "_watch_lock",
+        "_watchers",
+    )
 
     def __init__(
         self,
@@ -80,6 +105,10 @@ class RedisState:
         self._submit = client.register_script(redis_scripts.SUBMIT)
         self._decide = client.register_script(redis_scripts.DECIDE)
         self._consume = client.register_script(redis_scripts.CONSUME)
+        self._watchers: list[Callable[[], Callable[[], None] | None]] = []
+        self._watch_lock = threading.Lock()
+        self._listener: threading.Thread | None = None
+        self._closed = threading.Event()
 
     @property
     def prefix(self) -> str:
@@ -102,10 +131,17 @@ class RedisState:
         return kill_entries(raw)
 
     def engage(self, tool: str | None, *, reason: str, who: str) -> KillEntry:
-        """Engage a switch; every process sees it within its refresh delay."""
+        """Engage a switch and announce it; every process sees it within its refresh delay."""
         entry = KillEntry(tool, reason, who, time.time())
         value = json.dumps(entry.as_dict())
-        self._call(self._client.hset, self._layout.kill, self._layout.switch(tool), value)
+
+        def store() -> Any:
+            pipe = self._client.pipeline(transaction=True)
+            pipe.hset(self._layout.kill, self._layout.switch(tool), value)
+            pipe.publish(self._layout.kill_channel, "")
+            return pipe.execute()
+
+        self._call(store)
         return entry
 
     def release(self, tool: str | None, *, reason: str, who: str) -> KillEntry | None:
@@ -116,10 +152,57 @@ class RedisState:
             pipe = self._client.pipeline(transaction=True)
             pipe.hget(key, field)
             pipe.hdel(key, field)
+            pipe.publish(self._layout.kill_channel, "")
             return pipe.execute()
 
-        old, _ = self._call(pop)
+        old, _, _ = self._call(pop)
         return None if old is None else kill_entry(tool, old)
+
+    def watch(self, on_change: Callable[[], None]) -> None:
+        """Call ``on_change`` (on this store's listener thread) when a kill switch changes anywhere.
+
+        Also after each (re)subscription, since changes may have been missed
+        meanwhile. A bound method is held weakly: a kill switch that is gone
+        is forgotten. The listener reconnects on its own; `close` stops it.
+        """
+        held: Callable[[], Callable[[], None] | None] = (
+            weakref.WeakMethod(on_change)
+            if hasattr(on_change, "__self__")
+            else (lambda: on_change)  # a plain function, held strongly
+        )
+        with self._watch_lock:
+            self._watchers.append(held)
+            if self._listener is None:
+                self._closed.clear()
+                self._listener = threading.Thread(target=self._listen, name="toolbox-kill-watch", daemon=True)
+                self._listener.start()
+
+    def _notify(self) -> None:
+        with self._watch_lock:
+            self._watchers = [held for held in self._watchers if held() is not None]
+            callbacks = [held() for held in self._watchers]
+        for callback in callbacks:
+            if callback is not None:
+                try:
+                    callback()
+                except Exception:  # one watcher's failure never stops the others
+                    LOGGER.warning("a kill-switch watcher failed", exc_info=True)
+
+    def _listen(self) -> None:
+        closed = self._closed
+        while not closed.is_set():
+            pubsub = self._client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
+            try:
+                pubsub.subscribe(self._layout.kill_channel)
+                self._notify()
+                while not closed.is_set():
+                    if pubsub.get_message(timeout=_LISTEN) is not None:
+                        self._notify()
+            except (redis.RedisError, OSError, ValueError):
+                closed.wait(_LISTEN)  # the store is away: the refresh delay is the bound meanwhile
+            finally:
+                with contextlib.suppress(redis.RedisError, OSError):
+                    pubsub.close()
 
     # -- budgets and rate limits -----------------------------------------------------
 
@@ -131,10 +214,10 @@ class RedisState:
 
     # -- approvals -------------------------------------------------------------------
 
-    def submit(self, pending: PendingApproval) -> None:
-        """Store a new request (one script); a second submit of the same id is ignored."""
-        keys, args = self._layout.submit(pending, self._retain)
-        self._call(self._submit, keys=keys, args=args)
+    def submit(self, pending: PendingApproval, *, max_pending: int = 0) -> str:
+        """Store a new request, or name the identical one still pending (one script, bounded)."""
+        keys, args = self._layout.submit(pending, self._retain, max_pending)
+        return self._layout.submitted(self._call(self._submit, keys=keys, args=args))
 
     def get(self, request_id: str) -> PendingApproval | None:
         """The request as of now, or None (never stored, or forgotten after ``retain``)."""
@@ -196,5 +279,10 @@ class RedisState:
         return bool(self._call(self._consume, keys=[key], args=[fingerprint]))
 
     def close(self) -> None:
-        """Close the client's connections."""
+        """Stop the kill-switch listener and close the client's connections."""
+        self._closed.set()
+        listener = self._listener
+        if listener is not None and listener is not threading.current_thread():
+            listener.join(timeout=_LISTEN * 3)
+        self._listener = None
         self._client.close()

@@ -3,7 +3,9 @@
 Keys: ``toolbox:{<namespace>}:kill`` (a hash: ``*`` or ``t:<tool>`` -> JSON
 entry), ``...:b:<quota key>`` (budget counters), ``...:r:<quota key>`` (rate
 windows, sorted sets scored in microseconds), ``...:a:<request id>`` (an
-approval record, a hash) and ``...:a:index`` (request ids by creation time).
+approval record, a hash), ``...:a:index`` (request ids by creation time) and
+``...:a:q:<tenant>:<principal>`` (the record keys of a principal's requests
+that may still be pending, by expiry: the bound on pending requests).
 Every caller-chosen part goes through `key_part`.
 """
 
@@ -17,7 +19,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any, final
 
 from toolbox.pipeline.grants import ApprovalRequest, PendingApproval
-from toolbox.pipeline.state_ports import ApprovalDecisionError, KillEntry, Quota, Refusal, key_part
+from toolbox.pipeline.state_ports import (
+    ApprovalDecisionError,
+    ApprovalQueueFullError,
+    KillEntry,
+    Quota,
+    Refusal,
+    key_part,
+)
 from toolbox.state.approval_rules import effective
 
 __all__ = ["Layout", "decision_error", "kill_entries", "kill_entry", "ms", "record_from_hash"]
@@ -42,6 +51,11 @@ class Layout:
     def kill(self) -> str:
         """The hash of engaged kill switches."""
         return self.prefix + "kill"
+
+    @property
+    def kill_channel(self) -> str:
+        """The pub/sub channel every kill-switch change is announced on (the message is empty)."""
+        return self.prefix + "kill:changed"
 
     @staticmethod
     def switch(tool: str | None) -> str:
@@ -76,7 +90,13 @@ class Layout:
         quotas = [*budgets, *rates]
         return Refusal(quotas[index - 1], bool(rate), max(wait, 0) / (1_000_000 if rate else 1000))
 
-    def submit(self, pending: PendingApproval, retain: float) -> tuple[list[str], list[Any]]:
+    def queue(self, tenant: str, principal: str) -> str:
+        """The sorted set of one principal's requests that may still be pending."""
+        return f"{self.prefix}a:q:{key_part(tenant)}:{key_part(principal)}"
+
+    def submit(
+        self, pending: PendingApproval, retain: float, max_pending: int
+    ) -> tuple[list[str], list[Any]]:
         """The keys and arguments of the SUBMIT script."""
         data = pending.as_dict()
         immutable = {k: data[k] for k in ("request", "intent_kind", "intent_text", "run_id", "created_at")}
@@ -90,11 +110,30 @@ class Layout:
             "fingerprint": pending.request.fingerprint,
             "decided_by": pending.decided_by or "",
             "reason": pending.reason,
+            "id": pending.id,
         }
-        args: list[Any] = [pending.id, ms(pending.created_at), ms(pending.expires_at), ms(retain)]
+        request = pending.request
+        args: list[Any] = [
+            pending.id,
+            ms(pending.created_at),
+            ms(pending.expires_at),
+            ms(retain),
+            max(0, int(max_pending)),
+            request.fingerprint,
+        ]
         for name, value in fields.items():
             args += (name, value)
-        return [self.record(pending.id), self.index], args
+        return [self.record(pending.id), self.index, self.queue(request.tenant, request.principal)], args
+
+    @staticmethod
+    def submitted(answer: Any) -> str:
+        """The SUBMIT script's answer: the id the request waits under (`ApprovalQueueFullError` when full)."""
+        kind, value = answer
+        if kind == "full":
+            raise ApprovalQueueFullError(
+                f"{int(value)} approval requests of this principal are already waiting"
+            )
+        return str(value)
 
 
 def record_from_hash(raw: Mapping[str, str]) -> PendingApproval | None:

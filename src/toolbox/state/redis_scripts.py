@@ -48,17 +48,40 @@ end
 return false
 """
 
-#: KEYS: the record, the index. ARGV: id, created (ms), expires (ms), retain (ms), then field, value
-#: pairs. Returns 1 when stored, 0 when the id exists (a resubmit never resets a decision).
-SUBMIT = """
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-for i = 5, #ARGV, 2 do
+#: KEYS: the record, the index, the principal's queue (a sorted set: the record keys of its
+#: requests that may still be pending, scored by expiry). ARGV: id, created (ms), expires (ms),
+#: retain (ms), max pending (0: no bound), fingerprint, then field, value pairs.
+#: Returns {'id', id}: stored, or the id that already exists (a resubmit never resets a
+#: decision) or the identical request still pending; {'full', count}: nothing stored.
+#: The queue's members are keys of the same hash tag (one cluster slot), read to prune it.
+SUBMIT = (
+    _NOW
+    + """
+if redis.call('EXISTS', KEYS[1]) == 1 then return {'id', ARGV[1]} end
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+local count = 0
+for _, key in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
+  local f = redis.call('HMGET', key, 'state', 'expires_at_ms', 'fingerprint', 'id')
+  if f[1] == 'pending' and tonumber(f[2]) > now then
+    if f[3] == ARGV[6] then return {'id', f[4]} end
+    count = count + 1
+  else
+    redis.call('ZREM', KEYS[3], key)
+  end
+end
+local most = tonumber(ARGV[5])
+if most > 0 and count >= most then return {'full', count} end
+for i = 7, #ARGV, 2 do
   redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
 end
 redis.call('PEXPIREAT', KEYS[1], tonumber(ARGV[3]) + tonumber(ARGV[4]))
 redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
-return 1
+redis.call('ZADD', KEYS[3], ARGV[3], KEYS[1])
+local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
+redis.call('PEXPIREAT', KEYS[3], tonumber(last[2]))
+return {'id', ARGV[1]}
 """
+)
 
 #: KEYS: the record. ARGV: approve (1/0), decided_by, reason, grant ttl (ms), retain (ms).
 #: Returns OK, UNKNOWN_REQUEST, EXPIRED, SELF_APPROVAL or ALREADY_DECIDED:<state>.

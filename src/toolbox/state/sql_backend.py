@@ -46,7 +46,13 @@ from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from toolbox.pipeline.grants import PendingApproval
-from toolbox.pipeline.state_ports import KillEntry, Quota, Refusal, StateUnavailableError
+from toolbox.pipeline.state_ports import (
+    ApprovalQueueFullError,
+    KillEntry,
+    Quota,
+    Refusal,
+    StateUnavailableError,
+)
 from toolbox.state.approval_rules import GRANT_TTL, RETAIN, check_listing, decided, effective
 
 __all__ = ["SqlState"]
@@ -85,6 +91,7 @@ def _tables(prefix: str) -> tuple[MetaData, Table, Table, Table, Table]:
         meta,
         Column("id", String(300), primary_key=True),
         Column("tenant", Text, nullable=False),
+        Column("principal", Text, nullable=False),
         Column("state", String(16), nullable=False),
         Column("fingerprint", String(128), nullable=False),
         Column("created_at", Float, nullable=False),
@@ -92,6 +99,7 @@ def _tables(prefix: str) -> tuple[MetaData, Table, Table, Table, Table]:
         Column("forget_at", Float, nullable=False),
         Column("data", Text, nullable=False),
         Index(f"{prefix}approvals_created", "created_at"),
+        Index(f"{prefix}approvals_queue", "tenant", "principal", "state"),
     )
     return meta, kill, counters, events, approvals
 
@@ -335,6 +343,7 @@ class SqlState:
         return {
             "id": pending.id,
             "tenant": pending.request.tenant,
+            "principal": pending.request.principal,
             "state": pending.state,
             "fingerprint": pending.request.fingerprint,
             "created_at": pending.created_at,
@@ -351,16 +360,50 @@ class SqlState:
             record = dataclasses.replace(record, state=row.state, expires_at=row.expires_at)
         return record
 
-    def submit(self, pending: PendingApproval) -> None:
-        """Store a new request; a second submit of the same id is ignored."""
+    def submit(self, pending: PendingApproval, *, max_pending: int = 0) -> str:
+        """Store a new request, or name the identical one still pending; bounded per principal.
+
+        One transaction holding the principal's queue: SQLite's write lock, or a
+        PostgreSQL advisory lock on the tenant and principal, so racing
+        processes never store a duplicate or one request past the bound.
+        """
         approvals = self._approvals
+        request = pending.request
+        mine = and_(
+            approvals.c.tenant == request.tenant,
+            approvals.c.principal == request.principal,
+            approvals.c.state == "pending",
+        )
         with self._transaction() as conn:
+            if self._postgres:
+                conn.execute(
+                    text("SELECT pg_advisory_xact_lock(hashtext(:queue))"),
+                    {"queue": json.dumps([approvals.name, request.tenant, request.principal])},
+                )
+            if conn.execute(select(approvals.c.id).where(approvals.c.id == pending.id)).first() is not None:
+                return pending.id
+            now = time.time()
+            waiting = and_(mine, approvals.c.expires_at > now)
+            same = conn.execute(
+                select(approvals.c.id)
+                .where(and_(waiting, approvals.c.fingerprint == request.fingerprint))
+                .limit(1)
+            ).scalar_one_or_none()
+            if same is not None:
+                return str(same)
+            if max_pending:
+                count = conn.execute(select(func.count()).select_from(approvals).where(waiting)).scalar_one()
+                if count >= max_pending:
+                    raise ApprovalQueueFullError(
+                        f"{count} approval requests of this principal are already waiting"
+                    )
             conn.execute(
                 self._insert(approvals)
                 .values(**self._row(pending))
                 .on_conflict_do_nothing(index_elements=["id"])
             )
-            conn.execute(delete(approvals).where(approvals.c.forget_at < time.time()))
+            conn.execute(delete(approvals).where(approvals.c.forget_at < now))
+        return pending.id
 
     def get(self, request_id: str) -> PendingApproval | None:
         """The request as of now, or None."""
