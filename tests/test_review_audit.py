@@ -96,3 +96,35 @@ def test_a_crafted_nul_line_is_reported_and_the_rest_of_the_file_replays(
     assert "skipped 1 invalid line(s): 2" in out and "victim" not in out + err
     stored = store.sink().read_trace("replayed")
     assert [r.event_id for r in stored] == [e.event_id for e in good]
+
+
+def test_replay_reads_line_by_line_and_skips_a_line_too_long_to_be_an_event(
+    store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A huge crafted line (or a huge file) is never read into memory whole; the valid lines replay."""
+    import toolbox.cli_audit_replay as replay
+
+    fallback = tmp_path / "fallback.jsonl"
+    good = [event("streamed", attempt=n) for n in range(5)]
+    huge = b'{"event_id": "' + b"x" * 100_000 + b'"}\n'
+    with fallback.open("wb") as handle:
+        handle.write(event_line(good[0]).encode("ascii") + huge)
+        handle.writelines(event_line(e).encode("ascii") for e in good[1:])
+    store.sink().schema_version()
+    monkeypatch.setattr(replay, "_MAX_LINE", 4096)
+    monkeypatch.setattr(replay, "_CHUNK", 2)
+
+    read_bytes = Path.read_bytes
+
+    def no_whole_file(self: Path) -> bytes:
+        assert self != fallback, "the fallback file was read whole"
+        return read_bytes(self)
+
+    monkeypatch.setattr(Path, "read_bytes", no_whole_file)
+    status = main(["audit", "replay", *store_args(store), str(fallback)])
+    out, err = capsys.readouterr()
+    assert status == 1, err
+    assert "replayed 5 event(s) of 1 trace(s): 5 stored" in out
+    assert "skipped 1 invalid line(s): 2" in out
+    stored = store.sink().read_trace("streamed")
+    assert [r.event_id for r in stored] == [e.event_id for e in good]
