@@ -39,6 +39,11 @@ def run(command: str) -> str:
         (f"the header was Bearer {SECRET}", "the header was Bearer [REDACTED]"),
         (f"note: client_secret={SECRET}\nnext line", "note: client_secret=[REDACTED]\nnext line"),
         (f"iban: {SECRET}", "iban: [REDACTED]"),  # a configured key
+        (
+            f"use \uff41\uff50\uff49_\uff4b\uff45\uff59={SECRET} ok",
+            "use \uff41\uff50\uff49_\uff4b\uff45\uff59=[REDACTED] ok",
+        ),
+        (f"use api%5Fkey={SECRET} ok", "use api%5Fkey=[REDACTED] ok"),
     ],
 )
 def test_a_named_secret_inside_free_text_is_masked(text: str, shown: str) -> None:

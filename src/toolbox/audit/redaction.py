@@ -34,7 +34,7 @@ _BEARER = re.compile(r"^(bearer|basic|token)\s+\S+", re.IGNORECASE)
 _FORM = re.compile(r"^[&;]*[^=&;\s]+(?:=[^&;\s]*)?(?:[&;]+[^=&;\s]+(?:=[^&;\s]*)?)*[&;]*$")
 #: A name followed by ``=`` or ``:`` inside text (``api_key=...``, ``"password": ...``,
 #: ``Authorization: Bearer ...``): where its value is masked when the name is secret.
-_NAMED_IN_TEXT = re.compile(r"""(?<![\w.%])([A-Za-z_%][\w.%-]*)["']?[ \t]*([:=])[ \t]*""")
+_NAMED_IN_TEXT = re.compile(r"""(?<![\w.%])((?:[^\W\d]|%)[\w.%-]*)["']?[ \t]*([:=])[ \t]*""")
 #: A bearer credential anywhere in text.
 _BEARER_IN_TEXT = re.compile(r"(?i)(?<![\w-])(bearer[ \t]+)[\w.~+/=-]+")
 _MAX_DEPTH = 32
