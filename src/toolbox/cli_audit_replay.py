@@ -22,9 +22,9 @@ import dataclasses
 import json
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, BinaryIO, Protocol, runtime_checkable
 
 from toolbox.audit.events import AuditEvent
 from toolbox.audit.fallback import event_from_line
@@ -37,6 +37,8 @@ _PROG = "toolbox"
 #: Events stored per transaction: a failure half-way keeps what was stored, and a rerun skips it.
 _CHUNK = 500
 _READ_ALL = 2**31 - 1
+#: The longest line read as an event; any event the trail writes is far shorter.
+_MAX_LINE = 16 * 1024 * 1024
 _CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -69,16 +71,27 @@ def audit_replay(args: argparse.Namespace, sink: AuditSink) -> int:
     path = Path(args.fallback_file)
     if not path.is_file():
         raise ValueError(f"fallback file {_clean(str(path))!r} does not exist or is not a file")
-    events, invalid = _read(path)
-    stored = _store(sink, events)
-    traces = sorted({event.trace_id for event in events})
+    invalid: list[int] = []
+    replayed = stored = 0
+    seen: set[str] = set()
+    known: set[str] | None = None  # a JSON Lines store's ids, read once
+    for events in _chunks(path, invalid):  # never the whole file in memory: it may be huge
+        replayed += len(events)
+        seen.update(event.trace_id for event in events)
+        if isinstance(sink, _AppendsMissing):
+            stored += sink.append_missing(events)
+        else:
+            if known is None:
+                known = {record.event_id for record in sink.query(AuditQuery(limit=_READ_ALL))}
+            stored += _store_new(sink, events, known)
+    traces = sorted(seen)
     problems = _verify(sink, traces)
     if getattr(args, "json", False):
         document = {
             "ok": not invalid and not problems,
-            "events": len(events),
+            "events": replayed,
             "stored": stored,
-            "already_stored": len(events) - stored,
+            "already_stored": replayed - stored,
             "invalid_lines": invalid,
             "traces": len(traces),
             "problems": [dataclasses.asdict(p) for p in problems],
@@ -86,8 +99,8 @@ def audit_replay(args: argparse.Namespace, sink: AuditSink) -> int:
         print(json.dumps(document, indent=2))
     else:
         print(
-            f"replayed {len(events)} event(s) of {len(traces)} trace(s): {stored} stored, "
-            f"{len(events) - stored} already stored"
+            f"replayed {replayed} event(s) of {len(traces)} trace(s): {stored} stored, "
+            f"{replayed - stored} already stored"
         )
         if invalid:
             print(f"skipped {len(invalid)} invalid line(s): {', '.join(map(str, invalid))}")
@@ -102,33 +115,55 @@ def audit_replay(args: argparse.Namespace, sink: AuditSink) -> int:
     return 1 if invalid or problems else 0
 
 
-def _read(path: Path) -> tuple[list[AuditEvent], list[int]]:
-    """The valid events of the file in order, and the numbers of its invalid lines."""
+def _chunks(path: Path, invalid: list[int]) -> Iterator[list[AuditEvent]]:
+    """The valid events of the file in order, `_CHUNK` at a time; invalid line numbers go to ``invalid``.
+
+    Lines are read one at a time, each at most `_MAX_LINE` bytes: a longer one is
+    no event (skipped without being held in memory), so neither a huge line nor
+    millions of lines can exhaust memory.
+    """
     events: list[AuditEvent] = []
-    invalid: list[int] = []
-    for number, line in enumerate(path.read_bytes().split(b"\n"), start=1):
-        if not line.strip():
+    with path.open("rb") as handle:
+        for number, line in enumerate(_lines(handle), start=1):
+            if line is None:
+                invalid.append(number)
+                continue
+            if not line.strip():
+                continue
+            try:
+                events.append(event_from_line(line))
+            except (ValueError, RecursionError):  # JSON, Unicode and field errors are ValueErrors
+                invalid.append(number)
+            if len(events) >= _CHUNK:
+                yield events
+                events = []
+    if events:
+        yield events
+
+
+def _lines(handle: BinaryIO) -> Iterator[bytes | None]:
+    """Each line of ``handle`` without its newline; None for a line longer than `_MAX_LINE`."""
+    while True:
+        line = handle.readline(_MAX_LINE + 1)
+        if not line:
+            return
+        if len(line) > _MAX_LINE and not line.endswith(b"\n"):
+            while line and not line.endswith(b"\n"):  # the rest of the line, a piece at a time
+                line = handle.readline(_MAX_LINE)
+            yield None
             continue
-        try:
-            events.append(event_from_line(line))
-        except (ValueError, RecursionError):  # JSON, Unicode and field errors are ValueErrors
-            invalid.append(number)
-    return events, invalid
+        yield line.rstrip(b"\n")
 
 
-def _store(sink: AuditSink, events: list[AuditEvent]) -> int:
-    """Store the events ``sink`` does not hold yet, in order; how many were stored."""
-    if isinstance(sink, _AppendsMissing):
-        return sum(sink.append_missing(events[i : i + _CHUNK]) for i in range(0, len(events), _CHUNK))
-    # A store without that check (JSON Lines): read the stored ids first. It has one writer.
-    known = {record.event_id for record in sink.query(AuditQuery(limit=_READ_ALL))}
+def _store_new(sink: AuditSink, events: list[AuditEvent], known: set[str]) -> int:
+    """Store the events whose ids are not in ``known`` (a store without `_AppendsMissing`; one writer)."""
     fresh = []
     for event in events:
         if event.event_id not in known:
             known.add(event.event_id)
             fresh.append(event)
-    for start in range(0, len(fresh), _CHUNK):
-        sink.append(fresh[start : start + _CHUNK])
+    if fresh:
+        sink.append(fresh)
     return len(fresh)
 
 

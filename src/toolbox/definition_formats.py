@@ -111,7 +111,8 @@ def _strip(value: Any, schema: Any, defs: Mapping[str, Any], depth: int) -> Any:
         return {
             key: _strip(item, properties.get(key), defs, depth + 1)
             for key, item in value.items()
-            if item is not None or key in required
+            # A key the schema does not have stays, null or not: validation refuses it by name.
+            if item is not None or key in required or key not in properties
         }
     if isinstance(value, list) and isinstance(schema.get("items"), Mapping):
         return [_strip(item, schema["items"], defs, depth + 1) for item in value]

@@ -68,14 +68,18 @@ FIELDS = (
 
 
 def storable_text(text: str) -> str:
-    """``text``, with lone surrogates (which no UTF-8 store accepts) written as ``\\udXXX`` escapes."""
-    if text.isascii():
-        return text
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return text
+    """``text`` as every store accepts it: lone surrogates and NUL written as escape text.
+
+    No UTF-8 store accepts a lone surrogate (kept as ``\\udXXX``) and PostgreSQL
+    refuses NUL in text (kept as ``\\x00``): one such event would fail the
+    transaction, and a group commit's other callers with it.
+    """
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text.replace("\x00", "\\x00") if "\x00" in text else text
 
 
 @final
@@ -116,9 +120,11 @@ class AuditEvent:
         self.timestamp = time.time()
         self.type = type
         # A by-name call's name (tool, operation) and intent text come from the model: keep them storable.
-        self.name = name if name.isascii() else storable_text(name)
-        self.tool = tool if tool.isascii() else storable_text(tool)
-        self.operation = operation if operation.isascii() else storable_text(operation)
+        self.name = name if name.isascii() and "\x00" not in name else storable_text(name)
+        self.tool = tool if tool.isascii() and "\x00" not in tool else storable_text(tool)
+        self.operation = (
+            operation if operation.isascii() and "\x00" not in operation else storable_text(operation)
+        )
         self.risk = risk
         self.effect = effect
         self.decision = decision
@@ -126,7 +132,9 @@ class AuditEvent:
         self.rule_ids = rule_ids
         self.intent_kind = intent_kind
         self.intent_text = (
-            intent_text if intent_text is None or intent_text.isascii() else storable_text(intent_text)
+            intent_text
+            if intent_text is None or (intent_text.isascii() and "\x00" not in intent_text)
+            else storable_text(intent_text)
         )
         self.tenant = tenant
         self.principal = principal

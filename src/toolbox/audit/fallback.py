@@ -130,11 +130,19 @@ def _check_values(data: Mapping[str, Any]) -> None:
     if not aware:
         raise ValueError("timestamp has no time zone")
     for name in (*_TEXT, *_OPTIONAL_TEXT):
-        value = data.get(name)
-        if isinstance(value, str) and not value.isascii():
-            value.encode("utf-8")  # a lone surrogate cannot be stored: UnicodeEncodeError is a ValueError
+        _check_storable(name, data.get(name))
     for value in rule_ids:
-        value.encode("utf-8")
+        _check_storable("rule_ids", value)
+
+
+def _check_storable(name: str, value: object) -> None:
+    """A text no store refuses: one refused row would fail a replay's whole transaction."""
+    if not isinstance(value, str):
+        return
+    if "\x00" in value:
+        raise ValueError(f"{name} holds a NUL character")  # PostgreSQL refuses NUL in text
+    if not value.isascii():
+        value.encode("utf-8")  # a lone surrogate cannot be stored: UnicodeEncodeError is a ValueError
 
 
 @final

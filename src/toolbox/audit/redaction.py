@@ -17,7 +17,7 @@ import enum
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, final
 from urllib.parse import urlsplit, urlunsplit
@@ -32,6 +32,11 @@ _URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
 _BEARER = re.compile(r"^(bearer|basic|token)\s+\S+", re.IGNORECASE)
 #: ``name=value&name=value`` (or ``;``-separated): a form body or a bare query string.
 _FORM = re.compile(r"^[&;]*[^=&;\s]+(?:=[^&;\s]*)?(?:[&;]+[^=&;\s]+(?:=[^&;\s]*)?)*[&;]*$")
+#: A name followed by ``=`` or ``:`` inside text (``api_key=...``, ``"password": ...``,
+#: ``Authorization: Bearer ...``): where its value is masked when the name is secret.
+_NAMED_IN_TEXT = re.compile(r"""(?<![\w.%])((?:[^\W\d]|%)[\w.%-]*)["']?[ \t]*([:=])[ \t]*""")
+#: A bearer credential anywhere in text.
+_BEARER_IN_TEXT = re.compile(r"(?i)(?<![\w-])(bearer[ \t]+)[\w.~+/=-]+")
 _MAX_DEPTH = 32
 #: Integers longer than this are stored as their size: CPython refuses to print more than
 #: 4300 digits, and an event that cannot be serialised cannot be stored.
@@ -129,6 +134,18 @@ class Redaction:
                 return value if cleaned == parsed else canonical(cleaned)  # type: ignore[arg-type]
         if "=" in value and _FORM.match(value):
             return redact_query(value, self.masks, lambda v: str(self._text(v, depth + 1)))
+        return self._free_text(value)
+
+    def _free_text(self, value: str) -> str:
+        """Free text with the values of secret names in it masked (``... api_key=sk-1 ...``).
+
+        After ``=`` the value is one word; after ``:`` it is the rest of the line
+        (``Authorization: Basic ...``); a quoted value ends at its closing quote.
+        """
+        if "=" in value or ":" in value:
+            value = _mask_named(value, self.masks)
+        if "earer" in value:
+            value = _BEARER_IN_TEXT.sub(lambda m: m.group(1) + MASK, value)
         return value
 
     def _url(self, value: str, depth: int) -> str:
@@ -151,3 +168,45 @@ class Redaction:
         if len(text) > self.max_summary:
             text = text[: self.max_summary - 1] + "\u2026"
         return text, digest
+
+
+def _mask_named(text: str, masks: Callable[[str], bool]) -> str:
+    """``text`` with the value after each secret ``name=`` / ``name:`` replaced by `MASK`."""
+    pieces: list[str] = []
+    done = 0
+    for match in _NAMED_IN_TEXT.finditer(text):
+        start = match.end()
+        if match.start() < done or not masks(match.group(1)):
+            continue
+        before = text[match.start() - 1] if match.start() else ""
+        end = _value_end(text, start, match.group(2), before if before in "\"'" else "")
+        if end == start:
+            continue
+        quote = text[start] if text[start] in "\"'" else ""
+        pieces += [text[done:start], quote, MASK, quote if end - start > 1 and text[end - 1] == quote else ""]
+        done = end
+    return "".join([*pieces, text[done:]]) if pieces else text
+
+
+def _value_end(text: str, start: int, separator: str, enclosing: str) -> int:
+    """Where the value that begins at ``start`` ends (exclusive).
+
+    ``enclosing`` is the quote the name opened with (``-H "Authorization: ..."``):
+    it closes a header-like value.
+    """
+    if start >= len(text):
+        return start
+    quote = text[start]
+    if quote in "\"'":
+        index = start + 1
+        while index < len(text) and text[index] not in (quote, "\n"):
+            index += 2 if text[index] == "\\" else 1
+        return min(index + 1, len(text))
+    end = start
+    if separator == ":":  # a header-like line: the rest of it is the value
+        while end < len(text) and text[end] not in "\r\n" and text[end] != enclosing:
+            end += 1
+        return end
+    while end < len(text) and not text[end].isspace() and text[end] not in "&;,\"'":
+        end += 1
+    return end

@@ -105,11 +105,17 @@ def trusted_context(getter: Callable[[S], object], source: S) -> ExecutionContex
 
 
 def context_key(context: ExecutionContext | str | None) -> str:
-    """The run a framework call belongs to, for keying what is held between its steps."""
+    """The run a framework call belongs to, for keying what is held between its steps.
+
+    The tenant and principal are part of it: a run id is the application's choice and
+    may repeat across callers, and one caller's held request must never answer another's.
+    """
     if isinstance(context, str):
         return f"ref:{context}"
-    run_id = getattr(context, "run_id", None)  # `UNTRUSTED` has none
-    return f"run:{run_id}" if isinstance(run_id, str) else "untrusted"
+    if not isinstance(context, ExecutionContext):  # `UNTRUSTED` or None: refused by the gateway
+        return "untrusted"
+    # Control characters are refused in every field, so NUL separates them unambiguously.
+    return f"run:{context.tenant}\x00{context.principal}\x00{context.run_id}"
 
 
 @final
