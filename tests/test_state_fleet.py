@@ -12,6 +12,7 @@ import json
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -210,9 +211,21 @@ def read_lines(
 def stop_loops(workers: list[subprocess.Popen[str]], stop: Path, seen: list[list[dict[str, Any]]]) -> None:
     stop.touch()
     for worker, lines in zip(workers, seen, strict=True):
-        out, err = worker.communicate(timeout=TIMEOUT)
+        # Read the rest through the same text wrapper `readline` used: communicate() reads the
+        # pipe's descriptor and would miss what the wrapper has already buffered (a torn line).
+        stdout = worker.stdout
+        assert stdout is not None
+        chunks: list[str] = []
+        reader = threading.Thread(target=lambda out=stdout, got=chunks: got.append(out.read()), daemon=True)
+        reader.start()
+        reader.join(TIMEOUT)
+        if reader.is_alive():  # a worker that never stops: end it, then fail below
+            worker.kill()
+            reader.join()
+        rest = "".join(chunks)
+        _, err = worker.communicate(timeout=TIMEOUT)
         assert worker.returncode == 0, err[-2000:]
-        lines.extend(json.loads(line) for line in out.splitlines() if line.strip())
+        lines.extend(json.loads(line) for line in rest.splitlines() if line.strip())
 
 
 def test_kill_switch_from_the_cli_stops_every_worker(fleet: Fleet, tmp_path: Path) -> None:
