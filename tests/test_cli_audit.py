@@ -10,7 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from toolbox import Decision, Effect, ExecutionContext, Gateway, Governance, RiskClass, Status, cli, tool
+from toolbox import (
+    Decision,
+    Effect,
+    ExecutionContext,
+    Gateway,
+    Governance,
+    RiskClass,
+    Status,
+    cli_audit,
+    tool,
+)
 from toolbox.audit import AuditEvent, AuditTrail, EventType, JsonlSink, MemorySink
 from toolbox.cli import main
 from toolbox.testing import fake_provider
@@ -290,22 +300,22 @@ def _stamped(sink, times):
 @pytest.mark.parametrize("page", [100_000, 3], ids=["one-window", "narrowed"])
 def test_latest_finds_the_newest_events_whatever_their_age(monkeypatch, page):
     """The window search returns the newest events even when the store is much older or larger."""
-    monkeypatch.setattr(cli, "_READ_PAGE", page)
+    monkeypatch.setattr(cli_audit, "_READ_PAGE", page)
     now = datetime.now(timezone.utc)
     times = [now - timedelta(days=400), now - timedelta(days=3), now - timedelta(hours=5)]
     times += [now - timedelta(seconds=s) for s in (50, 40, 30, 20, 10)]
     times.append(now + timedelta(minutes=5))  # a writer with a clock ahead of ours
     sink = MemorySink()
     _stamped(sink, times)
-    assert [r.name for r in cli._latest(sink, 2)] == ["e7", "e8"]
-    assert [r.name for r in cli._latest(sink, 1)] == ["e8"]
-    assert [r.name for r in cli._latest(sink, 9)] == [f"e{i}" for i in range(9)]
-    assert len(cli._latest(sink, 50)) == 9
-    assert cli._latest(MemorySink(), 5) == []
+    assert [r.name for r in cli_audit._latest(sink, 2)] == ["e7", "e8"]
+    assert [r.name for r in cli_audit._latest(sink, 1)] == ["e8"]
+    assert [r.name for r in cli_audit._latest(sink, 9)] == [f"e{i}" for i in range(9)]
+    assert len(cli_audit._latest(sink, 50)) == 9
+    assert cli_audit._latest(MemorySink(), 5) == []
 
     old = MemorySink()
     _stamped(old, [now - timedelta(days=900 + d) for d in (3, 2, 1)])
-    assert [r.name for r in cli._latest(old, 2)] == ["e1", "e2"]
+    assert [r.name for r in cli_audit._latest(old, 2)] == ["e1", "e2"]
 
 
 # -- verify ---------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """What ``toolbox list`` and ``toolbox check`` say about operations and authorization.
 
-Kept apart from `toolbox.cli`, which parses arguments and prints; these
+Kept apart from `toolbox.cli_inspect`, which parses arguments and prints; these
 functions only turn descriptors and policies into rows and documents.
 """
 
