@@ -82,9 +82,12 @@ def test_an_mcp_approval_is_approved_in_the_console_and_redeemed_once_over_rest(
         assert decided.status_code == 303, decided.text
     assert service.get(f"/v1/approvals/{request_id}", "bob").json()["state"] == "approved"
 
-    # Asking again over MCP does not spend the grant: MCP carries no grant, it only asks again.
+    # Asking again over MCP does not spend the grant: MCP carries none; it raises a new request.
     again = over_mcp(service, "alice", call)
     assert again.structured_content["status"] == "APPROVAL_REQUIRED" and RUNS["transfer"] == 0
+    fresh = again.structured_content["approval"]["request_id"]
+    assert fresh != request_id
+    assert service.get(f"/v1/approvals/{fresh}", "bob").json()["state"] == "pending"
 
     # 3. The agent's application redeems it over REST with the same credential and arguments.
     done = service.invoke("alice", "transfer", PAY, audit_as=INTENT, approval_id=request_id)
