@@ -30,6 +30,7 @@ from toolbox.audit.trail import AuditTrail
 from toolbox.auth import ApiKeyFile, CredentialAuthenticator
 from toolbox.auth_config import JwtSettings
 from toolbox.auth_jwt import JwtAuthenticator
+from toolbox.mcp_config import McpConfig
 from toolbox.service import ServiceSettings, create_app
 from toolbox.testing.credentials import jwt_keypair, mint_jwt, write_api_keys
 
@@ -106,6 +107,10 @@ USERS: dict[str, dict[str, Any]] = {
     "dave": {"tenant": "acme", "roles": ["approver"]},
     "viewer": {"tenant": "acme", "roles": ["caller"]},
     "old": {"tenant": "acme", "roles": ["caller"], "expires": "2020-01-01T00:00:00Z"},
+    # Alice's second key, limited to the ``echoes`` toolset (defined with ``deployment(toolsets=...)``).
+    "alice-echo": {"tenant": "acme", "principal": "alice", "roles": ["caller"], "toolset": "echoes"},
+    # A key limited to a toolset no policy defines: it may use nothing.
+    "ghost": {"tenant": "acme", "roles": ["caller", "approver"], "toolset": "nowhere"},
 }
 
 
@@ -208,6 +213,7 @@ def deployment(
     mode: str = "STRICT",
     sink: AuditSink | None = None,
     state: Any = None,
+    toolsets: dict[str, tuple[str, ...]] | None = None,
     **app_options: Any,
 ) -> Iterator[Deployment]:
     """The service over ``tools`` with a ``kind`` audit store (or ``sink``), on a live loopback server."""
@@ -224,8 +230,16 @@ def deployment(
     if sink is None:
         sink, cleanup = make_sink(kind, tmp_path)
     trail = AuditTrail(sink, mode=mode, fallback_path=tmp_path / "fallback.jsonl")
+    policy = ToolPolicy.standard().allow("slow_write")
+    if toolsets is not None:
+        # As the policy file's ``[mcp.toolsets]`` would define them.
+        policy = ToolPolicy(
+            default_risks=[RiskClass.MEMORY_ONLY],
+            allow=["slow_write"],
+            governance={"mcp": McpConfig(toolsets=toolsets)},
+        )
     app = create_app(
-        policy=ToolPolicy.standard().allow("slow_write"),
+        policy=policy,
         authenticator=authenticator,
         providers=tools,
         discover=False,

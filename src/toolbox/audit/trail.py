@@ -407,6 +407,14 @@ class AuditTrail:
             return True
         return not self._writer_failed and self._writer is not None and self._writer.is_alive()
 
+    @property
+    def queue_depth(self) -> int:
+        """Batches of events (one per store) waiting for the ASYNC writer; 0 in the modes that write inline.
+
+        Read-only and approximate (``Queue.qsize``): for monitoring, never for decisions.
+        """
+        return self._queue.qsize() if self._queue is not None else 0
+
     def replay_fallback(self) -> int:
         """Store the events kept in the fallback file, then empty it; returns how many were stored.
 

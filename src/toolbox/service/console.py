@@ -212,7 +212,11 @@ async def tools_page(request: Request) -> Response:
     if session is None:
         return _login_redirect()
     service = service_of(request)
-    rows = await run_in_threadpool(tool_rows, service, session.identity)
+    try:
+        context = await service.toolsets.context(session.identity, "GET /console/tools", new_trace_id())
+    except Problem as problem:
+        return _refusal(request, session, problem)
+    rows = await run_in_threadpool(tool_rows, service, context)
     policy = service.served.catalog.policy.source or "standard"
     return _page(request, "tools.html", session, title="Tools", tools=rows, policy=policy)
 

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from typing import Any, final
 
 from toolbox.audit.events import AuditRecord
-from toolbox.auth import Identity
+from toolbox.context import ExecutionContext
 from toolbox.descriptor import OperationDescriptor
 from toolbox.service.service import Service
 from toolbox.tools import ToolDecision, Tools
@@ -41,17 +41,22 @@ class ToolRow:
     stopped: bool
 
 
-def tool_rows(service: Service, identity: Identity) -> list[ToolRow]:
-    """Every registered tool's decision under the service's policy."""
+def tool_rows(service: Service, context: ExecutionContext) -> list[ToolRow]:
+    """Every registered tool's decision under the service's policy, within ``context``'s toolset."""
     catalog = service.served.catalog
     stopped = service.served.kill_switch.tool_states()  # memory or a cached remote read: off the loop
-    tools = Tools(catalog, identity.context())
+    tools = Tools(catalog, context)
+    scope = context.scope
     try:
         rows = []
         for decision in tools.decisions():
+            if scope is not None and not scope.allows_tool(decision.tool):
+                continue  # outside the credential's toolset: not shown at all
             entry = catalog.entry(decision.tool)
-            operations = entry.descriptor.operations if entry is not None else ()
-            rows.append(ToolRow(decision, tuple(operations), decision.tool in stopped))
+            operations = tuple(entry.descriptor.operations if entry is not None else ())
+            if scope is not None:
+                operations = tuple(op for op in operations if scope.allows(decision.tool, op.name))
+            rows.append(ToolRow(decision, operations, decision.tool in stopped))
         return rows
     finally:
         tools.close()

@@ -20,11 +20,8 @@ _BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0
 
 
 def _queue_depth(trail: AuditTrail | None) -> float:
-    if trail is None:
-        return 0.0
     # ASYNC trails queue events for their writer; the other modes write inline (depth 0).
-    pending = getattr(trail, "_queue", None)
-    return float(pending.qsize()) if pending is not None else 0.0
+    return float(trail.queue_depth) if trail is not None else 0.0
 
 
 @final
@@ -46,7 +43,9 @@ class ServiceMetrics:
             registry=self.registry,
         )
         depth = Gauge(
-            "toolbox_audit_queue_depth", "Audit events waiting for the writer", registry=self.registry
+            "toolbox_audit_queue_depth",
+            "Batches of audit events waiting for the ASYNC writer",
+            registry=self.registry,
         )
         depth.set_function(lambda: _queue_depth(trail))
 

@@ -13,7 +13,7 @@ from toolbox.definition_formats import FORMATS
 from toolbox.gateway import Gateway
 from toolbox.pipeline.grants import Approval
 from toolbox.pipeline.result import Status
-from toolbox.service.access import AsCaller
+from toolbox.service.access import AsCaller, route_of
 from toolbox.service.approvals import approval_document
 from toolbox.service.body import read_json_object
 from toolbox.service.problems import Problem
@@ -28,7 +28,7 @@ _INTENT_FIELDS = ("purpose", "audit_as")
 
 
 def _may_use(gateway: Gateway, context: ExecutionContext, wire_name: str) -> bool:
-    """Whether the policy's roles and the credential's tool set let ``context`` call this operation."""
+    """Whether the policy's roles and the credential's toolset (the context's scope) allow this call."""
     _, tool, operation, _ = gateway.catalog.resolve_name(wire_name)
     scope = context.scope
     if scope is not None and not scope.allows(tool, operation):
@@ -60,8 +60,11 @@ async def list_tools(
             trace_id=caller.trace_id,
             field_path="format",
         )
-    gateway = service_of(request).served.gateway
-    context = caller.identity.context(run_id=caller.trace_id)
+    service = service_of(request)
+    gateway = service.served.gateway
+    context = await service.toolsets.context(
+        caller.identity, route_of(request), caller.trace_id, run_id=caller.trace_id
+    )
     neutral = gateway.definitions()
     usable = {d["name"] for d in neutral if _may_use(gateway, context, d["name"])}
     shaped = gateway.definitions(format) if format != "neutral" else neutral
@@ -115,7 +118,10 @@ async def invoke(name: str, request: Request, caller: AsCaller) -> Response:
         approval, run_id = await service.approvals.redeem(
             body["approval_id"], caller.identity, caller.trace_id
         )
-    context = caller.identity.context(run_id=run_id, correlation_id=caller.trace_id)
+    context = await service.toolsets.context(
+        caller.identity, route_of(request), caller.trace_id, run_id=run_id, correlation_id=caller.trace_id
+    )
+    await service.toolsets.check(caller.identity, name, context)
     return await _call(service, name, arguments, context, approval)
 
 

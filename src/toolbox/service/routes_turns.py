@@ -9,7 +9,7 @@ from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response
 
-from toolbox.service.access import AsCaller
+from toolbox.service.access import AsCaller, route_of
 from toolbox.service.approvals import approval_document
 from toolbox.service.body import read_json_object
 from toolbox.service.problems import Problem
@@ -50,7 +50,10 @@ async def turn(request: Request, caller: AsCaller) -> Response:
             trace_id=caller.trace_id,
             field_path="message",
         )
-    context = caller.identity.context(run_id=caller.trace_id)
+    # Scoped to the credential's toolset: the model is shown only its tools, the chain refuses others.
+    context = await service.toolsets.context(
+        caller.identity, route_of(request), caller.trace_id, run_id=caller.trace_id
+    )
     try:
         outcome = await runner.run(message, context)
     except Exception as exc:  # noqa: BLE001 - a model failure is a 502; its text may hold anything

@@ -13,15 +13,16 @@ from toolbox.service.calls import CallRunner
 from toolbox.service.metrics import ServiceMetrics
 from toolbox.service.serving import ServedGateway
 from toolbox.service.settings import ServiceSettings
+from toolbox.service.toolsets import ToolsetGate
 
 __all__ = ["Service", "service_of"]
 
 
 @final
 class Service:
-    """The served gateway, the authenticator, the settings, approvals, the service's audit and metrics."""
+    """The served gateway, authenticator, settings, approvals, toolsets, the service's audit and metrics."""
 
-    __slots__ = ("approvals", "audit", "authenticator", "metrics", "runner", "served", "settings")
+    __slots__ = ("approvals", "audit", "authenticator", "metrics", "runner", "served", "settings", "toolsets")
 
     def __init__(
         self,
@@ -38,6 +39,8 @@ class Service:
         self.approvals = approvals
         self.metrics = ServiceMetrics(served.audit)
         self.runner = CallRunner(self.metrics)
+        #: What a credential limited to a toolset may see and call.
+        self.toolsets = ToolsetGate(served.catalog, audit)
 
 
 def service_of(connection: HTTPConnection) -> Service:

@@ -33,6 +33,19 @@ class TurnOutcome:
         self.tool_calls = tool_calls
 
 
+def _in_scope(gateway: Gateway) -> Any:
+    """pydantic-ai's tool filter: the model is shown only what the run's scope (its toolset) allows."""
+
+    def shown(ctx: Any, tool_def: Any) -> bool:
+        scope = getattr(ctx.deps, "scope", None)
+        if scope is None:
+            return True
+        _, tool, operation, _ = gateway.catalog.resolve_name(tool_def.name)
+        return bool(scope.allows(tool, operation))
+
+    return shown
+
+
 @final
 class TurnRunner:
     """Runs turns with one pydantic-ai `Agent` over the gateway's governed toolset."""
@@ -52,7 +65,7 @@ class TurnRunner:
         self._agent: Any = Agent(
             cast(Any, model),  # a Model or a model name; pydantic-ai checks which
             deps_type=ExecutionContext,
-            toolsets=[GovernedToolset(gateway)],
+            toolsets=[GovernedToolset(gateway).filtered(_in_scope(gateway))],
             output_type=[str, DeferredToolRequests],
             instructions=instructions,
         )

@@ -1,0 +1,81 @@
+"""Tool sets: named subsets of the served operations, from ``[mcp.toolsets]`` or code.
+
+An endpoint (``toolbox mcp serve --toolset NAME``) or a credential
+(`Identity.toolset`) may be limited to one; both together see only what both
+allow. A toolset names tools (all their operations) or ``tool.operation``.
+Both doors read them here: the MCP server (`toolbox.mcp`) and the REST
+service (`toolbox.service`), so a credential sees the same tools through either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import final
+
+from toolbox.catalog import Catalog
+from toolbox.errors import ConfigurationError, InvalidArgumentsError
+from toolbox.mcp_config import mcp_config
+
+__all__ = ["Toolsets"]
+
+
+@final
+class Toolsets:
+    """Toolset name -> the dotted operation names it allows, checked against the catalog."""
+
+    __slots__ = ("_sets",)
+
+    def __init__(self, catalog: Catalog, toolsets: Mapping[str, Iterable[str]] | None = None) -> None:
+        """Args:
+        catalog: the registered tools the names must exist in.
+        toolsets: toolsets defined in code; by default the policy file's ``[mcp.toolsets]``.
+
+        Raises:
+            ConfigurationError: a toolset names a tool or operation that is not registered.
+        """
+        chosen = toolsets if toolsets is not None else mcp_config(catalog.policy.governance).toolsets
+        self._sets: dict[str, frozenset[str]] = {}
+        for name, entries in chosen.items():
+            if isinstance(entries, str):
+                raise ConfigurationError(f"toolset {name!r} must be a list of names, not one string")
+            self._sets[name] = frozenset(_expand(catalog, name, entries))
+
+    def names(self) -> list[str]:
+        """The defined toolsets, sorted."""
+        return sorted(self._sets)
+
+    def get(self, name: str) -> frozenset[str]:
+        """The dotted operations toolset ``name`` allows.
+
+        Raises:
+            ConfigurationError: no such toolset.
+        """
+        try:
+            return self._sets[name]
+        except KeyError:
+            known = ", ".join(self.names()) or "none"
+            raise ConfigurationError(f"unknown toolset {name!r}; defined toolsets: {known}") from None
+
+    def find(self, name: str) -> frozenset[str]:
+        """`get`, failing closed: an unknown toolset allows nothing."""
+        return self._sets.get(name, frozenset())
+
+
+def _expand(catalog: Catalog, name: str, entries: Iterable[str]) -> set[str]:
+    found: set[str] = set()
+    for entry in entries:
+        registered = catalog.entry(entry) if isinstance(entry, str) else None
+        if registered is not None:
+            found.update(f"{entry}.{op.name}" for op in registered.descriptor.operations)
+            continue
+        try:
+            dotted, tool, operation, version = catalog.resolve_name(entry)
+        except InvalidArgumentsError:
+            dotted, version = "", None
+        if not dotted or version is not None or dotted != f"{tool}.{operation}":
+            raise ConfigurationError(
+                f"toolset {name!r}: {entry!r} is not a registered tool or tool.operation; "
+                f"installed tools: {', '.join(catalog.names()) or 'none'}"
+            )
+        found.add(dotted)
+    return found
