@@ -64,7 +64,8 @@ def audited() -> dict[str, Any]:
     )
     return {
         "gateway": gateway,
-        "ctx": ExecutionContext(tenant="bench-tenant", principal="bench-principal"),
+        # Unbounded trace (the default keeps the newest 10,000 records): the worst case, every call kept.
+        "ctx": ExecutionContext(tenant="bench-tenant", principal="bench-principal", trace_retention=None),
         "sink": sink,
         "add": add,
         "AddArgs": AddArgs,
