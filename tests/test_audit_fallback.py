@@ -191,7 +191,8 @@ def test_an_unwritable_fallback_file_is_reported_not_raised(tmp_path: Path) -> N
 
 # NUL only where a model can put it (the name, the intent text), which an event escapes; in the
 # fields a trusted context or the code fills, a line holding NUL is crafted: replay refuses it.
-_TEXT = st.text(st.characters(exclude_characters="\x00"), max_size=30)
+# Those fields are valid UTF-8 text (codec): st.characters() alone also draws lone surrogates.
+_TEXT = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=30)
 _MODEL_TEXT = st.text(max_size=30)
 _OPTIONAL = st.none() | _TEXT
 EVENTS = st.builds(
