@@ -32,10 +32,8 @@ import hashlib
 import hmac
 import json
 import secrets
-import threading
 import time
 import uuid
-from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any, Protocol, final
 
@@ -54,6 +52,7 @@ from toolbox.pipeline.state_ports import (
     Quota,
     StateUnavailableError,
 )
+from toolbox.pipeline.used_grants import USED, UsedGrants
 from toolbox.redact import MASK
 
 __all__ = [
@@ -192,10 +191,8 @@ class ApprovalCheck:
         "_guardrails",
         "_key",
         "_limits",
-        "_lock",
         "_max_pending",
         "_redaction",
-        "_remember",
         "_store",
         "_ttl",
         "_used",
@@ -218,7 +215,8 @@ class ApprovalCheck:
         approver: verifies signed grants (`HmacApprover`); None: only the store's grants.
         guardrails: the guardrails that may require approval.
         redaction: masks the arguments a request shows (default: the audit trail's).
-        remember: signed grants remembered as used, without a shared ``limits`` store.
+        remember: signed grants remembered as used until they expire, without a shared
+            ``limits`` store; when that many are still valid, a new one is refused (fail closed).
         store: where requests wait for a decision and grants are consumed.
         limits: counts signed grants once fleet-wide (`LimitStore`); None: once per process.
         request_ttl: seconds a submitted request waits for a decision.
@@ -232,10 +230,8 @@ class ApprovalCheck:
         if key is not None and (not isinstance(key, bytes) or len(key) < 16):
             raise ConfigurationError("an approver's fingerprint_key must be bytes, at least 16 of them")
         self._key: bytes = key if key is not None else secrets.token_bytes(32)
-        # Grants are single-use: a replay of a used grant is refused.
-        self._used: OrderedDict[str, None] = OrderedDict()
-        self._lock = threading.Lock()
-        self._remember = remember
+        # Grants are single-use: a used id is remembered until its grant expires.
+        self._used = UsedGrants(remember)
         self._store = store
         self._limits = limits
         self._ttl = request_ttl
@@ -381,12 +377,10 @@ class ApprovalCheck:
             return "the approval was not granted by the configured approver"
         if not hmac.compare_digest(grant.fingerprint, fp):
             return "the approval was granted for other arguments, another tool or another principal"
-        if grant.expires_at <= time.time():
+        if not grant.expires_at > time.time():  # NaN is expired too
             return "the approval has expired"
-        if self._limits is None:
-            with self._lock:
-                if grant.request_id in self._used:
-                    return "the approval was already used"
+        if self._limits is None and self._used.used(grant.request_id):
+            return USED
         return None
 
     def _consume(self, grant: Approval, fp: str) -> str | None:
@@ -398,13 +392,7 @@ class ApprovalCheck:
             ttl = max(grant.expires_at - time.time(), 0.001) + 60.0
             used = Quota(f"grant:{hashlib.sha256(grant.request_id.encode()).hexdigest()}", 1, ttl, "approval")
             return None if self._limits.admit([used], []) is None else "the approval was already used"
-        with self._lock:
-            if grant.request_id in self._used:
-                return "the approval was already used"
-            self._used[grant.request_id] = None
-            if len(self._used) > self._remember:
-                self._used.popitem(last=False)
-        return None
+        return self._used.spend(grant.request_id, expires_at=grant.expires_at)
 
     def _inspect(self, grant: Approval, fp: str) -> str | None:
         """Whether the store holds an approved, unexpired grant for this call; consumes nothing."""
