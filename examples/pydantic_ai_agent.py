@@ -25,7 +25,7 @@ from pydantic_ai.tools import DeferredToolRequests
 
 from toolbox import Effect, ExecutionContext, Gateway, Governance, HmacApprover, RiskClass, tool
 from toolbox.audit import AuditTrail, MemorySink
-from toolbox.integrations.pydantic_ai import GovernedToolset, approval_requests, deferred_results
+from toolbox.integrations.pydantic_ai import GovernedToolset, deferred_results
 
 REFUNDS: list[tuple[str, float]] = []
 
@@ -75,10 +75,11 @@ async def main() -> None:
         audit=AuditTrail(sink), approver=approver, roles={"support": ["shop.*"], "hr": ["hr.*"]}
     )
     gateway = Gateway.load(providers=[quote, payroll, refund], governance=governance, discover=False)
+    toolset: GovernedToolset[ExecutionContext] = GovernedToolset(gateway)
     agent = Agent(
         FunctionModel(support_model),
         deps_type=ExecutionContext,
-        toolsets=[GovernedToolset(gateway)],
+        toolsets=[toolset],
         output_type=[str, DeferredToolRequests],
         retries=2,
     )
@@ -88,11 +89,11 @@ async def main() -> None:
     print("run 1:")
     first = await agent.run("Refund order A-17 (200 USD) in EUR", deps=ctx)
     assert isinstance(first.output, DeferredToolRequests)
-    for call_id, request in approval_requests(first.output).items():
+    for call_id, request in toolset.approval_requests(first.output).items():
         print(f"waiting for approval: {call_id} {request.tool} {dict(request.arguments)}")
     print(f"refunds so far: {REFUNDS}")
 
-    grant = approver.grant(approval_requests(first.output)["r1"], approved_by="lead@acme")
+    grant = approver.grant(toolset.approval_requests(first.output)["r1"], approved_by="lead@acme")
     print("run 2 (approved by lead@acme):")
     second = await agent.run(
         deps=ctx,

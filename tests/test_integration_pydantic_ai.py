@@ -748,3 +748,51 @@ def test_the_example_runs_offline_and_refunds_once():
     assert "refunds so far: []" in out
     assert "refunds: [('A-17', 184.0)]" in out
     assert out.rstrip().endswith("shop.refund SUCCESS")
+
+
+def _toolset(agent: Agent[Any, Any]) -> GovernedToolset[Any]:
+    found = [t for t in agent.toolsets if isinstance(t, GovernedToolset)]
+    assert len(found) == 1
+    return found[0]
+
+
+def test_the_toolset_shows_its_own_copy_of_the_request():
+    agent, _, _, first = first_wipe()
+    toolset = _toolset(agent)
+    issued = toolset.approval_requests(first.output)["w1"]
+    assert dict(issued.arguments) == {"target": "db"}
+    stored = json.loads(json.dumps(first.output.metadata))  # an application's stored copy
+    first.output.metadata.update(stored)
+    assert toolset.approval_requests(first.output)["w1"] == issued  # a JSON round trip is no edit
+
+
+def test_edited_metadata_is_refused_not_shown():
+    """The attack: edit the stored output so a person approves other arguments than the call's."""
+    agent, _, sink, first = first_wipe()
+    toolset = _toolset(agent)
+    shown = first.output.metadata["w1"][REQUEST_KEY]
+    shown["arguments"] = {"target": "scratch"}
+    with pytest.raises(ValueError, match="differs from the one issued"):
+        toolset.approval_requests(first.output)
+    assert approval_requests(first.output)["w1"].arguments == {
+        "target": "scratch"
+    }  # the raw reader trusts it
+    shown["id"] = "f" * 32  # a request this toolset never issued: left out
+    assert toolset.approval_requests(first.output) == {}
+    first.output.metadata["w1"][REQUEST_KEY] = "not a mapping"
+    with pytest.raises(ValueError, match="not a toolbox approval request"):
+        toolset.approval_requests(first.output)
+    assert RUNS == []
+    assert events(sink) == refused_events("APPROVAL_REQUIRED", "APPROVAL_REQUIRED")
+
+
+def test_another_toolsets_requests_are_left_out():
+    _, _, _, first = first_wipe()
+    other, _, _, _ = setup()
+    assert _toolset(other).approval_requests(first.output) == {}
+
+
+def test_issued_requests_are_bounded():
+    _, _, _, gateway = setup()
+    with pytest.raises(ValueError, match="remember"):
+        GovernedToolset(gateway, remember=0)

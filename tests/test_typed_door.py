@@ -177,6 +177,7 @@ def test_user_interceptor_runs_in_the_chain():
         "quota",
         "approval",
         "budget",
+        "approval_redemption",  # the grant is spent last, by a call that runs
     ]
 
 

@@ -172,17 +172,16 @@ class Governance:
         checks.extend(s["interceptors"])
         # Approval and budget come last, so a call refused by any other check spends neither.
         redaction = s["audit"].redaction if s["audit"] is not None else None
-        checks.append(
-            ApprovalCheck(
-                s["approver"],
-                guardrails=guardrails,
-                redaction=redaction,
-                store=state.approvals if state is not None else None,
-                limits=state.limits if state is not None and state.backend != "memory" else None,
-                request_ttl=state.approval_ttl if state is not None else 3600.0,
-                max_pending=state.max_pending_approvals if state is not None else DEFAULT_MAX_PENDING,
-            )
+        approval = ApprovalCheck(
+            s["approver"],
+            guardrails=guardrails,
+            redaction=redaction,
+            store=state.approvals if state is not None else None,
+            limits=state.limits if state is not None and state.backend != "memory" else None,
+            request_ttl=state.approval_ttl if state is not None else 3600.0,
+            max_pending=state.max_pending_approvals if state is not None else DEFAULT_MAX_PENDING,
         )
+        checks.append(approval)
         checks.append(BudgetCheck())
         if state is not None and (state.budgets or state.rate_limits):
             # The fleet's limits count last: a call any other check refuses spends none of them.
@@ -194,6 +193,8 @@ class Governance:
                     fail_open_rates=state.rate_limits_fail_open,
                 )
             )
+        # The grant is spent last, by a call that is dispatched: a rate or budget refusal keeps it.
+        checks.append(approval.redemption())
         hooks = (s["audit"],) * (s["audit"] is not None) + s["audit_hooks"]
         # The typed fast path records through the trail itself, when it is the only hook.
         only = hooks[0] if len(hooks) == 1 else None

@@ -25,6 +25,7 @@ See docs/integrations/pydantic-ai.md.
 from __future__ import annotations
 
 import inspect
+import json
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, cast, final
 
@@ -48,6 +49,7 @@ except ImportError as _import_error:  # pragma: no cover - exercised by a test t
 
 from toolbox.context import ExecutionContext
 from toolbox.gateway import Gateway
+from toolbox.integrations._offered import Remembered
 from toolbox.pipeline.approval import Approval, ApprovalRequest
 from toolbox.pipeline.arguments import ArgumentLimits, ArgumentValidation
 from toolbox.pipeline.result import Status, ToolResult
@@ -128,6 +130,8 @@ class GovernedToolset(AbstractToolset[AgentDepsT], Generic[AgentDepsT]):
         max_retries: how often the model may retry a call with bad arguments (default:
             the agent's ``retries``).
         id: the toolset's id among the agent's toolsets (needed for durable execution).
+        remember: how many approval requests it issued are held for `approval_requests`
+            (the oldest go first).
 
     See [the pydantic-ai integration](../integrations/pydantic-ai.md).
     """
@@ -139,6 +143,7 @@ class GovernedToolset(AbstractToolset[AgentDepsT], Generic[AgentDepsT]):
         context: ContextFunc[AgentDepsT] = _deps,
         max_retries: int | None = None,
         id: str | None = None,
+        remember: int = 10_000,
     ) -> None:
         if not isinstance(gateway, Gateway):
             raise TypeError(f"gateway must be a toolbox.Gateway, got {type(gateway).__name__}")
@@ -151,6 +156,8 @@ class GovernedToolset(AbstractToolset[AgentDepsT], Generic[AgentDepsT]):
         self._validator = _ArgumentsValidator(_limits(gateway))
         # Definitions are context-free and fixed once the catalog is loaded: built once per retry limit.
         self._tools: dict[int, dict[str, ToolsetTool[AgentDepsT]]] = {}
+        # The requests this toolset issued, by id: what a person is shown, never the run's output.
+        self._issued: Remembered[str, ApprovalRequest] = Remembered(remember)
 
     @property
     def id(self) -> str | None:
@@ -204,8 +211,32 @@ class GovernedToolset(AbstractToolset[AgentDepsT], Generic[AgentDepsT]):
         if status is Status.INVALID_ARGUMENTS:
             raise ModelRetry(_retry_text(result))
         if status is Status.APPROVAL_REQUIRED and result.approval is not None:
+            self._issued.put(result.approval.id, result.approval)
             raise ApprovalRequired(metadata={REQUEST_KEY: result.approval.as_dict()})
         raise ToolFailed(result_text(result))
+
+    def approval_requests(self, requests: DeferredToolRequests) -> dict[str, ApprovalRequest]:
+        """The requests this toolset issued behind a run's pending approvals, by ``tool_call_id``.
+
+        Show a person these, not the run's output: each is the toolset's own copy, so
+        an output stored and edited before a person looks cannot show one call while
+        the grant binds another. An approval whose metadata names no request this
+        toolset issued (another toolset's, or one no longer held) is left out.
+
+        Raises:
+            ValueError: the metadata names a request this toolset issued but differs from it.
+        """
+        found: dict[str, ApprovalRequest] = {}
+        for call_id, shown in _shown(requests).items():
+            held = self._issued.get(str(shown.get("id")))
+            if held is None:
+                continue
+            if _json(held.as_dict()) != _json(shown):  # a stored output may have been through JSON
+                raise ValueError(
+                    f"the approval request of tool call {call_id[:100]!r} differs from the one issued"
+                )
+            found[call_id] = held
+        return found
 
     def record_denial(self, request: ApprovalRequest, *, context: ExecutionContext) -> None:
         """Put a person's "no" to ``request`` in the audit trail (DENIED/APPROVAL_DENIED).
@@ -258,21 +289,36 @@ def _grant(metadata: object) -> Approval | None:
     return _MALFORMED_GRANT
 
 
-def approval_requests(requests: DeferredToolRequests) -> dict[str, ApprovalRequest]:
-    """The toolbox `ApprovalRequest` behind each pending approval of a run, by ``tool_call_id``.
+def _json(value: object) -> str:
+    return json.dumps(value, sort_keys=True, default=repr)
 
-    Show a person the request (its arguments are redacted for display), then pass
-    their decision to `deferred_results`. Approvals that no `GovernedToolset` asked
-    for are left out.
-    """
-    found: dict[str, ApprovalRequest] = {}
+
+def _shown(requests: DeferredToolRequests) -> dict[str, Mapping[str, Any]]:
+    """The request mapping in each pending approval's metadata, by ``tool_call_id``."""
+    found: dict[str, Mapping[str, Any]] = {}
     for call in requests.approvals:
         entry = requests.metadata.get(call.tool_call_id)
         shown = entry.get(REQUEST_KEY) if isinstance(entry, Mapping) else None
-        if shown is None:
-            continue
+        if isinstance(shown, Mapping):
+            found[call.tool_call_id] = shown
+        elif shown is not None:
+            raise ValueError(
+                f"the metadata of tool call {call.tool_call_id[:100]!r} is not a toolbox approval request"
+            )
+    return found
+
+
+def approval_requests(requests: DeferredToolRequests) -> dict[str, ApprovalRequest]:
+    """The `ApprovalRequest` each pending approval's metadata carries, by ``tool_call_id``.
+
+    This reads the run's output, which the application may have stored: to show a
+    person what to approve, use `GovernedToolset.approval_requests`, which returns
+    the toolset's own copy. Approvals that no `GovernedToolset` asked for are left out.
+    """
+    found: dict[str, ApprovalRequest] = {}
+    for call_id, shown in _shown(requests).items():
         try:
-            found[call.tool_call_id] = ApprovalRequest(
+            found[call_id] = ApprovalRequest(
                 id=str(shown["id"]),
                 tool=str(shown["tool"]),
                 operation=str(shown["operation"]),
@@ -284,7 +330,7 @@ def approval_requests(requests: DeferredToolRequests) -> dict[str, ApprovalReque
             )
         except (KeyError, TypeError, ValueError):
             raise ValueError(
-                f"the metadata of tool call {call.tool_call_id[:100]!r} is not a toolbox approval request"
+                f"the metadata of tool call {call_id[:100]!r} is not a toolbox approval request"
             ) from None
     return found
 

@@ -32,10 +32,8 @@ import hashlib
 import hmac
 import json
 import secrets
-import threading
 import time
 import uuid
-from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any, Protocol, final
 
@@ -54,9 +52,18 @@ from toolbox.pipeline.state_ports import (
     Quota,
     StateUnavailableError,
 )
+from toolbox.pipeline.used_grants import USED, UsedGrants
 from toolbox.redact import MASK
 
-__all__ = ["Approval", "ApprovalCheck", "ApprovalRequest", "Approver", "HmacApprover", "fingerprint"]
+__all__ = [
+    "Approval",
+    "ApprovalCheck",
+    "ApprovalRequest",
+    "Approver",
+    "GrantRedemption",
+    "HmacApprover",
+    "fingerprint",
+]
 
 _MAX_SHOWN = 200
 _MAX_ID = 256
@@ -180,13 +187,12 @@ class ApprovalCheck:
     per_attempt = False
     __slots__ = (
         "_approver",
+        "_deferred",
         "_guardrails",
         "_key",
         "_limits",
-        "_lock",
         "_max_pending",
         "_redaction",
-        "_remember",
         "_store",
         "_ttl",
         "_used",
@@ -209,7 +215,8 @@ class ApprovalCheck:
         approver: verifies signed grants (`HmacApprover`); None: only the store's grants.
         guardrails: the guardrails that may require approval.
         redaction: masks the arguments a request shows (default: the audit trail's).
-        remember: signed grants remembered as used, without a shared ``limits`` store.
+        remember: signed grants remembered as used until they expire, without a shared
+            ``limits`` store; when that many are still valid, a new one is refused (fail closed).
         store: where requests wait for a decision and grants are consumed.
         limits: counts signed grants once fleet-wide (`LimitStore`); None: once per process.
         request_ttl: seconds a submitted request waits for a decision.
@@ -223,16 +230,16 @@ class ApprovalCheck:
         if key is not None and (not isinstance(key, bytes) or len(key) < 16):
             raise ConfigurationError("an approver's fingerprint_key must be bytes, at least 16 of them")
         self._key: bytes = key if key is not None else secrets.token_bytes(32)
-        # Grants are single-use: a replay of a used grant is refused.
-        self._used: OrderedDict[str, None] = OrderedDict()
-        self._lock = threading.Lock()
-        self._remember = remember
+        # Grants are single-use: a used id is remembered until its grant expires.
+        self._used = UsedGrants(remember)
         self._store = store
         self._limits = limits
         self._ttl = request_ttl
         if not isinstance(max_pending, int) or isinstance(max_pending, bool) or max_pending < 0:
             raise ConfigurationError("max_pending must be a non-negative integer")
         self._max_pending = max_pending
+        # True once `redemption` was taken: grants are then spent there, after the limits.
+        self._deferred = False
         #: Whether the async door runs the store's operations off the event loop.
         self.blocks = blocks(store) or blocks(limits)
 
@@ -341,31 +348,60 @@ class ApprovalCheck:
             expires_at=request.created_at + self._ttl,
         )
 
+    def redemption(self) -> GrantRedemption:
+        """The step that spends grants, to run after the budget and limit checks.
+
+        Once taken, this check only verifies a grant (signature, fingerprint,
+        expiry, not yet used); the returned step consumes it, so a call then
+        refused as RATE_LIMITED or BUDGET_EXHAUSTED keeps its grant.
+        """
+        self._deferred = True
+        return GrantRedemption(self)
+
     def _problem(self, grant: object, fp: str) -> str | None:
+        problem = self._verify(grant, fp)
+        if problem is None and not self._deferred:
+            assert isinstance(grant, Approval)
+            problem = self._consume(grant, fp)
+        return problem
+
+    def _verify(self, grant: object, fp: str) -> str | None:
+        """Why ``grant`` cannot resume this call, or None; spends nothing."""
         if not isinstance(grant, Approval):
             return "the approval is not a toolbox Approval"
         if not grant.signature and self._store is not None:
-            return self._redeem(grant, fp)
+            return self._inspect(grant, fp)
         if self._approver is None:
             return "no approver is configured to verify approvals"
         if not self._approver.verify(grant):
             return "the approval was not granted by the configured approver"
         if not hmac.compare_digest(grant.fingerprint, fp):
             return "the approval was granted for other arguments, another tool or another principal"
-        if grant.expires_at <= time.time():
+        if not grant.expires_at > time.time():  # NaN is expired too
             return "the approval has expired"
+        if self._limits is None and self._used.used(grant.request_id):
+            return USED
+        return None
+
+    def _consume(self, grant: Approval, fp: str) -> str | None:
+        """Spend the verified ``grant``, atomically: None exactly once, else why not."""
+        if not grant.signature and self._store is not None:
+            return self._redeem(grant, fp)
         if self._limits is not None:
             # Once across the fleet: a counter of one, kept until the grant has expired.
             ttl = max(grant.expires_at - time.time(), 0.001) + 60.0
             used = Quota(f"grant:{hashlib.sha256(grant.request_id.encode()).hexdigest()}", 1, ttl, "approval")
             return None if self._limits.admit([used], []) is None else "the approval was already used"
-        with self._lock:
-            if grant.request_id in self._used:
-                return "the approval was already used"
-            self._used[grant.request_id] = None
-            if len(self._used) > self._remember:
-                self._used.popitem(last=False)
-        return None
+        return self._used.spend(grant.request_id, expires_at=grant.expires_at)
+
+    def _inspect(self, grant: Approval, fp: str) -> str | None:
+        """Whether the store holds an approved, unexpired grant for this call; consumes nothing."""
+        store = self._store
+        assert store is not None
+        if not isinstance(grant.request_id, str) or len(grant.request_id) > _MAX_ID:
+            return "the approval names no approval request"
+        pending = store.get(grant.request_id)
+        return _why_not(pending, fp, approved_ok=True)
 
     def _redeem(self, grant: Approval, fp: str) -> str | None:
         """Consume the store's grant for this call: None exactly once, else why not."""
@@ -375,17 +411,75 @@ class ApprovalCheck:
             return "the approval names no approval request"
         if store.consume(grant.request_id, fp):
             return None
-        pending = store.get(grant.request_id)
-        if pending is None:
-            return "the approval names no approval request"
-        if not hmac.compare_digest(pending.request.fingerprint, fp):
-            return "the approval was granted for other arguments, another tool or another principal"
-        return {
-            "pending": "the approval request has not been decided yet",
-            "denied": "the approval request was denied",
-            "expired": "the approval has expired",
-            "used": "the approval was already used",
-        }.get(pending.state, "the approval was already used")
+        return _why_not(store.get(grant.request_id), fp, approved_ok=False)
+
+
+def _why_not(pending: PendingApproval | None, fp: str, *, approved_ok: bool) -> str | None:
+    if pending is None:
+        return "the approval names no approval request"
+    if not hmac.compare_digest(pending.request.fingerprint, fp):
+        return "the approval was granted for other arguments, another tool or another principal"
+    if approved_ok and pending.state == "approved" and pending.expires_at > time.time():
+        return None
+    return {
+        "pending": "the approval request has not been decided yet",
+        "denied": "the approval request was denied",
+        "expired": "the approval has expired",
+        "used": "the approval was already used",
+    }.get(
+        pending.state,
+        "the approval has expired" if pending.state == "approved" else "the approval was already used",
+    )
+
+
+@final
+class GrantRedemption:
+    """Spends the grant `ApprovalCheck` verified, once every other check has passed.
+
+    It runs last in the chain, so a grant is consumed only by a call that is
+    dispatched; the consume is the store's atomic one, so of processes racing
+    with one grant exactly one runs the call.
+    """
+
+    name = "approval_redemption"
+    per_attempt = False
+    __slots__ = ("_check", "blocks")
+
+    def __init__(self, check: ApprovalCheck) -> None:
+        self._check = check
+        #: Whether the async door runs the consume off the event loop.
+        self.blocks = check.blocks
+
+    def applies(self, invocation: Invocation) -> bool:
+        """Wherever the approval check applies."""
+        return self._check.applies(invocation)
+
+    def _spend(self, invocation: Invocation) -> tuple[Approval, str] | None:
+        grant = invocation.approval
+        if not isinstance(grant, Approval) or not self._check._required_by(invocation):
+            return None
+        return grant, fingerprint(invocation, self._check._key)
+
+    def __call__(self, invocation: Invocation) -> ToolResult | None:
+        spend = self._spend(invocation)
+        if spend is None:
+            return None
+        try:
+            problem = self._check._consume(*spend)
+        except StateUnavailableError:
+            return _unavailable(invocation)
+        return None if problem is None else invocation.denied("APPROVAL_INVALID", "approval", problem)
+
+    async def acall(self, invocation: Invocation) -> ToolResult | None:
+        """The async door: the consume runs on a worker thread."""
+        spend = self._spend(invocation)
+        if spend is None:
+            return None
+        try:
+            problem = await off_loop(self._check._consume, *spend)
+        except StateUnavailableError:
+            return _unavailable(invocation)
+        return None if problem is None else invocation.denied("APPROVAL_INVALID", "approval", problem)
 
 
 def _refused(invocation: Invocation, exc: StateUnavailableError | ApprovalQueueFullError) -> ToolResult:
