@@ -144,7 +144,7 @@ class JwtAuthenticator:
         keys = self._current_keys()
         if not keys:
             raise _invalid("no usable verification key is configured")
-        if None in keys and len(keys) == 1 and self._settings.key_file is not None:
+        if self._settings.key_file is not None:  # one PEM key, used for any token
             return keys[None].key
         kid = header.get("kid")
         if kid is None and len(keys) == 1:
