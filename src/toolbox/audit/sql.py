@@ -44,6 +44,7 @@ __all__ = [
     "events_table",
     "heads_table",
     "metadata",
+    "rule_ids_text",
     "version_table",
 ]
 
@@ -386,9 +387,14 @@ def _iso(moment: datetime) -> str:
     return moment.astimezone(timezone.utc).isoformat(timespec="microseconds")
 
 
+def rule_ids_text(rule_ids: Sequence[str]) -> str:
+    """``rule_ids`` as stored: JSON text (most calls have none)."""
+    return json.dumps(list(rule_ids), ensure_ascii=False) if rule_ids else "[]"
+
+
 def _to_db(row: dict[str, Any]) -> dict[str, Any]:
     stored = dict(row)
-    stored["rule_ids"] = json.dumps(list(row["rule_ids"]), ensure_ascii=False)
+    stored["rule_ids"] = rule_ids_text(row["rule_ids"])
     return stored
 
 

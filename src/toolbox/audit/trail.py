@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, final
 from toolbox.audit.batch import CallSubject, Closing, LazyBatch, Opening, call_event, immutable_copy
 from toolbox.audit.events import AuditEvent, AuditRecord, EventType
 from toolbox.audit.fallback import FallbackFile, FallbackReplay
+from toolbox.audit.handoff import Handoff
 from toolbox.audit.redaction import Redaction
 from toolbox.audit.sink import AuditQuery, AuditSink
 from toolbox.audit.verify import ChainProblem, TraceHeads, verify_chain, verify_heads
@@ -114,12 +115,12 @@ class AuditTrail:
         self.fallback_path = Path(fallback_path) if fallback_path is not None else None
         self._fallback = FallbackFile(self.fallback_path) if self.fallback_path is not None else None
         self.auditor_roles = frozenset(auditor_roles)
-        self._queue: queue.Queue[object] | None = None
+        self._queue: Handoff[object] | None = None
         self._writer: threading.Thread | None = None
         self._writer_failed = False
         self._closed = False
         if self.mode is AuditMode.ASYNC:
-            self._queue = queue.Queue(maxsize=queue_size)
+            self._queue = Handoff(queue_size)
             self._writer = threading.Thread(target=self._drain, name="toolbox-audit-writer", daemon=True)
             self._writer.start()
             atexit.register(self.close)
@@ -142,7 +143,7 @@ class AuditTrail:
         if self._closed or self._writer_failed or not self._writer.is_alive():
             return False
         try:
-            self._queue.put_nowait(events)
+            self._queue.offer(events)
         except queue.Full:
             LOGGER.warning("audit queue full; %d event(s) refused", len(events))
             return False
@@ -152,22 +153,20 @@ class AuditTrail:
         """The ASYNC writer: every batch queued so far goes to the sink in one append (one transaction)."""
         assert self._queue is not None
         pending = self._queue
-        while True:
-            taken = [pending.get()]
-            while len(taken) < _DRAIN_BATCHES and taken[-1] is not _STOP:
+        try:
+            while True:
+                taken = pending.take(_DRAIN_BATCHES)
+                stop = any(item is _STOP for item in taken)
+                kept = [item for item in taken if item is not _STOP] if stop else taken
+                batches: list[Sequence[AuditEvent]] = kept  # type: ignore[assignment]
                 try:
-                    taken.append(pending.get_nowait())
-                except queue.Empty:
-                    break
-            stop = taken[-1] is _STOP
-            batches: list[Sequence[AuditEvent]] = taken[:-1] if stop else taken  # type: ignore[assignment]
-            try:
-                self._write_drained(batches)
-            finally:
-                for _ in taken:
-                    pending.task_done()
-            if stop:
-                return
+                    self._write_drained(batches)
+                finally:
+                    pending.finished()
+                if stop:
+                    return
+        finally:
+            pending.abandon()  # a flush waiting for this writer returns
 
     def _write_drained(self, batches: Sequence[Sequence[AuditEvent]]) -> None:
         if not batches:
@@ -372,18 +371,7 @@ class AuditTrail:
         """Wait until every accepted event is written (ASYNC); a no-op otherwise."""
         if self._queue is None:
             return
-        if timeout is None:
-            self._queue.join()
-            return
-        pending = self._queue
-        done = threading.Event()
-
-        def wait() -> None:
-            pending.join()
-            done.set()
-
-        threading.Thread(target=wait, daemon=True).start()
-        done.wait(timeout)
+        self._queue.join(timeout)
 
     def close(self) -> None:
         """Drain the queue, stop the writer and close the sink. Safe to call twice."""
@@ -411,7 +399,7 @@ class AuditTrail:
     def queue_depth(self) -> int:
         """Batches of events (one per store) waiting for the ASYNC writer; 0 in the modes that write inline.
 
-        Read-only and approximate (``Queue.qsize``): for monitoring, never for decisions.
+        Read-only and approximate: for monitoring, never for decisions.
         """
         return self._queue.qsize() if self._queue is not None else 0
 
