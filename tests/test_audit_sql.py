@@ -395,3 +395,32 @@ def test_postgres_without_psycopg_says_how_to_install(monkeypatch: pytest.Monkey
     monkeypatch.setitem(sys.modules, "psycopg", None)
     with pytest.raises(ImportError, match=r"toolbox-registry\[postgres\]"):
         PostgresSink(POSTGRES_URL)
+
+
+HOSTILE_TEXT = [
+    'it\'s "quoted" \\ back\\slash \\u0041 not an escape',
+    "'); DROP TABLE audit_events; --",
+    '{"json": [1, 2, {"nested": null}]}',
+    "tab\tnewline\ncarriage\rbell\x07escape\x1b",
+    "émoji \U0001f9f0 and \U0001d518\U0001d52b (outside the BMP), RTL \u202e, zero-width \u200b",
+    "x" * 20_000,
+    "",
+]
+
+
+@pytest.mark.parametrize("text", HOSTILE_TEXT, ids=range(len(HOSTILE_TEXT)))
+def test_hostile_text_and_odd_numbers_round_trip_exactly(store: Store, text: str) -> None:
+    """Whatever a field holds comes back byte for byte (the rows travel as JSON to PostgreSQL)."""
+    sink = store.sink()
+    durations = [0.1 + 0.2, 1e-300, 123456789.123456789, 0.0]
+    events = [
+        event(intent_text=text, payload_summary=text, principal=text, rule_ids=(text, "r2"), duration=d)
+        for d in durations
+    ]
+    sink.append(events)
+    records = sink.read_trace("trace-1")
+    assert [r.intent_text for r in records] == [text] * 4
+    assert [r.payload_summary for r in records] == [text] * 4
+    assert [r.rule_ids for r in records] == [[text, "r2"]] * 4
+    assert [r.duration for r in records] == durations
+    assert verify_chain(records) == []

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import Any, final
 
-from sqlalchemy import create_engine, event, func, inspect, select
+from sqlalchemy import Double, Integer, create_engine, event, func, inspect, select
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DisconnectionError
 from sqlalchemy.schema import CreateSchema
 
 from toolbox.audit.events import FIELDS, GENESIS_HASH
-from toolbox.audit.sink import chain_dicts
-from toolbox.audit.sql import SqlSink, _to_db, events_table, heads_table
+from toolbox.audit.sink import AuditSinkError, chain_dicts
+from toolbox.audit.sql import SqlSink, _to_db, events_table, heads_table, rule_ids_text
 
 __all__ = ["PostgresSink"]
 
@@ -23,6 +25,9 @@ _COPY_ABOVE = 64
 #: A pooled connection idle this long (seconds) is pinged before use: a restarted server is not an error.
 _PING_AFTER_IDLE = 1.0
 _IDLE_SINCE = "toolbox_idle_since"
+_STORED = itemgetter(*FIELDS)  # a chained row's values in column order
+# Rows as JSON text; non-ASCII as is (the connection speaks UTF-8), floats as their shortest repr.
+_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 _INSTALL = 'PostgresSink needs psycopg 3. Please install it: pip install "toolbox-registry[postgres]"'
 
 
@@ -43,7 +48,7 @@ class PostgresSink(SqlSink):
     ``concurrent_writes`` transactions (default: ``pool_size``) run at once.
     """
 
-    __slots__ = ("_pipelines", "_schema")
+    __slots__ = ("_pipelines", "_schema", "_sql")
 
     def __init__(
         self,
@@ -74,6 +79,7 @@ class PostgresSink(SqlSink):
         if schema is not None and not schema:
             raise ValueError("PostgresSink: schema must be a non-empty name or None")
         self._schema = schema
+        self._sql: _Statements | None = None
         engine = create_engine(
             parsed,
             pool_size=pool_size,
@@ -163,39 +169,34 @@ class PostgresSink(SqlSink):
         return {row[0]: (row[1], row[2]) for row in rows}
 
     def _lock_statement(self, conn: Connection, trace_ids: Sequence[str]) -> tuple[str, tuple[Any, ...]]:
-        table = self._qualified(conn, heads_table.name)
-        values = ", ".join(["(%s, 0, %s)"] * len(trace_ids))
-        statement = (
-            f"INSERT INTO {table} (trace_id, last_sequence, last_hash) VALUES {values} "  # noqa: S608 - quoted names, bound values
-            "ON CONFLICT (trace_id) DO UPDATE SET trace_id = EXCLUDED.trace_id "
-            "RETURNING trace_id, last_sequence, last_hash"
-        )
-        return statement, tuple(value for trace_id in trace_ids for value in (trace_id, GENESIS_HASH))
+        return self._statements(conn).lock, (GENESIS_HASH, _JSON(list(trace_ids)))
 
     def _move_statement(
         self, conn: Connection, heads: dict[str, tuple[int, str]]
     ) -> tuple[str, tuple[Any, ...]]:
-        table = self._qualified(conn, heads_table.name)
-        moved = sorted(heads.items())
-        statement = (
-            f"UPDATE {table} AS h SET last_sequence = v.last_sequence, last_hash = v.last_hash "  # noqa: S608 - quoted names, bound values
-            f"FROM (VALUES {', '.join(['(%s, %s::integer, %s)'] * len(moved))}) "
-            "AS v(trace_id, last_sequence, last_hash) WHERE h.trace_id = v.trace_id"
-        )
-        return statement, tuple(
-            value for trace_id, (sequence, digest) in moved for value in (trace_id, sequence, digest)
-        )
+        return self._statements(conn).move, (_heads_json(heads),)
 
     def _insert_statement(
         self, conn: Connection, chained: list[dict[str, Any]], heads: dict[str, tuple[int, str]]
     ) -> tuple[str, tuple[Any, ...]]:
-        """One statement: the events' multi-row INSERT, in a WITH clause of the heads' UPDATE."""
-        events = self._qualified(conn, events_table.name)
-        one_row = "(" + ", ".join(["%s"] * len(FIELDS)) + ")"
-        insert = f"INSERT INTO {events} ({_columns(conn)}) VALUES {', '.join([one_row] * len(chained))}"  # noqa: S608 - quoted names, bound values
-        move, move_values = self._move_statement(conn, heads)
-        values = tuple(row[name] for row in map(_to_db, chained) for name in FIELDS)
-        return f"WITH stored AS ({insert}) {move}", (*values, *move_values)
+        """One statement: the events' insert, in a WITH clause of the heads' UPDATE."""
+        for row in chained:
+            row["rule_ids"] = rule_ids_text(row["rule_ids"])
+        try:
+            payload = _JSON(list(map(_STORED, chained)))
+        except (TypeError, ValueError):  # not JSON: a value no driver could bind either
+            raise AuditSinkError(
+                f"{self._name}: cannot store events: a field holds an unstorable value"
+            ) from None
+        return self._statements(conn).insert_and_move, (payload, _heads_json(heads))
+
+    def _statements(self, conn: Connection) -> _Statements:
+        statements = self._sql
+        if statements is None:
+            statements = self._sql = _Statements(
+                self._qualified(conn, events_table.name), self._qualified(conn, heads_table.name), conn
+            )
+        return statements
 
     def _qualified(self, conn: Connection, name: str) -> str:
         preparer = conn.dialect.identifier_preparer
@@ -239,3 +240,51 @@ def _roll_back(plain: Connection, driver: Any) -> None:
     except Exception:  # noqa: BLE001, S110 - the connection is broken: invalidated below
         pass
     plain.invalidate()
+
+
+@final
+class _Statements:
+    """The write statements of one sink, their text fixed whatever the number of rows.
+
+    Rows travel as one JSON text (an array of rows, each an array of values in
+    column order), decoded by the server: one parameter that psycopg sends as
+    it is, and one statement text, which psycopg parses once and prepares on the
+    server after a few uses (a multi-row ``VALUES`` list was a new statement for
+    every batch size, and an array per column cost more to send than the rows).
+    """
+
+    __slots__ = ("insert_and_move", "lock", "move")
+
+    def __init__(self, events: str, heads: str, conn: Connection) -> None:
+        values = ", ".join(
+            f"(r.value->>{index}){_cast(column.type)}" for index, column in enumerate(events_table.columns)
+        )
+        insert = (
+            f"INSERT INTO {events} ({_columns(conn)}) "  # noqa: S608 - quoted names, bound values
+            f"SELECT {values} FROM json_array_elements(%s::json) AS r"
+        )
+        # Heads are created, then locked, in the order given (sorted): writers never deadlock.
+        self.lock = (
+            f"INSERT INTO {heads} (trace_id, last_sequence, last_hash) "  # noqa: S608 - quoted names, bound values
+            "SELECT u.trace_id, 0, %s "
+            "FROM json_array_elements_text(%s::json) WITH ORDINALITY AS u(trace_id, n) ORDER BY u.n "
+            "ON CONFLICT (trace_id) DO UPDATE SET trace_id = EXCLUDED.trace_id "
+            "RETURNING trace_id, last_sequence, last_hash"
+        )
+        self.move = (
+            f"UPDATE {heads} AS h SET last_sequence = (v.value->>1)::integer, last_hash = v.value->>2 "  # noqa: S608 - quoted names, bound values
+            "FROM json_array_elements(%s::json) AS v WHERE h.trace_id = v.value->>0"
+        )
+        self.insert_and_move = f"WITH stored AS ({insert}) {self.move}"
+
+
+def _cast(column_type: Any) -> str:
+    if isinstance(column_type, Integer):
+        return "::integer"
+    if isinstance(column_type, Double):
+        return "::double precision"
+    return ""  # text, assigned to the VARCHAR and TEXT columns, whose checks still apply
+
+
+def _heads_json(heads: dict[str, tuple[int, str]]) -> str:
+    return _JSON([(trace_id, sequence, digest) for trace_id, (sequence, digest) in sorted(heads.items())])
