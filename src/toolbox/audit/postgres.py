@@ -16,7 +16,7 @@ from sqlalchemy.schema import CreateSchema
 
 from toolbox.audit.events import FIELDS, GENESIS_HASH
 from toolbox.audit.sink import AuditSinkError, chain_dicts
-from toolbox.audit.sql import SqlSink, _to_db, events_table, heads_table, rule_ids_text
+from toolbox.audit.sql import SqlSink, events_table, heads_table, rule_ids_text
 
 __all__ = ["PostgresSink"]
 
@@ -159,8 +159,9 @@ class PostgresSink(SqlSink):
         driver = conn.connection.driver_connection
         assert driver is not None
         with driver.cursor() as cursor, cursor.copy(f"COPY {events} ({_columns(conn)}) FROM STDIN") as copy:
-            for row in map(_to_db, chained):
-                copy.write_row(tuple(row[name] for name in FIELDS))
+            for row in chained:
+                row["rule_ids"] = rule_ids_text(row["rule_ids"])
+                copy.write_row(_STORED(row))
         conn.exec_driver_sql(*self._move_statement(conn, heads))
 
     def _lock_heads(self, conn: Connection, trace_ids: Sequence[str]) -> dict[str, tuple[int, str]]:
