@@ -424,3 +424,15 @@ def test_hostile_text_and_odd_numbers_round_trip_exactly(store: Store, text: str
     assert [r.rule_ids for r in records] == [[text, "r2"]] * 4
     assert [r.duration for r in records] == durations
     assert verify_chain(records) == []
+
+
+def test_postgres_writes_one_group_at_a_time_unless_told(postgres_store: Store) -> None:
+    """The default makes the largest groups (the fewest transactions); a bad count is refused."""
+    assert postgres_store.schema is not None
+    sink = PostgresSink(postgres_store.location, schema=postgres_store.schema)
+    assert sink._group._max_writers == 1
+    wider = PostgresSink(postgres_store.location, schema=postgres_store.schema, concurrent_writes=3)
+    assert wider._group._max_writers == 3
+    for bad in (0, -1, True, 2.5, "2"):
+        with pytest.raises(ValueError, match="concurrent_writes must be a positive integer"):
+            PostgresSink(postgres_store.location, schema=postgres_store.schema, concurrent_writes=bad)  # type: ignore[arg-type]

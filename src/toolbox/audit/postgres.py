@@ -45,7 +45,10 @@ class PostgresSink(SqlSink):
     idle for a second or more is pinged before use.
 
     Concurrent appends of one sink share transactions (group commit); up to
-    ``concurrent_writes`` transactions (default: ``pool_size``) run at once.
+    ``concurrent_writes`` transactions (default 1) run at once. One writer
+    makes the largest groups, the fewest transactions per event and the least
+    client CPU (8 STRICT callers here: about 1.5x the events per second of 10
+    writers); more help when the server is remote and the process has CPU to spare.
     """
 
     __slots__ = ("_pipelines", "_schema", "_sql")
@@ -58,7 +61,7 @@ class PostgresSink(SqlSink):
         connect_timeout: int = 5,
         pool_size: int = 5,
         max_overflow: int = 10,
-        concurrent_writes: int | None = None,
+        concurrent_writes: int = 1,
     ) -> None:
         try:
             import psycopg
@@ -94,8 +97,8 @@ class PostgresSink(SqlSink):
         if schema is not None:
             where += f" schema {schema}"
         secrets = [parsed.password] if isinstance(parsed.password, str) else []
-        writers = pool_size if concurrent_writes is None else concurrent_writes
-        if not isinstance(writers, int) or writers < 1:
+        writers = concurrent_writes
+        if not isinstance(writers, int) or isinstance(writers, bool) or writers < 1:
             raise ValueError("PostgresSink: concurrent_writes must be a positive integer")
         super().__init__(
             engine, name=f"PostgreSQL audit store {where}", secrets=secrets, concurrent_writes=writers
