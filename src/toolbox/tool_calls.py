@@ -11,6 +11,7 @@ result, and the tool's code never runs.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from toolbox.context import ExecutionContext
@@ -58,7 +59,7 @@ def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 # One decoder and one encoder for every call: json.loads / json.dumps with options build a new one.
 _DECODER = json.JSONDecoder(object_pairs_hook=_refuse_duplicates)
 #: The decoder's scanner, called as `JSONDecoder.decode` does, without its two regex passes.
-_SCAN = _DECODER.scan_once
+_SCAN: Callable[[str, int], tuple[object, int]] = _DECODER.scan_once  # type: ignore[attr-defined]
 _JSON_SPACE = " \t\n\r"  # what JSON allows around a value (json's own WHITESPACE)
 
 
