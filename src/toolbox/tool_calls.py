@@ -11,7 +11,7 @@ result, and the tool's code never runs.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from toolbox.context import ExecutionContext
@@ -238,15 +238,19 @@ def invoke_arguments(
     return gateway.invoke(name, arguments, context=context, approval=approval)
 
 
-async def ainvoke_arguments(
+def ainvoke_arguments(
     gateway: Gateway, name: str, text: object, *, context: Context, approval: Approval | None = None
-) -> ToolResult:
-    """Async twin of `invoke_arguments`."""
+) -> Coroutine[Any, Any, ToolResult]:
+    """Async twin of `invoke_arguments`: await what it returns.
+
+    A plain function handing back the gateway's own coroutine: awaiting one more
+    coroutine layer would cost every call of the OpenAI Agents SDK's tools.
+    """
     try:
         arguments = _parsed(gateway, name, text)
     except _Refused as refused:
-        return await _arefused(gateway, name, context, refused)
-    return await gateway.ainvoke(name, arguments, context=context, approval=approval)
+        return _arefused(gateway, name, context, refused)
+    return gateway.ainvoke(name, arguments, context=context, approval=approval)
 
 
 def _openai_message(call_id: str, result: ToolResult) -> dict[str, Any]:
