@@ -103,7 +103,9 @@ def governed() -> Governed:
     gateway = Gateway.load(
         providers=[add, aadd], discover=False, env={}, governance=Governance(audit=AuditTrail(sink))
     )
-    return Governed(gateway, sink, ExecutionContext(tenant="bench-tenant", principal="bench-principal"))
+    # Unbounded trace (the default keeps the newest 10,000 records): every call kept, as checked at the end.
+    context = ExecutionContext(tenant="bench-tenant", principal="bench-principal", trace_retention=None)
+    return Governed(gateway, sink, context)
 
 
 ARGS = '{"a": 1, "b": 2}'

@@ -431,6 +431,21 @@ def test_the_kill_switch_engaged_after_compiling_stops_the_route(door, kind, mon
     assert seen["executions"] == 0
 
 
+def test_the_process_environment_is_read_on_every_routed_call(monkeypatch):
+    """The kill switch's variable in os.environ (read through its own dict) reaches the next call."""
+    monkeypatch.delenv("TOOLBOX_KILL_SWITCH", raising=False)
+    gateway = Gateway.load(providers=[adder(Behaviour())], discover=False, governance=Governance())
+    context = ExecutionContext(tenant="t", principal="p")
+    assert gateway.invoke("add", VALID, context=context).status is Status.SUCCESS
+    assert isinstance(gateway._routes["add"], Route)
+    for value, engaged in (("1", True), ("off", False), ("of", True), ("", False), (" No ", False)):
+        monkeypatch.setenv("TOOLBOX_KILL_SWITCH", value)
+        result = gateway.invoke("add", VALID, context=context)
+        assert (result.reason_code == "KILL_SWITCH") is engaged, value
+    monkeypatch.delenv("TOOLBOX_KILL_SWITCH")
+    assert gateway.invoke("add", VALID, context=context).status is Status.SUCCESS
+
+
 def test_a_disabled_tool_is_stopped_on_the_route_too(monkeypatch):
     gateway = build(Behaviour(), env={}, sink=None, mode=AuditMode.STRICT, disabled_tools=())
     context = ExecutionContext(tenant="t", principal="p")

@@ -40,7 +40,7 @@ from toolbox.audit.trail import AuditTrail, audit_unavailable
 from toolbox.context import ExecutionContext, OperationRecord
 from toolbox.descriptor import ToolDescriptor
 from toolbox.intent import dispatch_calls, validate_intent_text
-from toolbox.pipeline.arguments import ArgumentLimits, ArgumentValidation, OperationSchema, flat_and_small
+from toolbox.pipeline.arguments import ArgumentLimits, ArgumentValidation, OperationSchema
 from toolbox.pipeline.chain import PLAIN_RESULTS, Pipeline, Plan
 from toolbox.pipeline.checks import KillSwitch
 from toolbox.pipeline.invocation import BY_NAME, Invocation
@@ -118,10 +118,12 @@ class Route:
         "_function",
         "_hold",
         "_hold_call",
+        "_int_range",
         "_intent_field",
         "_is_async",
         "_key",
-        "_limits",
+        "_max_bytes",
+        "_max_items",
         "_pipeline",
         "_plan",
         "_subject",
@@ -160,7 +162,9 @@ class Route:
         self._function = function
         self._is_async: bool = invocation.instance.is_async  # type: ignore[attr-defined]
         self._engaged = kill_switch.engaged
-        self._limits = limits
+        self._max_items = limits.max_items
+        self._max_bytes = limits.max_bytes
+        self._int_range = limits.fast_int_range
         self._trail = trail
         # Where the trail lets batches go straight to the sink (it cannot fail): one call less.
         self._hold = trail.direct_hold if trail is not None else None
@@ -173,7 +177,7 @@ class Route:
 
     # -- the call -------------------------------------------------------------------
 
-    def _begin(self, context: ExecutionContext, arguments: object, tools: Tools) -> Any:
+    def _begin(self, context: ExecutionContext, arguments: object, tools: Tools) -> Any:  # noqa: PLR0912
         """Up to the dispatch: None (take the full chain), a `ToolResult` (refused), or the started call.
 
         The started call is ``(runtime, record, values, opening)``. One method on
@@ -185,9 +189,31 @@ class Route:
             context.deadline is not None
             or context.budget is not None
             or context.scope is not None
-            or not flat_and_small(arguments, self._limits)  # type: ignore[arg-type]
+            or type(arguments) is not dict
+            or len(arguments) > self._max_items
             or self._engaged(self.tool)
         ):
+            return None
+        # toolbox.pipeline.arguments.flat_and_small, inlined with the limits read once per route.
+        size = 2
+        low, high = self._int_range
+        for key, value in arguments.items():
+            kind = type(value)
+            if kind is str:
+                size += len(value) + len(key) + 6
+            elif kind is int:
+                if not low < value < high:
+                    return None  # possibly too many digits: the chain's check_limits counts them
+                size += len(key) + 12
+            elif kind is float:
+                if value - value != 0.0:
+                    return None  # NaN or an infinity: the chain decides (a parameter may opt in)
+                size += len(key) + 12
+            elif kind is bool or value is None:
+                size += len(key) + 12
+            else:
+                return None
+        if size > self._max_bytes:
             return None
         runtime = tools.built_runtime(self.tool)
         if runtime is None:

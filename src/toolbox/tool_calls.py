@@ -11,6 +11,7 @@ result, and the tool's code never runs.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from toolbox.context import ExecutionContext
@@ -44,16 +45,37 @@ class _Refused(Exception):
 
 
 def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    found: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in found:
+    found = dict(pairs)
+    if len(found) == len(pairs):
+        return found  # no key repeated: the dict built in C is the object
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
             raise _Refused("duplicate_key", f"the arguments repeat the key {key[:100]!r}")
-        found[key] = value
-    return found
+        seen.add(key)
+    raise AssertionError("unreachable: a shorter dict has a repeated key")  # pragma: no cover
 
 
 # One decoder and one encoder for every call: json.loads / json.dumps with options build a new one.
 _DECODER = json.JSONDecoder(object_pairs_hook=_refuse_duplicates)
+#: The decoder's scanner, called as `JSONDecoder.decode` does, without its two regex passes.
+_SCAN: Callable[[str, int], tuple[object, int]] = _DECODER.scan_once  # type: ignore[attr-defined]
+_JSON_SPACE = " \t\n\r"  # what JSON allows around a value (json's own WHITESPACE)
+
+
+def _decode(text: str) -> object:
+    """`JSONDecoder.decode` of ``text``: one JSON value with only JSON whitespace around it."""
+    start = len(text) - len(text.lstrip(_JSON_SPACE))
+    try:
+        value, end = _SCAN(text, start)
+    except StopIteration:
+        raise ValueError("no JSON value") from None
+    # A JSON value never ends in whitespace: the text ends there, but for trailing whitespace.
+    if end != len(text.rstrip(_JSON_SPACE)):
+        raise ValueError("extra data after the JSON value")
+    return value
+
+
 _ENCODER = json.JSONEncoder(default=str)
 # The limits of a pipeline, found once: its interceptors never change after it is built.
 _LIMITS: dict[int, tuple[tuple[object, ...], ArgumentLimits]] = {}
@@ -80,10 +102,14 @@ def parse_arguments(text: object, limits: ArgumentLimits) -> dict[str, Any]:
     """
     if type(text) is not str:
         raise _Refused("bad_call", "function.arguments must be a string of JSON text")
-    if len(text) > limits.max_bytes or len(text.encode("utf-8", "surrogatepass")) > limits.max_bytes:
+    length = len(text)
+    # UTF-8 takes at most 4 bytes a character: a text that short is not encoded to be measured.
+    if length > limits.max_bytes or (
+        length * 4 > limits.max_bytes and len(text.encode("utf-8", "surrogatepass")) > limits.max_bytes
+    ):
         raise _Refused("too_large", f"arguments are larger than {limits.max_bytes} bytes")
     try:
-        parsed = _DECODER.decode(text)
+        parsed = _decode(text)
     except _Refused:
         raise
     except RecursionError:
@@ -114,7 +140,10 @@ def _parsed(gateway: Gateway, name: str, text: object) -> dict[str, Any]:
 
 def without_optional_nulls(gateway: Gateway, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
     """``arguments`` for ``name`` without the ``null`` of optional parameters (strict mode's "absent")."""
-    if not any(value is None or isinstance(value, (dict, list)) for value in arguments.values()):
+    for value in arguments.values():
+        if value is None or isinstance(value, (dict, list)):
+            break
+    else:
         return arguments  # nothing to strip, at any depth: the common flat call skips the schema walk
     try:
         _, tool, operation, _ = gateway.catalog.resolve_name(name)
@@ -209,15 +238,19 @@ def invoke_arguments(
     return gateway.invoke(name, arguments, context=context, approval=approval)
 
 
-async def ainvoke_arguments(
+def ainvoke_arguments(
     gateway: Gateway, name: str, text: object, *, context: Context, approval: Approval | None = None
-) -> ToolResult:
-    """Async twin of `invoke_arguments`."""
+) -> Coroutine[Any, Any, ToolResult]:
+    """Async twin of `invoke_arguments`: await what it returns.
+
+    A plain function handing back the gateway's own coroutine: awaiting one more
+    coroutine layer would cost every call of the OpenAI Agents SDK's tools.
+    """
     try:
         arguments = _parsed(gateway, name, text)
     except _Refused as refused:
-        return await _arefused(gateway, name, context, refused)
-    return await gateway.ainvoke(name, arguments, context=context, approval=approval)
+        return _arefused(gateway, name, context, refused)
+    return gateway.ainvoke(name, arguments, context=context, approval=approval)
 
 
 def _openai_message(call_id: str, result: ToolResult) -> dict[str, Any]:

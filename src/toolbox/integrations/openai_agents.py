@@ -129,12 +129,14 @@ class GovernedAgentTools:
         self.tools: list[Tool] = [self._function_tool(entry) for entry in offered]
 
     def _function_tool(self, entry: Offered) -> FunctionTool:
-        gateway, name, context_of = self._gateway, entry.name, self._trusted
+        gateway, name, context_of, getter = self._gateway, entry.name, self._trusted, self._context
 
         if not entry.may_need_approval:
 
             async def invoke(ctx: ToolContext[Any], text: str) -> str:
-                return result_text(await ainvoke_arguments(gateway, name, text, context=context_of(ctx)))
+                # trusted_context called here, not through _trusted: one frame less on every call.
+                context = trusted_context(getter, ctx)
+                return result_text(await ainvoke_arguments(gateway, name, text, context=context))
 
             return FunctionTool(
                 name=name,

@@ -60,6 +60,8 @@ class KillSwitch:
         "_disabled_tools",
         "_enabled",
         "_env",
+        "_env_data",
+        "_env_key",
         "_reading",
         "_refresh",
         "_store",
@@ -82,6 +84,14 @@ class KillSwitch:
         self._enabled = enabled
         self._disabled_tools = frozenset(disabled_tools)
         self._env: Mapping[str, str] = os.environ if env is None else env
+        # os.environ.get is a Python-level Mapping.get that raises and catches KeyError when the
+        # variable is unset (about 1 us a call). os.environ keeps its values in the dict `_data`,
+        # which its own reads use and every change through it (or monkeypatch) updates: looking the
+        # encoded name up there is the same read, as fresh. A set variable is read through env.
+        data, encodekey = getattr(self._env, "_data", None), getattr(self._env, "encodekey", None)
+        fast = self._env is os.environ and type(data) is dict and callable(encodekey)
+        self._env_data: dict[object, object] | None = data if fast else None
+        self._env_key: object = encodekey(KILL_SWITCH_ENV) if fast else KILL_SWITCH_ENV  # type: ignore[misc]
         self._store = store
         self._refresh = float(refresh)
         # (read at, engaged switches or None when the store did not answer); read at -inf: never read.
@@ -127,17 +137,24 @@ class KillSwitch:
         True without reading it: the caller (a fast path) sends the call to the
         full chain, whose async door reads the store off the loop and decides.
         """
+        if self._store is None:  # the common case: no store to refresh or read
+            return not self._enabled or self._variable_engaged() or tool in self._disabled_tools
         if self.blocks and self._stale() and _running_loop() is not None:
             return True
         return self._stops(tool, self._switches)
 
+    def _variable_engaged(self) -> bool:
+        """Whether ``TOOLBOX_KILL_SWITCH`` engages the switch, read now (see ``__init__``)."""
+        data = self._env_data
+        if data is not None and data.get(self._env_key) is None:
+            return False  # unset in os.environ: the read every call makes
+        value = self._env.get(KILL_SWITCH_ENV)
+        return bool(value) and value.strip().lower() not in _OFF_VALUES  # type: ignore[union-attr]
+
     def _stops(
         self, tool: str | None, switches_of: Callable[[], Mapping[str | None, KillEntry] | None]
     ) -> bool:
-        if not self._enabled:
-            return True
-        value = self._env.get(KILL_SWITCH_ENV)
-        if value and value.strip().lower() not in _OFF_VALUES:
+        if not self._enabled or self._variable_engaged():
             return True
         if tool is not None and tool in self._disabled_tools:
             return True
@@ -186,12 +203,7 @@ class KillSwitch:
 
     def _is_only_the_store(self, tool: str) -> bool:
         """Whether the code and environment switches are off, so the store's answer is the reason."""
-        value = self._env.get(KILL_SWITCH_ENV)
-        return (
-            self._enabled
-            and not (value and value.strip().lower() not in _OFF_VALUES)
-            and tool not in self._disabled_tools
-        )
+        return self._enabled and not self._variable_engaged() and tool not in self._disabled_tools
 
 
 @final
