@@ -17,7 +17,7 @@ import os
 import random
 import time
 from datetime import datetime, timezone
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any, final
 
 from pydantic import BaseModel, ConfigDict
@@ -174,8 +174,8 @@ class AuditEvent:
 
     def as_dict(self) -> dict[str, Any]:
         """Storage form: every field, the type as its value, the time as ISO 8601 UTC."""
-        data = dict(zip(FIELDS, _FIELD_VALUES(self), strict=True))
-        data["type"] = self.type.value
+        data = dict(zip(FIELDS, _FIELD_VALUES(self), strict=False))  # one value per field, by construction
+        data["type"] = self.type._value_
         data["timestamp"] = _iso(self.timestamp)
         data["rule_ids"] = list(self.rule_ids)
         return data
@@ -197,6 +197,7 @@ def canonical(data: dict[str, Any]) -> str:
 
 
 _HASHED = FIELDS[: FIELDS.index("hash")]  # every field before ``hash``, in storage order
+_HASHED_VALUES = itemgetter(*_HASHED)
 _ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str).encode
 
 
@@ -205,10 +206,10 @@ def chain_hash(data: dict[str, Any]) -> str:
 
     ``parent_run_id`` is appended only when set: events without it hash as before it existed.
     """
-    values = [data[name] for name in _HASHED]
+    values: tuple[Any, ...] = _HASHED_VALUES(data)  # encoded as a JSON array, like a list
     parent = data.get("parent_run_id")
     if parent is not None:
-        values.append(["parent_run_id", parent])
+        values = (*values, ["parent_run_id", parent])
     return hashlib.sha256(_ENCODE(values).encode("utf-8")).hexdigest()
 
 
