@@ -81,3 +81,64 @@ def test_concurrent_appends_and_snapshots_stay_consistent() -> None:
         thread.join(60)
     assert errors == []
     assert len(trace) == 100
+
+
+# -- compact records of calls that ended on the by-name fast path -------------------------
+
+
+def test_a_routed_call_leaves_one_compact_record_read_back_like_the_chains() -> None:
+    """The fast path's record equals the full chain's, field for field (times aside)."""
+    import gc
+
+    gateway = support.governed(AuditTrail(MemorySink(), fallback_path=None))
+    context = ExecutionContext(tenant="t", principal="p", trace_retention=None)
+    results = [gateway.invoke("add", {"a": n, "b": 1, "purpose": "Sum"}, context=context) for n in range(50)]
+    assert all(r.status is Status.SUCCESS for r in results)
+    records = context.trace.operations()
+    assert len(records) == 50  # each call recorded exactly once, chain-run or routed
+    chain_record, routed = records[0], records[-1]  # the first call compiled the route
+    assert isinstance(routed, OperationRecord)
+    for field in OperationRecord.FIELDS:
+        if field not in ("declared_at", "started_at", "ended_at", "duration"):
+            assert getattr(routed, field) == getattr(chain_record, field), field
+    assert (routed.status, routed.attempts, routed.warnings) == ("SUCCESS", 1, ())
+    assert routed.started_at == routed.declared_at <= routed.ended_at
+    assert routed.duration == routed.ended_at - routed.declared_at
+    assert routed.as_dict()["intent_text"] == "Sum" and "DECLARED" not in repr(routed)
+    # What the trace keeps of routed calls is plain values the collector stops tracking.
+    gc.collect()
+    kept = list(context.trace._records)  # test-only peek
+    compact = [entry for entry in kept if type(entry) is tuple]
+    assert len(compact) >= 45 and not any(gc.is_tracked(entry) for entry in compact)
+
+
+def test_a_routed_call_that_fails_is_recorded_once_by_the_chain() -> None:
+    """A call the fast path hands to the full chain (its tool raised) gets one full record, not two."""
+    from toolbox import Effect, Gateway, Governance, RiskClass, tool
+
+    @tool(risk=RiskClass.MEMORY_ONLY, effect=Effect.READ_ONLY)
+    def invert(x: int) -> float:
+        """1 / x."""
+        return 1 / x
+
+    trail = AuditTrail(MemorySink(), fallback_path=None)
+    gateway = Gateway.load(providers=[invert], discover=False, env={}, governance=Governance(audit=trail))
+    context = ExecutionContext(tenant="t", principal="p", trace_retention=None)
+    for n in range(1, 6):
+        assert (
+            gateway.invoke("invert", {"x": n, "purpose": "Invert"}, context=context).status is Status.SUCCESS
+        )
+    result = gateway.invoke("invert", {"x": 0, "purpose": "Invert"}, context=context)
+    records = context.trace.operations()
+    assert len(records) == 6
+    assert result.status is not Status.SUCCESS
+    assert (records[-1].status, records[-1].attempts) == (result.status.value, 1)
+    assert records[-1].error_type == "ZeroDivisionError"
+
+
+def test_compact_records_respect_the_retention() -> None:
+    gateway = support.governed(AuditTrail(MemorySink(), fallback_path=None))
+    context = ExecutionContext(tenant="t", principal="p", trace_retention=5)
+    for n in range(40):
+        gateway.invoke("add", {"a": n, "b": 0, "purpose": f"call {n}"}, context=context)
+    assert [r.intent_text for r in context.trace.operations()] == [f"call {n}" for n in range(35, 40)]

@@ -122,6 +122,14 @@ class OperationRecord:
         """A plain mapping, for logs and JSON."""
         return {"kind": "operation", **{k: getattr(self, k) for k in self.FIELDS}}
 
+    @classmethod
+    def _revived(cls, values: tuple[Any, ...]) -> OperationRecord:
+        """The record a `Trace` kept compact (its ``FIELDS`` values), as an object again."""
+        record = cls.__new__(cls)
+        for name, value in zip(cls.FIELDS, values, strict=True):
+            setattr(record, name, value)
+        return record
+
     def __repr__(self) -> str:
         return (
             f"OperationRecord({self.tool}.{self.operation} {self.intent_kind}={self.intent_text!r} "
@@ -173,12 +181,21 @@ class Trace:
 
     ``deque.append`` is atomic, so no lock is needed on the hot path; a snapshot
     that an append interrupts is taken again.
+
+    A record whose call has already ended may be kept compact: the tuple of its
+    `OperationRecord.FIELDS` values, plain values which the garbage collector stops tracking, where a
+    record object kept for the trace's lifetime costs every full collection.
+    The by-name fast path records its successful calls that way, when they end.
+    `records` reads such a record back as an equal `OperationRecord` (a new
+    object at each read).
     """
 
     __slots__ = ("_records",)
 
     def __init__(self, retention: int | None = DEFAULT_TRACE_RETENTION) -> None:
-        self._records: deque[OperationRecord | DenialRecord] = deque(maxlen=_retention(retention))
+        self._records: deque[OperationRecord | DenialRecord | tuple[Any, ...]] = deque(
+            maxlen=_retention(retention)
+        )
 
     @property
     def retention(self) -> int | None:
@@ -194,13 +211,19 @@ class Trace:
         """`append` without the method call, for the hot path."""
         return self._records.append
 
+    @property
+    def finished_appender(self) -> Callable[[tuple[Any, ...]], None]:
+        """Appends a compact record (its `OperationRecord.FIELDS` values, in order), for the hot path."""
+        return self._records.append
+
     def records(self) -> list[OperationRecord | DenialRecord]:
         """A snapshot of the records kept, oldest first."""
         while True:
             try:
-                return list(self._records)
+                kept = list(self._records)
             except RuntimeError:  # "deque mutated during iteration": a finalizer let an append in
                 continue
+            return [OperationRecord._revived(r) if type(r) is tuple else r for r in kept]  # type: ignore[misc]
 
     def operations(self, tool: str | None = None) -> list[OperationRecord]:
         """Operation records, optionally only those of ``tool``."""

@@ -196,7 +196,9 @@ class Gateway:
         """
         route = self._routes.get(name) if type(name) is str else None
         if route is not None and approval is None and type(context) is ExecutionContext:
-            routed = route.run(context, arguments, self.tools_for(context))
+            last = self._last  # tools_for's common case, without its call
+            tools = last[1] if last is not None and last[0] is context else self.tools_for(context)
+            routed = route.run(context, arguments, tools)
             if routed is not None:
                 return routed
         prepared = self._prepare(name, arguments, context, approval)
@@ -218,7 +220,9 @@ class Gateway:
         """Async twin of `invoke`."""
         route = self._routes.get(name) if type(name) is str else None
         if route is not None and approval is None and type(context) is ExecutionContext:
-            routed = await route.arun(context, arguments, self.tools_for(context))
+            last = self._last  # tools_for's common case, without its call
+            tools = last[1] if last is not None and last[0] is context else self.tools_for(context)
+            routed = await route.arun(context, arguments, tools)
             if routed is not None:
                 return routed
         prepared = self._prepare(name, arguments, context, approval)

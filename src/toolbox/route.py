@@ -40,6 +40,7 @@ from toolbox.audit.trail import AuditTrail, audit_unavailable
 from toolbox.context import ExecutionContext, OperationRecord
 from toolbox.descriptor import ToolDescriptor
 from toolbox.intent import dispatch_calls, validate_intent_text
+from toolbox.intent_text import VALID_TEXTS
 from toolbox.pipeline.arguments import ArgumentLimits, ArgumentValidation, OperationSchema
 from toolbox.pipeline.chain import PLAIN_RESULTS, Pipeline, Plan
 from toolbox.pipeline.checks import KillSwitch
@@ -180,8 +181,8 @@ class Route:
     def _begin(self, context: ExecutionContext, arguments: object, tools: Tools) -> Any:  # noqa: PLR0912
         """Up to the dispatch: None (take the full chain), a `ToolResult` (refused), or the started call.
 
-        The started call is ``(runtime, record, values, opening)``. One method on
-        purpose: this is the hot path, and each call level costs.
+        The started call is ``(runtime, declared_at, intent_text, values, opening)``.
+        One method on purpose: this is the hot path, and each call level costs.
         """
         # These gates stand for the plan's kill switch, deadline, budget and delegation checks: a
         # check that starts reading other state (say, a shared budget) must be re-checked here too.
@@ -221,11 +222,14 @@ class Route:
         try:
             # The model instance is thrown away: its field dict can be taken as it is.
             values: dict[str, Any] = self._validate(arguments).__dict__
-            text = validate_intent_text(values.pop(self._intent_field))
+            text = values.pop(self._intent_field)
+            if type(text) is not str or text not in VALID_TEXTS:  # validate_intent_text's own shortcut
+                text = validate_intent_text(text)
         except ValueError:  # pydantic's ValidationError included
             return None
-        record = OperationRecord(self.tool, self.operation, self._intent_field, text, None, self.name)
-        runtime.record(record)
+        # No record object yet: a successful call leaves its compact record in the trace when it ends
+        # (`_end`); a call handed to the full chain gets its record object then (`_record`).
+        declared = _now()
         trail = self._trail
         opening: Any = None  # a held call (a tuple), an Opening, or None without a trail
         if trail is not None:
@@ -242,32 +246,70 @@ class Route:
                     context.principal,
                     context.parent_run_id,
                     text,
-                    record.declared_at,
+                    declared,
                     None,
                     *values.values(),
                 )
                 hold_call(opening)
             else:
-                opening = Opening(self._subject, context, text, values, record.declared_at)  # type: ignore[arg-type]
+                opening = Opening(self._subject, context, text, values, declared)  # type: ignore[arg-type]
                 hold = self._hold
                 if hold is not None:
                     hold(opening)
                 elif not trail.store_opening(opening):
+                    record = self._record(text, declared, started=False)
                     invocation = self._invocation(context, tools, runtime, record, values, opening=None)
                     return self._pipeline.finish(invocation, audit_unavailable(invocation))
-        record.attempts = 1
-        record.started_at = record.declared_at
-        record.status = "STARTED"
         runtime.executions += 1
-        return runtime, record, values, opening
+        return runtime, declared, text, values, opening
 
-    def _end(self, context: ExecutionContext, record: OperationRecord, opening: Any, content: Any) -> Any:
+    def _record(self, text: str, declared: float, *, started: bool = True) -> OperationRecord:
+        """The record object of a call the full chain takes over, as the chain would have kept it."""
+        record = OperationRecord(self.tool, self.operation, self._intent_field, text, None, self.name)
+        record.declared_at = declared
+        if started:
+            record.attempts = 1
+            record.started_at = declared
+            record.status = "STARTED"
+        return record
+
+    def _end(  # noqa: PLR0917 - positional on purpose: the hot path
+        self,
+        context: ExecutionContext,
+        runtime: ToolRuntime,
+        declared: float,
+        text: str,
+        opening: Any,
+        content: Any,
+    ) -> Any:
         """After a first attempt that returned ``content``: the result, or None when it is transient."""
         if type(content) not in PLAIN_RESULTS and is_transient_result(content):
             return None
-        record.ended_at = ended = _now()
-        record.duration = duration = ended - record.declared_at
-        record.status = "SUCCESS"
+        ended = _now()
+        duration = ended - declared
+        # The compact trace record (`toolbox.context.Trace`): OperationRecord.FIELDS' values, in order.
+        runtime.record_finished(
+            (
+                1,  # attempts
+                declared,
+                duration,
+                ended,
+                None,  # error_code
+                None,  # error_type
+                None,  # field_path
+                self._intent_field,
+                text,
+                self.name,
+                self.operation,
+                None,  # reason_code
+                None,  # rule
+                declared,  # started_at
+                "SUCCESS",
+                None,  # target
+                self.tool,
+                (),  # warnings
+            )
+        )
         result = succeeded(
             self.name, self.tool, self.operation, content, context.run_id, context.correlation_id
         )
@@ -290,14 +332,16 @@ class Route:
         begun = self._begin(context, arguments, tools)
         if type(begun) is not tuple:
             return begun  # type: ignore[no-any-return]
-        runtime, record, values, opening = begun
+        runtime, declared, text, values, opening = begun
         try:
             content = self._function(**values)
         except Exception as exc:  # noqa: BLE001 - the full chain classifies it
+            record = self._record(text, declared)
             invocation = self._invocation(context, tools, runtime, record, values, opening=opening)
             return self._pipeline.continue_failed(invocation, self._plan, exc)
-        result = self._end(context, record, opening, content)
+        result = self._end(context, runtime, declared, text, opening, content)
         if result is None:
+            record = self._record(text, declared)
             invocation = self._invocation(context, tools, runtime, record, values, opening=opening)
             return self._pipeline.continue_returned(invocation, self._plan, content)
         return result  # type: ignore[no-any-return]
@@ -307,16 +351,18 @@ class Route:
         begun = self._begin(context, arguments, tools)
         if type(begun) is not tuple:
             return begun  # type: ignore[no-any-return]
-        runtime, record, values, opening = begun
+        runtime, declared, text, values, opening = begun
         try:
             content = self._function(**values)
             if self._is_async:
                 content = await content
         except Exception as exc:  # noqa: BLE001 - the full chain classifies it
+            record = self._record(text, declared)
             invocation = self._invocation(context, tools, runtime, record, values, opening=opening)
             return await self._pipeline.acontinue_failed(invocation, self._plan, exc)
-        result = self._end(context, record, opening, content)
+        result = self._end(context, runtime, declared, text, opening, content)
         if result is None:
+            record = self._record(text, declared)
             invocation = self._invocation(context, tools, runtime, record, values, opening=opening)
             return await self._pipeline.acontinue_returned(invocation, self._plan, content)
         return result  # type: ignore[no-any-return]
@@ -331,7 +377,8 @@ class Route:
         *,
         opening: Any,
     ) -> Invocation:
-        """The full chain's view of this call, to continue it there."""
+        """The full chain's view of this call, to continue it there (its record joins the trace now)."""
+        runtime.record(record)
         invocation = Invocation(
             door=BY_NAME,
             name=self.name,

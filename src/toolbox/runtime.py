@@ -40,6 +40,7 @@ class ToolRuntime:
         "pipeline",
         "plans",
         "record",
+        "record_finished",
         "redaction_keys",
         "runs_inline",
         "tool_name",
@@ -62,6 +63,8 @@ class ToolRuntime:
         self.pipeline: Pipeline = tools.catalog.pipeline
         #: Appends a record to the context's trace (bound once: it runs on every intent).
         self.record = context.trace.appender
+        #: Appends the compact record of a call that has ended (see `toolbox.context.Trace`).
+        self.record_finished = context.trace.finished_appender
         self.tool_name = descriptor.name
         #: The pipeline's plans of this tool's typed operations, looked up once per operation.
         self.plans: dict[str, Any] = {}

@@ -9,7 +9,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timezone
-from typing import final
+from typing import Any, final
 
 from toolbox.errors import ToolDeniedError, ToolUnavailableError
 from toolbox.pipeline.invocation import BY_NAME, Invocation
@@ -138,7 +138,13 @@ class KillSwitch:
         full chain, whose async door reads the store off the loop and decides.
         """
         if self._store is None:  # the common case: no store to refresh or read
-            return not self._enabled or self._variable_engaged() or tool in self._disabled_tools
+            if not self._enabled or tool in self._disabled_tools:
+                return True
+            # _variable_engaged's first test, inlined: the variable is unset on almost every call.
+            found: Mapping[Any, object] = self._env if self._env_data is None else self._env_data
+            if found.get(self._env_key) is None:
+                return False
+            return self._variable_engaged()
         if self.blocks and self._stale() and _running_loop() is not None:
             return True
         return self._stops(tool, self._switches)
