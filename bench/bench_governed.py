@@ -348,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
         help="real-use rows: calls each governed row retains before timing (default 100000)",
     )
     parser.add_argument(
-        "--real-repeat", type=int, default=9, help="real-use rows: repeats, median kept (default 9)"
+        "--real-repeat", type=int, default=15, help="real-use rows: repeats, median kept (default 15)"
     )
     parser.add_argument(
         "--alloc-calls",

@@ -90,8 +90,10 @@ def measure_retained(rows: Sequence[Row], *, repeat: int, calls: int) -> list[Sa
         if row.retain:
             loop(range(row.retain), time.perf_counter)
     sampled = [Sampled(row.label) for row in rows]
-    for _ in range(repeat):
-        for loop, row_samples in zip(loops, sampled, strict=True):
+    pairs = list(zip(loops, sampled, strict=True))
+    for round_number in range(repeat):
+        # The order alternates: no row always runs right after the same row (and its garbage).
+        for loop, row_samples in pairs if round_number % 2 == 0 else pairs[::-1]:
             row_samples.samples.append(loop(range(calls), time.perf_counter) / calls)
     return sampled
 
@@ -104,8 +106,9 @@ async def ameasure_retained(rows: Sequence[Row], *, repeat: int, calls: int) -> 
         if row.retain:
             await loop(range(row.retain), time.perf_counter)
     sampled = [Sampled(row.label) for row in rows]
-    for _ in range(repeat):
-        for loop, row_samples in zip(loops, sampled, strict=True):
+    pairs = list(zip(loops, sampled, strict=True))
+    for round_number in range(repeat):
+        for loop, row_samples in pairs if round_number % 2 == 0 else pairs[::-1]:  # see measure_retained
             row_samples.samples.append(await loop(range(calls), time.perf_counter) / calls)
     return sampled
 
