@@ -153,8 +153,8 @@ def raw_sqlite_commits(path: Path, stack: ExitStack) -> Callable[[int], float]:
     return run
 
 
-def raw_psycopg_commits(url: str, schema: str, stack: ExitStack) -> Callable[[int], float]:
-    """N x the two one-row commits of a call, with a raw psycopg connection."""
+def psycopg_connection(url: str, stack: ExitStack) -> Any:
+    """A raw psycopg connection to ``url`` (a SQLAlchemy URL), closed with ``stack``."""
     import psycopg
 
     parsed = make_url(url)
@@ -166,6 +166,12 @@ def raw_psycopg_commits(url: str, schema: str, stack: ExitStack) -> Callable[[in
         dbname=parsed.database,
     )
     stack.callback(conn.close)
+    return conn
+
+
+def raw_psycopg_commits(url: str, schema: str, stack: ExitStack) -> Callable[[int], float]:
+    """N x the two one-row commits of a call, with a raw psycopg connection."""
+    conn = psycopg_connection(url, stack)
     conn.execute(f'CREATE TABLE "{schema}".raw (id bigserial PRIMARY KEY, body text NOT NULL)')
     conn.commit()
     body = json.dumps(sample_rows(1)[0])
@@ -225,17 +231,7 @@ def schema_sqlite_commits(sink: SqliteSink, stack: ExitStack) -> Callable[[int],
 
 def schema_psycopg_commits(url: str, schema: str, stack: ExitStack) -> Callable[[int], float]:
     """N x a call's two commits on the audit schema with a raw psycopg connection (see the SQLite twin)."""
-    import psycopg
-
-    parsed = make_url(url)
-    conn = psycopg.connect(
-        host=parsed.host,
-        port=parsed.port,
-        user=parsed.username,
-        password=parsed.password,
-        dbname=parsed.database,
-    )
-    stack.callback(conn.close)
+    conn = psycopg_connection(url, stack)
     columns = ", ".join(FIELDS)
     insert = f'INSERT INTO "{schema}".audit_events ({columns}) VALUES ({", ".join(["%s"] * len(FIELDS))})'
     trace, sequence = f"floor-{time.monotonic_ns()}", 0
