@@ -14,7 +14,7 @@ import enum
 import hashlib
 import json
 import os
-import random
+import threading
 import time
 from datetime import datetime, timezone
 from operator import attrgetter, itemgetter
@@ -34,19 +34,44 @@ __all__ = [
 
 GENESIS_HASH = "0" * 64
 
-# Event ids: random version-4 UUIDs, drawn from a generator seeded from the OS (again in a
-# forked child) instead of one `os.urandom` call per event: that system call lets go of the
-# interpreter lock, and the thread writing a batch of thousands of events waited to get it
-# back each time. The ids need to be unique, not secret.
-_ID_BITS = random.Random()  # noqa: S311 - unique ids, not secrets (see above)
-os.register_at_fork(after_in_child=_ID_BITS.seed)
+# Event ids: random version-4 UUIDs from the operating system's generator, as `uuid.uuid4`
+# makes them, but 256 at a time: `os.urandom` lets go of the interpreter lock, and a thread
+# writing a batch of thousands of events waited to get it back after every call. Each thread
+# draws from its own buffer; a forked child empties the one it inherited (it would otherwise
+# hand out its parent's next ids).
+_ID_BYTES = 16
+_BUFFER_BYTES = 256 * _ID_BYTES
 _UUID4_CLEAR = ~((0xF000 << 64) | (0xC000 << 48))
 _UUID4_SET = (0x4000 << 64) | (0x8000 << 48)
 
 
+class _RandomBuffer(threading.local):
+    def __init__(self) -> None:
+        self.data = b""
+        self.at = 0
+
+
+_RANDOM = _RandomBuffer()
+
+
+def _forget_inherited_randomness() -> None:
+    _RANDOM.data, _RANDOM.at = b"", 0
+
+
+os.register_at_fork(after_in_child=_forget_inherited_randomness)
+
+
 def new_event_id() -> str:
     """A fresh event id: a random UUID (version 4) as 32 hex digits, like ``uuid4().hex``."""
-    return f"{_ID_BITS.getrandbits(128) & _UUID4_CLEAR | _UUID4_SET:032x}"
+    buffer = _RANDOM
+    at = buffer.at
+    data = buffer.data
+    if at >= len(data):
+        buffer.data = data = os.urandom(_BUFFER_BYTES)
+        at = 0
+    buffer.at = at + _ID_BYTES
+    value = int.from_bytes(data[at : at + _ID_BYTES], "big")
+    return f"{value & _UUID4_CLEAR | _UUID4_SET:032x}"
 
 
 class EventType(str, enum.Enum):
