@@ -217,3 +217,19 @@ def test_a_forked_child_draws_other_event_ids_than_its_parent() -> None:
     ours = [new_event_id() for _ in range(100)]
     assert not set(ours) & set(theirs[0])
     assert not set(theirs[0]) & set(theirs[1])
+
+
+def test_event_ids_from_many_threads_never_repeat() -> None:
+    """Each thread draws from its own buffer of the OS's random bytes, refilled every 256 ids."""
+    drawn: list[list[str]] = [[] for _ in range(8)]
+
+    def draw(out: list[str]) -> None:
+        out.extend(new_event_id() for _ in range(1_000))
+
+    threads = [threading.Thread(target=draw, args=(out,)) for out in drawn]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    every = [value for out in drawn for value in out]
+    assert len(every) == len(set(every)) == 8_000
