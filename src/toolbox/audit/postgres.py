@@ -6,7 +6,6 @@ import hashlib
 import json
 import time
 from collections.abc import Sequence
-from operator import itemgetter
 from typing import Any, final
 
 from sqlalchemy import Double, Integer, create_engine, event, func, inspect, select
@@ -16,7 +15,7 @@ from sqlalchemy.schema import CreateSchema
 
 from toolbox.audit.events import FIELDS, GENESIS_HASH
 from toolbox.audit.sink import AuditSinkError, chain_dicts
-from toolbox.audit.sql import SqlSink, events_table, heads_table, rule_ids_text
+from toolbox.audit.sql import SqlSink, events_table, heads_table, storage_values
 
 __all__ = ["PostgresSink"]
 
@@ -25,7 +24,6 @@ _COPY_ABOVE = 64
 #: A pooled connection idle this long (seconds) is pinged before use: a restarted server is not an error.
 _PING_AFTER_IDLE = 1.0
 _IDLE_SINCE = "toolbox_idle_since"
-_STORED = itemgetter(*FIELDS)  # a chained row's values in column order
 # Rows as JSON text; non-ASCII as is (the connection speaks UTF-8), floats as their shortest repr.
 _JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 _INSTALL = 'PostgresSink needs psycopg 3. Please install it: pip install "toolbox-registry[postgres]"'
@@ -162,9 +160,8 @@ class PostgresSink(SqlSink):
         driver = conn.connection.driver_connection
         assert driver is not None
         with driver.cursor() as cursor, cursor.copy(f"COPY {events} ({_columns(conn)}) FROM STDIN") as copy:
-            for row in chained:
-                row["rule_ids"] = rule_ids_text(row["rule_ids"])
-                copy.write_row(_STORED(row))
+            for values in storage_values(chained):
+                copy.write_row(values)
         conn.exec_driver_sql(*self._move_statement(conn, heads))
 
     def _lock_heads(self, conn: Connection, trace_ids: Sequence[str]) -> dict[str, tuple[int, str]]:
@@ -184,10 +181,9 @@ class PostgresSink(SqlSink):
         self, conn: Connection, chained: list[dict[str, Any]], heads: dict[str, tuple[int, str]]
     ) -> tuple[str, tuple[Any, ...]]:
         """One statement: the events' insert, in a WITH clause of the heads' UPDATE."""
-        for row in chained:
-            row["rule_ids"] = rule_ids_text(row["rule_ids"])
+        values = storage_values(chained)
         try:
-            payload = _JSON(list(map(_STORED, chained)))
+            payload = _JSON(values)
         except (TypeError, ValueError):  # not JSON: a value no driver could bind either
             raise AuditSinkError(
                 f"{self._name}: cannot store events: a field holds an unstorable value"

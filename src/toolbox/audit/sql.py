@@ -12,6 +12,7 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
+from operator import itemgetter
 from typing import Any
 
 try:
@@ -44,7 +45,7 @@ __all__ = [
     "events_table",
     "heads_table",
     "metadata",
-    "rule_ids_text",
+    "storage_values",
     "version_table",
 ]
 
@@ -387,14 +388,24 @@ def _iso(moment: datetime) -> str:
     return moment.astimezone(timezone.utc).isoformat(timespec="microseconds")
 
 
-def rule_ids_text(rule_ids: Sequence[str]) -> str:
+_VALUES = itemgetter(*FIELDS)  # a row's values in column order, read in C
+
+
+def storage_values(chained: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """Each chained row's values in column order, ``rule_ids`` as stored (the rows are updated)."""
+    for row in chained:
+        row["rule_ids"] = _rule_ids_text(row["rule_ids"])
+    return list(map(_VALUES, chained))
+
+
+def _rule_ids_text(rule_ids: Sequence[str]) -> str:
     """``rule_ids`` as stored: JSON text (most calls have none)."""
     return json.dumps(list(rule_ids), ensure_ascii=False) if rule_ids else "[]"
 
 
 def _to_db(row: dict[str, Any]) -> dict[str, Any]:
     stored = dict(row)
-    stored["rule_ids"] = rule_ids_text(row["rule_ids"])
+    stored["rule_ids"] = _rule_ids_text(row["rule_ids"])
     return stored
 
 

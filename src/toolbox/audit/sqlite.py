@@ -6,7 +6,6 @@ import contextlib
 import os
 import sqlite3
 from collections.abc import Mapping, Sequence
-from operator import itemgetter
 from pathlib import Path
 from typing import Any, final
 
@@ -15,7 +14,7 @@ from sqlalchemy.engine import URL, Connection
 
 from toolbox.audit.events import FIELDS, GENESIS_HASH
 from toolbox.audit.sink import AuditSinkError, chain_dicts
-from toolbox.audit.sql import SqlSink, events_table, heads_table, rule_ids_text
+from toolbox.audit.sql import SqlSink, events_table, heads_table, storage_values
 
 __all__ = ["SqliteSink"]
 
@@ -32,7 +31,6 @@ _WRITE_HEADS = (
     f"INSERT OR REPLACE INTO {heads_table.name} (trace_id, last_sequence, last_hash) "  # noqa: S608 - fixed names
     "VALUES (?, ?, ?)"
 )
-_STORED = itemgetter(*FIELDS)  # a chained row's values in column order, built in C
 # Writer connections a forked child inherited: kept open, never closed nor garbage collected.
 # Closing one in the child could check the WAL in and delete it under the parent (a child
 # does not inherit the parent's file locks, so it would think itself the last user).
@@ -120,9 +118,7 @@ class SqliteSink(SqlSink):
                 found = writer.execute(_READ_HEADS.format(", ".join(["?"] * len(trace_ids))), trace_ids)
                 locked = {trace_id: (sequence, digest) for trace_id, sequence, digest in found}
                 chained, heads = chain_dicts(rows, lambda trace_id: locked.get(trace_id, (0, GENESIS_HASH)))
-                for row in chained:
-                    row["rule_ids"] = rule_ids_text(row["rule_ids"])
-                writer.executemany(_INSERT, map(_STORED, chained))
+                writer.executemany(_INSERT, storage_values(chained))
                 moved = [(trace_id, *head) for trace_id, head in sorted(heads.items())]
                 writer.executemany(_WRITE_HEADS, moved)
                 writer.execute("COMMIT")
@@ -162,7 +158,7 @@ class SqliteSink(SqlSink):
 
     def _insert_rows(self, conn: Connection, rows: list[dict[str, Any]]) -> None:
         """sqlite3's own ``executemany`` (its loop runs in C): the rows are already in storage form."""
-        conn.exec_driver_sql(_INSERT, list(map(_STORED, rows)))
+        conn.exec_driver_sql(_INSERT, [tuple(row[name] for name in FIELDS) for row in rows])
 
     def _lock_heads(self, conn: Connection, trace_ids: Sequence[str]) -> dict[str, tuple[int, str]]:
         """The heads of ``trace_ids`` (``BEGIN IMMEDIATE`` already holds the database's write lock)."""
