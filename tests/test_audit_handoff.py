@@ -6,6 +6,7 @@ import multiprocessing
 import os
 import queue
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -190,12 +191,20 @@ def test_a_forked_child_writes_on_its_own_connection(tmp_path: Path) -> None:
 # -- event ids ------------------------------------------------------------------------------
 
 
-def test_event_ids_are_version_4_uuids_and_unique() -> None:
+def test_event_ids_are_version_7_uuids_ordered_by_time_and_unique() -> None:
+    before = time.time_ns() // 1_000_000
     ids = [new_event_id() for _ in range(20_000)]
+    after = time.time_ns() // 1_000_000
     assert len(set(ids)) == len(ids)
     for value in ids[:500]:
         parsed = uuid.UUID(hex=value)
-        assert (len(value), parsed.version, parsed.variant) == (32, 4, uuid.RFC_4122)
+        assert (len(value), parsed.version, parsed.variant) == (32, 7, uuid.RFC_4122)
+    # The first 48 bits are the time in milliseconds: ids made later never sort before earlier ones'.
+    stamps = [int(value[:12], 16) for value in ids]
+    assert before <= stamps[0] and stamps == sorted(stamps) and stamps[-1] <= after
+    # The other 74 bits are random: ids of the same millisecond still differ everywhere.
+    same_millisecond = [value for value in ids if value[:12] == ids[0][:12]]
+    assert len({value[13:16] for value in same_millisecond}) > 1 or len(same_millisecond) == 1
 
 
 def _ids_in_child(results: multiprocessing.Queue) -> None:  # type: ignore[type-arg]

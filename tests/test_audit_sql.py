@@ -13,7 +13,6 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from audit_sql_support import POSTGRES_URL, Store, append_worker, event, make_store
-from toolbox.audit import sql
 from toolbox.audit.events import GENESIS_HASH
 from toolbox.audit.postgres import PostgresSink
 from toolbox.audit.sink import AuditQuery, AuditSink, AuditSinkError
@@ -99,71 +98,6 @@ def test_query_filters_oldest_first(store: Store) -> None:
     assert traces(AuditQuery(tenant="acme", limit=2)) == ["t0", "t1"]
     assert traces(AuditQuery(limit=0)) == []
     assert traces(AuditQuery(tenant="nobody")) == []
-
-
-def test_schema_version_is_recorded(store: Store) -> None:
-    """First use creates the tables and records schema version 2."""
-    sink = store.sink()
-    assert sink.schema_version() == sql.SCHEMA_VERSION == 2
-    assert [tuple(r) for r in store.execute("SELECT version FROM audit_schema_version")] == [(2,)]
-    store.sink().append([event()])  # a second sink finds the schema and leaves it alone
-    assert len(store.execute("SELECT version FROM audit_schema_version")) == 1
-
-
-def test_newer_schema_is_refused(store: Store) -> None:
-    """A store written by a newer toolbox raises, telling to upgrade."""
-    store.sink().schema_version()
-    store.execute("INSERT INTO audit_schema_version (version, applied_at) VALUES (3, 'later')")
-    with pytest.raises(AuditSinkError, match="upgrade toolbox"):
-        store.sink().append([event()])
-
-
-def test_older_schema_is_migrated(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
-    """An older store gets every missing migration, each recorded as a version."""
-    store.sink().append([event()])
-    applied: list[object] = []
-    monkeypatch.setattr(sql, "SCHEMA_VERSION", 3)
-    monkeypatch.setattr(sql, "MIGRATIONS", {2: applied.append})
-    sink = store.sink()
-    assert sink.schema_version() == 3
-    assert len(applied) == 1
-    versions = store.execute("SELECT version FROM audit_schema_version ORDER BY version")
-    assert [r[0] for r in versions] == [2, 3]
-    sink.append([event()])
-    assert [r.sequence for r in sink.read_trace("trace-1")] == [1, 2]
-
-
-def _downgrade_to_version_1(store: Store) -> None:
-    """Turn a fresh store into what toolbox wrote before version 2: no parent_run_id column."""
-    store.execute(
-        "DROP INDEX IF EXISTS ix_audit_events_parent_run_id",
-        "ALTER TABLE audit_events DROP COLUMN parent_run_id",
-        "DELETE FROM audit_schema_version WHERE version = 2",
-        "INSERT INTO audit_schema_version (version, applied_at) VALUES (1, 'before')",
-    )
-
-
-def test_version_1_store_gets_parent_run_id(store: Store) -> None:
-    """A version 1 store is migrated: its events still verify, new ones carry and filter by the parent."""
-    store.sink().append([event("child"), event("parent")])
-    _downgrade_to_version_1(store)
-    sink = store.sink()
-    assert sink.schema_version() == 2
-    assert [r[0] for r in store.execute("SELECT version FROM audit_schema_version ORDER BY version")] == [
-        1,
-        2,
-    ]
-    old = sink.read_trace("child")
-    assert [r.parent_run_id for r in old] == [None]
-    sink.append([event("child", parent_run_id="parent"), event("grandchild", parent_run_id="child")])
-    records = sink.read_trace("child")
-    assert [r.parent_run_id for r in records] == [None, "parent"]
-    assert verify_chain(records) == []
-    assert [r.trace_id for r in sink.query(AuditQuery(parent_run_id="parent"))] == ["child"]
-    assert [r.trace_id for r in sink.query(AuditQuery(parent_run_id="child"))] == ["grandchild"]
-    # The parent is covered by the chain hash: editing it breaks the chain.
-    store.execute("UPDATE audit_events SET parent_run_id = 'other' WHERE trace_id = 'child' AND sequence = 2")
-    assert verify_chain(sink.read_trace("child")) != []
 
 
 def test_reopening_continues_the_chain(store: Store) -> None:

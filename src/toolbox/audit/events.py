@@ -34,15 +34,19 @@ __all__ = [
 
 GENESIS_HASH = "0" * 64
 
-# Event ids: random version-4 UUIDs from the operating system's generator, as `uuid.uuid4`
-# makes them, but 256 at a time: `os.urandom` lets go of the interpreter lock, and a thread
-# writing a batch of thousands of events waited to get it back after every call. Each thread
-# draws from its own buffer; a forked child empties the one it inherited (it would otherwise
-# hand out its parent's next ids).
-_ID_BYTES = 16
+# Event ids: version-7 UUIDs (RFC 9562): the time in milliseconds, then 74 random bits from the
+# operating system's generator. Ids made close in time sort close together, so each index on
+# ``event_id`` takes a commit's rows in one leaf page, where random ids wrote one page per row
+# (every page a commit touches is written and flushed again). The random bytes are drawn 256
+# ids at a time: `os.urandom` lets go of the interpreter lock, and a thread writing a batch of
+# thousands of events waited to get it back after every call. Each thread draws from its own
+# buffer; a forked child empties the one it inherited (it would otherwise hand out its
+# parent's next ids).
+_ID_BYTES = 10  # 80 bits drawn, 74 used
 _BUFFER_BYTES = 256 * _ID_BYTES
-_UUID4_CLEAR = ~((0xF000 << 64) | (0xC000 << 48))
-_UUID4_SET = (0x4000 << 64) | (0x8000 << 48)
+_RAND_A_SHIFT = 68  # the top 12 of the 80 bits: rand_a
+_RAND_B = (1 << 62) - 1  # the low 62 bits: rand_b
+_UUID7_SET = (0x7 << 76) | (0b10 << 62)  # version 7, variant RFC 9562
 
 
 class _RandomBuffer(threading.local):
@@ -62,7 +66,7 @@ os.register_at_fork(after_in_child=_forget_inherited_randomness)
 
 
 def new_event_id() -> str:
-    """A fresh event id: a random UUID (version 4) as 32 hex digits, like ``uuid4().hex``."""
+    """A fresh event id: a version-7 UUID (time-ordered, 74 random bits) as 32 hex digits."""
     buffer = _RANDOM
     at = buffer.at
     data = buffer.data
@@ -70,8 +74,10 @@ def new_event_id() -> str:
         buffer.data = data = os.urandom(_BUFFER_BYTES)
         at = 0
     buffer.at = at + _ID_BYTES
-    value = int.from_bytes(data[at : at + _ID_BYTES], "big")
-    return f"{value & _UUID4_CLEAR | _UUID4_SET:032x}"
+    bits = int.from_bytes(data[at : at + _ID_BYTES], "big")
+    milliseconds = time.time_ns() // 1_000_000
+    value = (milliseconds << 80) | _UUID7_SET | ((bits >> _RAND_A_SHIFT) << 64) | (bits & _RAND_B)
+    return f"{value:032x}"
 
 
 class EventType(str, enum.Enum):

@@ -7,9 +7,12 @@
     ``timestamp`` is stored exactly as the chain hash saw it: the fixed-width
     ISO 8601 UTC string of `AuditEvent.as_dict` (``2024-05-01T10:00:00.123456+00:00``),
     which sorts chronologically as text (byte order: collation "C" on PostgreSQL).
-    Indexes: tenant + timestamp, timestamp, tool, principal, status, parent_run_id.
+    Indexes: tenant + timestamp, timestamp, tool, principal; status and
+    parent_run_id only where set (most events have neither: a commit writes
+    no page of those indexes for them, and a filter on a value still uses them).
 ``audit_trace_heads``
-    One row per trace: its last sequence number and last hash. Writers lock
+    One row per trace: its last sequence number and last hash (on SQLite a
+    ``WITHOUT ROWID`` table: one B-tree, not a table and its key's index). Writers lock
     the heads of the traces they write, so sequences stay gap-free and the
     chain unbroken across threads and processes; ``toolbox audit verify``
     compares them with the stored events, so a removed last event or a
@@ -21,11 +24,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 try:
     from sqlalchemy import Column, Double, Index, Integer, MetaData, String, Table, Text, UniqueConstraint
     from sqlalchemy import text as sql_text
     from sqlalchemy.engine import Connection
+    from sqlalchemy.schema import CreateTable
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError(
         'The SQL audit sinks need SQLAlchemy. Please install it: pip install "toolbox-registry[sql]"'
@@ -35,8 +40,9 @@ from toolbox.audit.events import FIELDS
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "events_table", "heads_table", "metadata", "version_table"]
 
-#: The schema version this code writes (2: ``parent_run_id``, the delegating run).
-SCHEMA_VERSION = 2
+#: The schema version this code writes (2: ``parent_run_id``, the delegating run; 3: partial
+#: indexes on status and parent_run_id, SQLite's heads table without rowid).
+SCHEMA_VERSION = 3
 
 
 def _add_parent_run_id(conn: Connection) -> None:
@@ -50,9 +56,35 @@ def _add_parent_run_id(conn: Connection) -> None:
     _parent_index.create(conn)
 
 
+def _partial_indexes_and_compact_heads(conn: Connection) -> None:
+    """Version 2 -> 3: status and parent_run_id indexed only where set; SQLite heads without rowid.
+
+    Both change what each commit writes, not what is stored: the events and
+    heads are kept as they are (the heads copied row for row on SQLite).
+    """
+    for index in (_status_index, _parent_index):
+        index.drop(conn, checkfirst=True)
+        index.create(conn)
+    if conn.dialect.name != "sqlite":
+        return
+    # SQLite cannot change a table's kind in place: build the new one, copy, swap (inside the
+    # schema transaction, so a failure leaves the version 2 table).
+    columns = ", ".join(column.name for column in heads_table.columns)
+    created = str(CreateTable(heads_table).compile(dialect=conn.dialect)).strip()
+    conn.execute(sql_text(created.replace(f"TABLE {heads_table.name} ", f"TABLE {_HEADS_V3} ", 1)))
+    conn.execute(sql_text(f"INSERT INTO {_HEADS_V3} ({columns}) SELECT {columns} FROM {heads_table.name}"))  # noqa: S608 - fixed names
+    conn.execute(sql_text(f"DROP TABLE {heads_table.name}"))
+    conn.execute(sql_text(f"ALTER TABLE {_HEADS_V3} RENAME TO {heads_table.name}"))
+
+
+_HEADS_V3 = "audit_trace_heads_v3"
+
 #: ``MIGRATIONS[n]`` upgrades a store from version ``n`` to ``n + 1`` inside the
 #: schema transaction.
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _add_parent_run_id}
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {
+    1: _add_parent_run_id,
+    2: _partial_indexes_and_compact_heads,
+}
 
 metadata = MetaData(
     naming_convention={
@@ -65,6 +97,12 @@ metadata = MetaData(
 # Byte order on PostgreSQL, whatever the database's collation: ISO 8601 text then
 # sorts and compares chronologically (SQLite's default collation is already bytewise).
 _Timestamp = String(40).with_variant(String(40, collation="C"), "postgresql")
+
+
+def _partial_index(column: Column[Any]) -> Index:
+    """An index of ``column`` over the rows where it is set."""
+    return Index(None, column, sqlite_where=column.isnot(None), postgresql_where=column.isnot(None))
+
 
 events_table = Table(
     "audit_events",
@@ -100,9 +138,11 @@ events_table = Table(
     Index(None, "timestamp"),
     Index(None, "tool"),
     Index(None, "principal"),
-    Index(None, "status"),
 )
-_parent_index = Index(None, events_table.c.parent_run_id)
+# Most events have no status (three of a call's four) and no parent run: indexed where set only.
+# ``status = ?`` and ``parent_run_id = ?`` imply ``IS NOT NULL``, so both engines still use them.
+_status_index = _partial_index(events_table.c.status)
+_parent_index = _partial_index(events_table.c.parent_run_id)
 
 heads_table = Table(
     "audit_trace_heads",
@@ -110,6 +150,7 @@ heads_table = Table(
     Column("trace_id", Text, primary_key=True),
     Column("last_sequence", Integer, nullable=False),
     Column("last_hash", String(64), nullable=False),
+    sqlite_with_rowid=False,
 )
 
 version_table = Table(

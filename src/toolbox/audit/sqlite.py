@@ -28,8 +28,9 @@ _READ_HEADS = (
     "WHERE trace_id IN ({})"
 )
 _WRITE_HEADS = (
-    f"INSERT OR REPLACE INTO {heads_table.name} (trace_id, last_sequence, last_hash) "  # noqa: S608 - fixed names
-    "VALUES (?, ?, ?)"
+    f"INSERT INTO {heads_table.name} (trace_id, last_sequence, last_hash) VALUES (?, ?, ?) "  # noqa: S608 - fixed names
+    "ON CONFLICT (trace_id) DO UPDATE "
+    "SET last_sequence = excluded.last_sequence, last_hash = excluded.last_hash"
 )
 # Writer connections a forked child inherited: kept open, never closed nor garbage collected.
 # Closing one in the child could check the WAL in and delete it under the parent (a child

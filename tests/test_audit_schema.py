@@ -1,0 +1,202 @@
+"""The SQL audit schema: versions, migrations from every older version, and what the indexes serve."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from audit_sql_support import Store, event, make_store
+from toolbox.audit import sql
+from toolbox.audit.sink import AuditQuery, AuditSinkError
+from toolbox.audit.verify import verify_chain
+
+BACKENDS = ["sqlite", "postgres"]
+_HEADS_V2_SQLITE = (
+    "CREATE TABLE audit_trace_heads_v2 (trace_id TEXT NOT NULL, last_sequence INTEGER NOT NULL, "
+    "last_hash VARCHAR(64) NOT NULL, CONSTRAINT pk_audit_trace_heads PRIMARY KEY (trace_id))"
+)
+
+
+@pytest.fixture(params=BACKENDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    yield from make_store(request.param, tmp_path)
+
+
+@pytest.fixture
+def sqlite_store(tmp_path: Path) -> Iterator[Store]:
+    yield from make_store("sqlite", tmp_path)
+
+
+def _index_definition(store: Store, name: str) -> str:
+    if store.kind == "sqlite":
+        rows = store.execute("SELECT sql FROM sqlite_master WHERE type = 'index' AND name = :n", n=name)
+    else:
+        rows = store.execute(
+            "SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema() AND indexname = :n", n=name
+        )
+    assert rows, f"index {name} is missing"
+    return str(rows[0][0])
+
+
+def _heads_table_definition(store: Store) -> str:
+    rows = store.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'audit_trace_heads'")
+    return str(rows[0][0])
+
+
+def _versions(store: Store) -> list[int]:
+    return [r[0] for r in store.execute("SELECT version FROM audit_schema_version ORDER BY version")]
+
+
+def _downgrade_to_version_2(store: Store) -> None:
+    """Turn a fresh store into what toolbox wrote at version 2: full indexes, a rowid heads table."""
+    statements = [
+        "DROP INDEX ix_audit_events_status",
+        "DROP INDEX ix_audit_events_parent_run_id",
+        "CREATE INDEX ix_audit_events_status ON audit_events (status)",
+        "CREATE INDEX ix_audit_events_parent_run_id ON audit_events (parent_run_id)",
+        "DELETE FROM audit_schema_version WHERE version = 3",
+        "INSERT INTO audit_schema_version (version, applied_at) VALUES (2, 'before')",
+    ]
+    if store.kind == "sqlite":
+        statements += [
+            _HEADS_V2_SQLITE,
+            "INSERT INTO audit_trace_heads_v2 "
+            "SELECT trace_id, last_sequence, last_hash FROM audit_trace_heads",
+            "DROP TABLE audit_trace_heads",
+            "ALTER TABLE audit_trace_heads_v2 RENAME TO audit_trace_heads",
+        ]
+    store.execute(*statements)
+
+
+def _downgrade_to_version_1(store: Store) -> None:
+    """Turn a fresh store into what toolbox wrote before version 2: no parent_run_id column."""
+    _downgrade_to_version_2(store)
+    store.execute(
+        "DROP INDEX IF EXISTS ix_audit_events_parent_run_id",
+        "ALTER TABLE audit_events DROP COLUMN parent_run_id",
+        "DELETE FROM audit_schema_version WHERE version = 2",
+        "INSERT INTO audit_schema_version (version, applied_at) VALUES (1, 'before')",
+    )
+
+
+def test_schema_version_is_recorded(store: Store) -> None:
+    """First use creates the tables and records schema version 3."""
+    sink = store.sink()
+    assert sink.schema_version() == sql.SCHEMA_VERSION == 3
+    assert _versions(store) == [3]
+    store.sink().append([event()])  # a second sink finds the schema and leaves it alone
+    assert _versions(store) == [3]
+
+
+def test_a_fresh_store_has_the_version_3_layout(store: Store) -> None:
+    """Status and parent run indexed where set only; on SQLite the heads are one B-tree."""
+    store.sink().schema_version()
+    assert "status IS NOT NULL" in _index_definition(store, "ix_audit_events_status")
+    assert "parent_run_id IS NOT NULL" in _index_definition(store, "ix_audit_events_parent_run_id")
+    assert "IS NOT NULL" not in _index_definition(store, "ix_audit_events_tenant_timestamp")
+    if store.kind == "sqlite":
+        assert "WITHOUT ROWID" in _heads_table_definition(store)
+
+
+def test_newer_schema_is_refused(store: Store) -> None:
+    """A store written by a newer toolbox raises, telling to upgrade."""
+    store.sink().schema_version()
+    store.execute("INSERT INTO audit_schema_version (version, applied_at) VALUES (4, 'later')")
+    with pytest.raises(AuditSinkError, match="upgrade toolbox"):
+        store.sink().append([event()])
+
+
+def test_older_schema_is_migrated(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An older store gets every missing migration, each recorded as a version."""
+    store.sink().append([event()])
+    applied: list[object] = []
+    monkeypatch.setattr(sql, "SCHEMA_VERSION", 4)
+    monkeypatch.setattr(sql, "MIGRATIONS", {3: applied.append})
+    sink = store.sink()
+    assert sink.schema_version() == 4
+    assert len(applied) == 1
+    assert _versions(store) == [3, 4]
+    sink.append([event()])
+    assert [r.sequence for r in sink.read_trace("trace-1")] == [1, 2]
+
+
+def test_version_2_store_is_migrated_keeping_events_and_heads(store: Store) -> None:
+    """A version 2 store gets the partial indexes (and SQLite its new heads table); nothing is lost."""
+    first = store.sink()
+    first.append([event("a", status="SUCCESS"), event("a"), event("b", parent_run_id="a")])
+    heads = first.trace_heads()
+    first.close()
+    _downgrade_to_version_2(store)
+    assert "IS NOT NULL" not in _index_definition(store, "ix_audit_events_status")
+    sink = store.sink()
+    assert sink.schema_version() == 3
+    assert _versions(store) == [2, 3]
+    assert sink.trace_heads() == heads
+    assert "status IS NOT NULL" in _index_definition(store, "ix_audit_events_status")
+    assert "parent_run_id IS NOT NULL" in _index_definition(store, "ix_audit_events_parent_run_id")
+    if store.kind == "sqlite":
+        assert "WITHOUT ROWID" in _heads_table_definition(store)
+    sink.append([event("a")])
+    records = sink.read_trace("a")
+    assert [r.sequence for r in records] == [1, 2, 3]
+    assert verify_chain(records) == []
+    assert sink.trace_heads("a") == {"a": (3, records[-1].hash)}
+    assert [r.trace_id for r in sink.query(AuditQuery(status="SUCCESS"))] == ["a"]
+    assert [r.trace_id for r in sink.query(AuditQuery(parent_run_id="a"))] == ["b"]
+
+
+def test_a_failed_migration_leaves_the_version_2_store_as_it_was(sqlite_store: Store) -> None:
+    """The migration runs in the schema transaction: when it fails, the store stays at version 2."""
+    first = sqlite_store.sink()
+    first.append([event("a"), event("a")])
+    heads = first.trace_heads()
+    first.close()
+    _downgrade_to_version_2(sqlite_store)
+    sqlite_store.execute("CREATE TABLE audit_trace_heads_v3 (blocker TEXT)")  # the name the migration needs
+    with pytest.raises(AuditSinkError, match="prepare the schema"):
+        sqlite_store.sink().schema_version()
+    assert _versions(sqlite_store) == [2]
+    assert "WITHOUT ROWID" not in _heads_table_definition(sqlite_store)
+    assert "IS NOT NULL" not in _index_definition(sqlite_store, "ix_audit_events_status")
+    sqlite_store.execute("DROP TABLE audit_trace_heads_v3")
+    sink = sqlite_store.sink()
+    assert sink.schema_version() == 3  # no restart of anything: the next sink migrates
+    assert sink.trace_heads() == heads
+
+
+def test_version_1_store_is_migrated_to_the_current_version(store: Store) -> None:
+    """A version 1 store gets parent_run_id, then the partial indexes; old events still verify."""
+    store.sink().append([event("child"), event("parent")])
+    _downgrade_to_version_1(store)
+    sink = store.sink()
+    assert sink.schema_version() == 3
+    assert _versions(store) == [1, 2, 3]
+    old = sink.read_trace("child")
+    assert [r.parent_run_id for r in old] == [None]
+    sink.append([event("child", parent_run_id="parent"), event("grandchild", parent_run_id="child")])
+    records = sink.read_trace("child")
+    assert [r.parent_run_id for r in records] == [None, "parent"]
+    assert verify_chain(records) == []
+    assert [r.trace_id for r in sink.query(AuditQuery(parent_run_id="parent"))] == ["child"]
+    assert [r.trace_id for r in sink.query(AuditQuery(parent_run_id="child"))] == ["grandchild"]
+    assert "parent_run_id IS NOT NULL" in _index_definition(store, "ix_audit_events_parent_run_id")
+    # The parent is covered by the chain hash: editing it breaks the chain.
+    store.execute("UPDATE audit_events SET parent_run_id = 'other' WHERE trace_id = 'child' AND sequence = 2")
+    assert verify_chain(sink.read_trace("child")) != []
+
+
+@pytest.mark.parametrize("column", ["status", "parent_run_id"])
+def test_a_filter_on_a_value_uses_the_partial_index(store: Store, column: str) -> None:
+    """``column = ?`` implies ``IS NOT NULL``: both engines may read the partial index for it."""
+    sink = store.sink()
+    sink.append([event(f"t{n}", status="SUCCESS" if n % 7 == 0 else None) for n in range(300)])
+    index = f"ix_audit_events_{column}"
+    query = f"SELECT event_id FROM audit_events WHERE {column} = :wanted"
+    if store.kind == "sqlite":
+        plan = " ".join(str(row[-1]) for row in store.execute(f"EXPLAIN QUERY PLAN {query}", wanted="x"))
+    else:
+        rows = store.execute("SET LOCAL enable_seqscan = off", f"EXPLAIN {query}", wanted="x")
+        plan = " ".join(str(row[0]) for row in rows)
+    assert index in plan, plan
