@@ -27,7 +27,14 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, final, overload
 from uuid import UUID
 
-from toolbox.audit.events import AuditEvent, EventType
+from toolbox.audit.events import (
+    GENESIS_HASH,
+    AuditEvent,
+    EventType,
+    iso_timestamp,
+    new_event_id,
+    storable_text,
+)
 
 if TYPE_CHECKING:
     from toolbox.audit.redaction import Redaction
@@ -123,14 +130,26 @@ def call_event(
 
 
 class LazyBatch(Sequence[AuditEvent]):
-    """A batch whose events are made on first read, once."""
+    """A batch whose events are made on first read, once.
 
-    __slots__ = ("_events",)
+    A sink that stores rows (`storage_rows`) gets them without event objects:
+    the batch then keeps its rows, and events made later from them carry the
+    same ids, so every sink of a fan-out stores the same events.
+    """
+
+    __slots__ = ("_events", "_rows")
 
     def __init__(self) -> None:
         self._events: list[AuditEvent] | None = None
+        self._rows: list[dict[str, Any]] | None = None
 
     def _make(self) -> list[AuditEvent]:  # pragma: no cover - every batch defines it
+        raise NotImplementedError
+
+    def _make_rows(self) -> list[dict[str, Any]]:  # pragma: no cover - every batch defines it
+        raise NotImplementedError
+
+    def _timestamp(self) -> float:  # pragma: no cover - every batch defines it
         raise NotImplementedError
 
     @property
@@ -141,11 +160,31 @@ class LazyBatch(Sequence[AuditEvent]):
             with _BUILD_LOCK:
                 events = self._events
                 if events is None:
-                    events = self._events = self._make()
+                    if self._rows is None:
+                        events = self._make()
+                    else:
+                        at = self._timestamp()
+                        events = [AuditEvent.from_storage(row, at) for row in self._rows]
+                    self._events = events
         return events
 
+    def storage_rows(self) -> list[dict[str, Any]]:
+        """The events in storage form (`AuditEvent.as_dict`): new dicts, whose keys the caller may set."""
+        rows = self._rows
+        if rows is None:
+            with _BUILD_LOCK:
+                rows = self._rows
+                if rows is None:
+                    events = self._events
+                    rows = self._make_rows() if events is None else [e.as_dict() for e in events]
+                    self._rows = rows
+        return [row.copy() for row in rows]
+
+    #: How many events a batch of this kind makes: ``len`` and ``bool`` make none.
+    SIZE = 0
+
     def __len__(self) -> int:
-        return len(self.events)
+        return self.SIZE
 
     @overload
     def __getitem__(self, index: int) -> AuditEvent: ...
@@ -174,6 +213,8 @@ class Opening(LazyBatch):
     leaves behind.
     """
 
+    SIZE = 3
+
     __slots__ = (
         "arguments",
         "context",
@@ -196,6 +237,7 @@ class Opening(LazyBatch):
         timestamp: float,
     ) -> None:
         self._events = None
+        self._rows = None
         self.subject = subject
         self.context = context
         self.intent_text = intent_text
@@ -218,6 +260,24 @@ class Opening(LazyBatch):
             call_event(EventType.GOVERNANCE_DECISION, *at, decision="ALLOW", rule_ids=self.rules),
             call_event(EventType.INVOCATION_REQUEST, *at, attempt=1),
         ]
+
+    def _make_rows(self) -> list[dict[str, Any]]:
+        summary, digest = self.payload or self.subject.redaction.payload_fields(self.arguments)
+        common = _common_row(self.subject, self.context, self.intent_text, self.timestamp)
+        intent, decision, request = common, common.copy(), common.copy()
+        intent["event_id"] = new_event_id()
+        intent["type"] = "INTENT_DECLARED"
+        intent["payload_summary"], intent["payload_hash"] = summary, digest
+        decision["event_id"] = new_event_id()
+        decision["type"] = "GOVERNANCE_DECISION"
+        decision["decision"], decision["rule_ids"] = "ALLOW", list(self.rules)
+        request["event_id"] = new_event_id()
+        request["type"] = "INVOCATION_REQUEST"
+        request["rule_ids"], request["attempt"] = [], 1
+        return [intent, decision, request]
+
+    def _timestamp(self) -> float:
+        return self.timestamp
 
     def close_in_place(self, duration: float, ended: float) -> None:
         """Record that the call succeeded at its first attempt: hold this opening again for the response.
@@ -248,6 +308,8 @@ class Opening(LazyBatch):
 class Closing(LazyBatch):
     """INVOCATION_RESPONSE of a call whose `Opening` was stored."""
 
+    SIZE = 1
+
     __slots__ = ("attempt", "duration", "opening", "reason_code", "status", "timestamp")
 
     def __init__(  # noqa: PLR0917 - positional on purpose: built on the hot path
@@ -260,6 +322,7 @@ class Closing(LazyBatch):
         timestamp: float,
     ) -> None:
         self._events = None
+        self._rows = None
         self.opening = opening
         self.status = status
         self.reason_code = reason_code
@@ -282,6 +345,60 @@ class Closing(LazyBatch):
                 attempt=self.attempt,
             )
         ]
+
+    def _make_rows(self) -> list[dict[str, Any]]:
+        o = self.opening
+        row = _common_row(o.subject, o.context, o.intent_text, self.timestamp)
+        row["event_id"] = new_event_id()
+        row["type"] = "INVOCATION_RESPONSE"
+        row["status"], row["reason_code"] = self.status, self.reason_code
+        row["duration"] = float(self.duration) if self.duration is not None else None
+        row["attempt"] = self.attempt
+        return [row]
+
+    def _timestamp(self) -> float:
+        return self.timestamp
+
+
+def _storable(text: str) -> str:
+    return text if text.isascii() and "\x00" not in text else storable_text(text)
+
+
+def _common_row(
+    subject: CallSubject, context: ExecutionContext, intent_text: str, timestamp: float
+) -> dict[str, Any]:
+    """The storage form every event of a call shares, as `call_event` and `AuditEvent.as_dict` make it.
+
+    The caller sets ``event_id`` and ``type`` and the fields of its kind of event.
+    """
+    return {
+        "event_id": "",
+        "trace_id": context.run_id,
+        "correlation_id": context.correlation_id,
+        "sequence": 0,
+        "timestamp": iso_timestamp(timestamp),
+        "type": "",
+        "name": _storable(subject.name),
+        "tool": _storable(subject.tool),
+        "operation": _storable(subject.operation),
+        "risk": subject.risk,
+        "effect": subject.effect,
+        "decision": None,
+        "reason_code": None,
+        "rule_ids": [],
+        "intent_kind": subject.intent_kind or None,
+        "intent_text": _storable(intent_text) if intent_text else None,
+        "tenant": context.tenant,
+        "principal": context.principal,
+        "payload_summary": None,
+        "payload_hash": None,
+        "status": None,
+        "duration": None,
+        "attempt": None,
+        "previous_hash": GENESIS_HASH,
+        "hash": "",
+        "parent_run_id": context.parent_run_id,
+    }
 
 
 #: The batch types, for a type test cheaper than ``isinstance(x, LazyBatch)`` (an ABC check).

@@ -28,6 +28,7 @@ __all__ = [
     "AuditRecord",
     "EventType",
     "chain_hash",
+    "iso_timestamp",
     "new_event_id",
     "storable_text",
 ]
@@ -203,11 +204,22 @@ class AuditEvent:
         self.hash = ""
         self.parent_run_id = parent_run_id
 
+    @classmethod
+    def from_storage(cls, row: dict[str, Any], timestamp: float) -> AuditEvent:
+        """The event whose storage form (`as_dict`) is ``row``, made at ``timestamp``."""
+        event = cls.__new__(cls)
+        for name in FIELDS:
+            setattr(event, name, row[name])
+        event.type = EventType(row["type"])
+        event.timestamp = timestamp
+        event.rule_ids = tuple(row["rule_ids"])
+        return event
+
     def as_dict(self) -> dict[str, Any]:
         """Storage form: every field, the type as its value, the time as ISO 8601 UTC."""
         data = dict(zip(FIELDS, _FIELD_VALUES(self), strict=False))  # one value per field, by construction
         data["type"] = self.type._value_
-        data["timestamp"] = _iso(self.timestamp)
+        data["timestamp"] = iso_timestamp(self.timestamp)
         data["rule_ids"] = list(self.rule_ids)
         return data
 
@@ -218,7 +230,8 @@ class AuditEvent:
 _FIELD_VALUES = attrgetter(*FIELDS)  # an event's field values in storage order, read in C
 
 
-def _iso(timestamp: float) -> str:
+def iso_timestamp(timestamp: float) -> str:
+    """``timestamp`` as stored: fixed-width ISO 8601 UTC with microseconds."""
     return datetime.fromtimestamp(timestamp, tz=timezone.utc).isoformat(timespec="microseconds")
 
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from operator import itemgetter
-from typing import Any
+from typing import Any, cast
 
 try:
     from sqlalchemy import bindparam, func, insert, inspect, select, update
@@ -26,6 +26,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 
 from pydantic import ValidationError
 
+from toolbox.audit.batch import LAZY_BATCHES, LazyBatch
 from toolbox.audit.events import FIELDS, GENESIS_HASH, AuditEvent, AuditRecord
 from toolbox.audit.group import GroupCommit
 from toolbox.audit.sink import AuditQuery, AuditSinkError, chain_dicts
@@ -116,9 +117,25 @@ class SqlSink:
         """
         if not events:
             return
-        rows = [event.as_dict() for event in events]  # in the caller: its own bad event fails only it
+        # In the caller: its own bad event fails only it. (A type test, not isinstance: ABC checks are slow.)
+        if type(events) in LAZY_BATCHES:
+            rows = cast(LazyBatch, events).storage_rows()
+        else:
+            rows = [event.as_dict() for event in events]
         self._ensure_ready()
         self._group.submit(rows)
+
+    def append_batches(self, batches: Sequence[Sequence[AuditEvent]]) -> None:
+        """`append` of every event of ``batches``, in order, in one transaction (the ASYNC writer's drain)."""
+        rows: list[dict[str, Any]] = []
+        for events in batches:
+            if type(events) in LAZY_BATCHES:
+                rows += cast(LazyBatch, events).storage_rows()
+            else:
+                rows += [event.as_dict() for event in events]
+        if rows:
+            self._ensure_ready()
+            self._group.submit(rows)
 
     def append_missing(self, events: Sequence[AuditEvent]) -> int:
         """Store the events of ``events`` whose ``event_id`` is not stored yet; returns how many.

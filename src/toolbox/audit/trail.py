@@ -98,6 +98,11 @@ class AuditTrail:
         self.sink = sink
         self._best_effort = self.mode is AuditMode.BEST_EFFORT
         self._append = sink.append  # bound once: it runs twice per call
+        # A sink that stores several batches in one call (SqlSink) takes the ASYNC writer's drain as it is.
+        append_batches = getattr(sink, "append_batches", None)
+        self._append_batches: Callable[[Sequence[Sequence[AuditEvent]]], None] | None = (
+            append_batches if callable(append_batches) else None
+        )
         self._subjects: dict[tuple[str, str, str, str | None, str, str], CallSubject] = {}
         # A sink that holds lazy batches without failing takes them directly (no queue needed).
         hold = getattr(sink, "hold", None)
@@ -171,13 +176,15 @@ class AuditTrail:
     def _write_drained(self, batches: Sequence[Sequence[AuditEvent]]) -> None:
         if not batches:
             return
-        events = batches[0] if len(batches) == 1 else [event for batch in batches for event in batch]
         try:
-            self.sink.append(events)
+            if self._append_batches is not None:
+                self._append_batches(batches)
+            else:
+                self.sink.append(batches[0] if len(batches) == 1 else [e for batch in batches for e in batch])
         except Exception as exc:  # noqa: BLE001 - keep accepted events, then fail closed
             self._writer_failed = True
             LOGGER.error("audit writer failed (%s); events kept in the fallback file", type(exc).__name__)
-            self._keep(events)
+            self._keep([event for batch in batches for event in batch])
 
     def _keep(self, events: Sequence[AuditEvent]) -> bool:
         """Append ``events`` (unchained) to the fallback file for a later replay."""
