@@ -32,6 +32,8 @@ _WRITE_HEADS = (
     "ON CONFLICT (trace_id) DO UPDATE "
     "SET last_sequence = excluded.last_sequence, last_hash = excluded.last_hash"
 )
+_NEW_TRACE = (0, GENESIS_HASH)
+_HEADS_CACHED = 4096  # the most trace heads the writer remembers between its commits
 # Writer connections a forked child inherited: kept open, never closed nor garbage collected.
 # Closing one in the child could check the WAL in and delete it under the parent (a child
 # does not inherit the parent's file locks, so it would think itself the last user).
@@ -49,7 +51,7 @@ class SqliteSink(SqlSink):
     seconds for one another, so each trace's sequence stays gap-free.
     """
 
-    __slots__ = ("_busy_ms", "_busy_timeout", "_path", "_writer", "_writer_pid")
+    __slots__ = ("_busy_ms", "_busy_timeout", "_heads", "_heads_version", "_path", "_writer", "_writer_pid")
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 30.0) -> None:
         if str(path) in ("", ":memory:") or str(path).startswith("file:"):
@@ -58,6 +60,9 @@ class SqliteSink(SqlSink):
         self._busy_timeout = busy_timeout
         self._writer: sqlite3.Connection | None = None  # the group commit's connection (see _write_group)
         self._writer_pid = 0
+        # The writer's view of the heads it last wrote, valid while no other connection commits.
+        self._heads: dict[str, tuple[int, str]] = {}
+        self._heads_version: object = None
         engine = create_engine(
             URL.create("sqlite", database=str(self._path)),
             connect_args={"check_same_thread": False, "timeout": busy_timeout},
@@ -111,21 +116,50 @@ class SqliteSink(SqlSink):
         SQLAlchemy layer (pool checkout, events, result objects) between them.
         """
         rows = [row for batch in batches for row in batch]
-        with self._guard("store events"), self._serialized():
-            writer = self._connection()
-            try:
-                writer.execute("BEGIN IMMEDIATE")
-                trace_ids = sorted({row["trace_id"] for row in rows})
-                found = writer.execute(_READ_HEADS.format(", ".join(["?"] * len(trace_ids))), trace_ids)
-                locked = {trace_id: (sequence, digest) for trace_id, sequence, digest in found}
-                chained, heads = chain_dicts(rows, lambda trace_id: locked.get(trace_id, (0, GENESIS_HASH)))
-                writer.executemany(_INSERT, storage_values(chained))
-                moved = [(trace_id, *head) for trace_id, head in sorted(heads.items())]
-                writer.executemany(_WRITE_HEADS, moved)
-                writer.execute("COMMIT")
-            except BaseException:
-                self._abandon(writer)
-                raise
+        lock = self._write_lock
+        assert lock is not None  # serialize_writes=True
+        try:
+            with lock:
+                writer = self._connection()
+                try:
+                    writer.execute("BEGIN IMMEDIATE")
+                    locked = self._locked_heads(writer, {row["trace_id"] for row in rows})
+                    chained, heads = chain_dicts(rows, lambda trace_id: locked.get(trace_id, _NEW_TRACE))
+                    writer.executemany(_INSERT, storage_values(chained))
+                    moved = [(trace_id, *head) for trace_id, head in sorted(heads.items())]
+                    writer.executemany(_WRITE_HEADS, moved)
+                    writer.execute("COMMIT")
+                except BaseException:
+                    self._abandon(writer)
+                    raise
+                self._remember(heads)
+        except (sqlite3.Error, OSError) as exc:
+            raise AuditSinkError(f"{self._name}: cannot store events: {self._describe(exc)}") from None
+
+    def _locked_heads(self, writer: sqlite3.Connection, trace_ids: set[str]) -> dict[str, tuple[int, str]]:
+        """The heads of ``trace_ids`` (under ``BEGIN IMMEDIATE``): from the writer's cache when still true.
+
+        ``PRAGMA data_version`` changes when another connection (another
+        process, another sink, this sink's pooled connections) has committed
+        since: then the cache is dropped and the heads are read again.
+        """
+        cache = self._heads
+        version = writer.execute("PRAGMA data_version").fetchone()[0]
+        if version != self._heads_version:
+            cache.clear()
+            self._heads_version = version
+        missing = sorted(trace_id for trace_id in trace_ids if trace_id not in cache)
+        if missing:
+            found = writer.execute(_READ_HEADS.format(", ".join(["?"] * len(missing))), missing)
+            cache.update((trace_id, (sequence, digest)) for trace_id, sequence, digest in found)
+        return cache
+
+    def _remember(self, heads: dict[str, tuple[int, str]]) -> None:
+        """After a commit: the new heads are the cache's (bounded: past the limit it starts afresh)."""
+        cache = self._heads
+        if len(cache) + len(heads) > _HEADS_CACHED:
+            cache.clear()
+        cache.update(heads)
 
     def _connection(self) -> sqlite3.Connection:
         """The writer's connection (under the write lock), opened on first use and in a forked child."""
@@ -143,10 +177,14 @@ class SqliteSink(SqlSink):
                 writer.close()
                 raise
             self._writer, self._writer_pid = writer, os.getpid()
+            self._heads.clear()  # data_version counts per connection: a new one starts afresh
+            self._heads_version = None
         return writer
 
     def _abandon(self, writer: sqlite3.Connection) -> None:
         """After a failed write: roll back, or drop a connection that cannot (the next write reopens)."""
+        self._heads.clear()
+        self._heads_version = None
         try:
             if writer.in_transaction:
                 writer.execute("ROLLBACK")
