@@ -2,14 +2,15 @@
 
 A governed call stores two batches: its `Opening` (intent declared,
 governance decision, invocation request) before the operation runs, and its
-`Closing` (the response) after. Making an `AuditEvent` costs microseconds (a
-random id, a redacted payload and its hash, 25 fields), so a batch keeps only
+`Closing` (the response) after. Making an `AuditEvent` costs microseconds (an
+id, a redacted payload and its hash, 25 fields), so a batch keeps only
 references to immutable values and makes its events the first time it is
-read. A sink that writes at once (SQLite, PostgreSQL, JSONL) reads it in
-``append``; the memory sink reads it when it is queried.
+read. A sink that writes at once reads it in ``append`` (JSONL its events, the
+SQL sinks its storage rows, made without event objects); the memory sink reads
+it when it is queried.
 
-The events of a batch are made once, under a lock: every sink of a fan-out
-stores the same event ids.
+The events (or rows) of a batch are made once, under a lock: every sink of a
+fan-out stores the same event ids.
 
 A sink that holds calls (`MemorySink.hold_call`) takes the by-name route's
 calls as *held calls* instead (`held_call`): tuples of plain values, which the
