@@ -190,3 +190,22 @@ def test_an_async_trail_on_sqlite_keeps_a_failed_drain_in_the_fallback_file(tmp_
 
 def test_lazy_batches_are_the_only_types_read_as_rows() -> None:
     assert issubclass(Opening, LazyBatch) and issubclass(Closing, LazyBatch)
+
+
+def test_a_subclass_that_overrides_append_still_sees_every_async_write(tmp_path: Path) -> None:
+    """`append_batches` goes through an overridden `append`: a subclass's hook is not bypassed."""
+    seen: list[int] = []
+
+    class Counting(SqliteSink):  # type: ignore[misc] # final for users; tests subclass it (as GatedSink does)
+        def append(self, events: Sequence[AuditEvent]) -> None:
+            seen.append(len(events))
+            super().append(events)
+
+    sink = Counting(tmp_path / "a.db")
+    trail = AuditTrail(sink, mode=AuditMode.ASYNC, fallback_path=None)
+    opening, closing = batches()
+    assert trail.store_opening(opening) and trail.store_closing(closing)
+    trail.flush()
+    assert sum(seen) == 4
+    assert [r.sequence for r in sink.read_trace(opening.context.run_id)] == [1, 2, 3, 4]
+    trail.close()
