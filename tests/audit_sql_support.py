@@ -122,3 +122,14 @@ def append_worker(
             sink.append([event(trace_id, attempt=index)])
     finally:
         sink.close()
+
+
+def open_then_append_worker(kind: str, location: str, schema: str | None, trace_id: str, start: Any) -> None:
+    """Process body: wait for the others, then open the store (creating or migrating it) and append once."""
+    sink = open_sink(kind, location, schema)
+    try:
+        start.wait(60)
+        sink.schema_version()
+        sink.append([event(trace_id)])
+    finally:
+        sink.close()

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import multiprocessing
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from audit_sql_support import Store, event, make_store
+from audit_sql_support import Store, event, make_store, open_then_append_worker
 from toolbox.audit import sql
 from toolbox.audit.sink import AuditQuery, AuditSinkError
 from toolbox.audit.verify import verify_chain
@@ -200,3 +201,34 @@ def test_a_filter_on_a_value_uses_the_partial_index(store: Store, column: str) -
         rows = store.execute("SET LOCAL enable_seqscan = off", f"EXPLAIN {query}", wanted="x")
         plan = " ".join(str(row[0]) for row in rows)
     assert index in plan, plan
+
+
+def test_processes_opening_a_version_2_store_at_once_migrate_it_once(store: Store) -> None:
+    """4 processes open an old store at the same moment: one migrates, the others find it done."""
+    first = store.sink()
+    first.append([event("old"), event("old")])
+    heads = first.trace_heads()
+    first.close()
+    _downgrade_to_version_2(store)
+    context = multiprocessing.get_context("spawn")
+    start = context.Barrier(4)
+    processes = [
+        context.Process(
+            target=open_then_append_worker, args=(store.kind, store.location, store.schema, f"p{n}", start)
+        )
+        for n in range(4)
+    ]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(120)
+    assert [p.exitcode for p in processes] == [0, 0, 0, 0]
+    assert _versions(store) == [2, 3]
+    sink = store.sink()
+    assert {t: h for t, h in sink.trace_heads().items() if t == "old"} == heads
+    for n in range(4):
+        records = sink.read_trace(f"p{n}")
+        assert [r.sequence for r in records] == [1]
+        assert verify_chain(records) == []
+    if store.kind == "sqlite":
+        assert "WITHOUT ROWID" in _heads_table_definition(store)
