@@ -10,6 +10,7 @@ import pytest
 
 from audit_sql_support import Store, event, make_store, open_then_append_worker
 from toolbox.audit import sql
+from toolbox.audit.events import AuditEvent
 from toolbox.audit.sink import AuditQuery, AuditSinkError
 from toolbox.audit.verify import verify_chain
 
@@ -71,6 +72,16 @@ def _downgrade_to_version_2(store: Store) -> None:
     store.execute(*statements)
 
 
+def _version_2_store_holding(store: Store, events: list[AuditEvent]) -> dict[str, tuple[int, str]]:
+    """Store ``events``, then turn the store into a version 2 one; the heads it held."""
+    first = store.sink()
+    first.append(events)
+    heads = first.trace_heads()
+    first.close()
+    _downgrade_to_version_2(store)
+    return heads
+
+
 def _downgrade_to_version_1(store: Store) -> None:
     """Turn a fresh store into what toolbox wrote before version 2: no parent_run_id column."""
     _downgrade_to_version_2(store)
@@ -125,11 +136,9 @@ def test_older_schema_is_migrated(store: Store, monkeypatch: pytest.MonkeyPatch)
 
 def test_version_2_store_is_migrated_keeping_events_and_heads(store: Store) -> None:
     """A version 2 store gets the partial indexes (and SQLite its new heads table); nothing is lost."""
-    first = store.sink()
-    first.append([event("a", status="SUCCESS"), event("a"), event("b", parent_run_id="a")])
-    heads = first.trace_heads()
-    first.close()
-    _downgrade_to_version_2(store)
+    heads = _version_2_store_holding(
+        store, [event("a", status="SUCCESS"), event("a"), event("b", parent_run_id="a")]
+    )
     assert "IS NOT NULL" not in _index_definition(store, "ix_audit_events_status")
     sink = store.sink()
     assert sink.schema_version() == 3
@@ -150,11 +159,7 @@ def test_version_2_store_is_migrated_keeping_events_and_heads(store: Store) -> N
 
 def test_a_failed_migration_leaves_the_version_2_store_as_it_was(sqlite_store: Store) -> None:
     """The migration runs in the schema transaction: when it fails, the store stays at version 2."""
-    first = sqlite_store.sink()
-    first.append([event("a"), event("a")])
-    heads = first.trace_heads()
-    first.close()
-    _downgrade_to_version_2(sqlite_store)
+    heads = _version_2_store_holding(sqlite_store, [event("a"), event("a")])
     sqlite_store.execute("CREATE TABLE audit_trace_heads_v3 (blocker TEXT)")  # the name the migration needs
     with pytest.raises(AuditSinkError, match="prepare the schema"):
         sqlite_store.sink().schema_version()
@@ -205,11 +210,7 @@ def test_a_filter_on_a_value_uses_the_partial_index(store: Store, column: str) -
 
 def test_processes_opening_a_version_2_store_at_once_migrate_it_once(store: Store) -> None:
     """4 processes open an old store at the same moment: one migrates, the others find it done."""
-    first = store.sink()
-    first.append([event("old"), event("old")])
-    heads = first.trace_heads()
-    first.close()
-    _downgrade_to_version_2(store)
+    heads = _version_2_store_holding(store, [event("old"), event("old")])
     context = multiprocessing.get_context("spawn")
     start = context.Barrier(4)
     processes = [

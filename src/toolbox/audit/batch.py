@@ -140,6 +140,8 @@ class LazyBatch(Sequence[AuditEvent]):
 
     __slots__ = ("_events", "_rows")
 
+    timestamp: float  #: when the batch's events happened (each kind of batch holds it)
+
     def __init__(self) -> None:
         self._events: list[AuditEvent] | None = None
         self._rows: list[dict[str, Any]] | None = None
@@ -148,9 +150,6 @@ class LazyBatch(Sequence[AuditEvent]):
         raise NotImplementedError
 
     def _make_rows(self) -> list[dict[str, Any]]:  # pragma: no cover - every batch defines it
-        raise NotImplementedError
-
-    def _timestamp(self) -> float:  # pragma: no cover - every batch defines it
         raise NotImplementedError
 
     @property
@@ -164,8 +163,7 @@ class LazyBatch(Sequence[AuditEvent]):
                     if self._rows is None:
                         events = self._make()
                     else:
-                        at = self._timestamp()
-                        events = [AuditEvent.from_storage(row, at) for row in self._rows]
+                        events = [AuditEvent.from_storage(row, self.timestamp) for row in self._rows]
                     self._events = events
         return events
 
@@ -277,9 +275,6 @@ class Opening(LazyBatch):
         request["rule_ids"], request["attempt"] = [], 1
         return [intent, decision, request]
 
-    def _timestamp(self) -> float:
-        return self.timestamp
-
     def close_in_place(self, duration: float, ended: float) -> None:
         """Record that the call succeeded at its first attempt: hold this opening again for the response.
 
@@ -357,13 +352,6 @@ class Closing(LazyBatch):
         row["attempt"] = self.attempt
         return [row]
 
-    def _timestamp(self) -> float:
-        return self.timestamp
-
-
-def _storable(text: str) -> str:
-    return text if text.isascii() and "\x00" not in text else storable_text(text)
-
 
 def _common_row(
     subject: CallSubject, context: ExecutionContext, intent_text: str, timestamp: float
@@ -379,16 +367,16 @@ def _common_row(
         "sequence": 0,
         "timestamp": iso_timestamp(timestamp),
         "type": "",
-        "name": _storable(subject.name),
-        "tool": _storable(subject.tool),
-        "operation": _storable(subject.operation),
+        "name": storable_text(subject.name),
+        "tool": storable_text(subject.tool),
+        "operation": storable_text(subject.operation),
         "risk": subject.risk,
         "effect": subject.effect,
         "decision": None,
         "reason_code": None,
         "rule_ids": [],
         "intent_kind": subject.intent_kind or None,
-        "intent_text": _storable(intent_text) if intent_text else None,
+        "intent_text": storable_text(intent_text) if intent_text else None,
         "tenant": context.tenant,
         "principal": context.principal,
         "payload_summary": None,

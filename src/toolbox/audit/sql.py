@@ -117,11 +117,7 @@ class SqlSink:
         """
         if not events:
             return
-        # In the caller: its own bad event fails only it. (A type test, not isinstance: ABC checks are slow.)
-        if type(events) in LAZY_BATCHES:
-            rows = cast(LazyBatch, events).storage_rows()
-        else:
-            rows = [event.as_dict() for event in events]
+        rows = _storage_rows(events)  # in the caller: its own bad event fails only it
         self._ensure_ready()
         self._group.submit(rows)
 
@@ -130,12 +126,7 @@ class SqlSink:
         if type(self).append is not SqlSink.append:  # a subclass's own append sees every write, as before
             self.append([event for events in batches for event in events])
             return
-        rows: list[dict[str, Any]] = []
-        for events in batches:
-            if type(events) in LAZY_BATCHES:
-                rows += cast(LazyBatch, events).storage_rows()
-            else:
-                rows += [event.as_dict() for event in events]
+        rows = [row for events in batches for row in _storage_rows(events)]
         if rows:
             self._ensure_ready()
             self._group.submit(rows)
@@ -416,6 +407,13 @@ def storage_values(chained: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     for row in chained:
         row["rule_ids"] = _rule_ids_text(row["rule_ids"])
     return list(map(_VALUES, chained))
+
+
+def _storage_rows(events: Sequence[AuditEvent]) -> list[dict[str, Any]]:
+    """``events`` in storage form; a call's batch makes them without event objects."""
+    if type(events) in LAZY_BATCHES:  # a type test, not isinstance: ABC checks are slow
+        return cast(LazyBatch, events).storage_rows()
+    return [event.as_dict() for event in events]
 
 
 def _rule_ids_text(rule_ids: Sequence[str]) -> str:
