@@ -209,3 +209,21 @@ def test_a_subclass_that_overrides_append_still_sees_every_async_write(tmp_path:
     assert sum(seen) == 4
     assert [r.sequence for r in sink.read_trace(opening.context.run_id)] == [1, 2, 3, 4]
     trail.close()
+
+
+@pytest.mark.parametrize("opening_read_as", ["rows", "events", "unread"])
+def test_a_closing_makes_the_same_row_whether_or_not_its_opening_made_rows(opening_read_as: str) -> None:
+    """A closing copies its opening's request row when there is one; else it builds the row itself."""
+    opening, closing = batches("héllo ✓", rules=("warn:a",))
+    if opening_read_as == "rows":
+        opening.storage_rows()
+    elif opening_read_as == "events":
+        _ = opening.events
+    _, reference = batches("héllo ✓", rules=("warn:a",), context=opening.context)
+    (row,) = closing.storage_rows()
+    (expected,) = [event.as_dict() for event in reference.events]
+    assert without_ids([row]) == without_ids([expected])
+    assert list(row) == list(expected)
+    assert row["rule_ids"] == [] and row["timestamp"] == "2023-11-14T22:13:21.500000+00:00"
+    if opening_read_as == "rows":  # the copy shares nothing mutable with the opening's cached row
+        assert opening.storage_rows()[2]["rule_ids"] is not closing.storage_rows()[0]["rule_ids"]

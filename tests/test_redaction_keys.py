@@ -119,3 +119,19 @@ def test_json_text_nested_beyond_the_depth_limit_is_not_echoed():
     """JSON text too deep to parse is replaced, not stored as written."""
     deep = "[" * 100_000 + "]" * 100_000
     assert Redaction.of(["iban"]).clean({"content": deep}) == {"content": "[TOO DEEP]"}
+
+
+def test_scalars_keep_their_value_and_huge_or_too_deep_ones_are_replaced() -> None:
+    """The exact-type shortcut for scalars changes nothing: subclasses, huge ints, depth still handled."""
+    import enum
+
+    class Level(enum.IntEnum):
+        HIGH = 3
+
+    redaction = Redaction()
+    values = {"i": 7, "f": 1.5, "b": True, "n": None, "e": Level.HIGH, "big": 10**5000}
+    cleaned = redaction.clean(values)
+    assert cleaned == {"i": 7, "f": 1.5, "b": True, "n": None, "e": 3, "big": "<int of 16610 bits>"}
+    assert type(cleaned["b"]) is bool
+    assert redaction.clean(1, depth=33) == "[TOO DEEP]"
+    assert redaction.clean({"token": 12345}) == {"token": "[REDACTED]"}

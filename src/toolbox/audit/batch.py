@@ -344,7 +344,13 @@ class Closing(LazyBatch):
 
     def _make_rows(self) -> list[dict[str, Any]]:
         o = self.opening
-        row = _common_row(o.subject, o.context, o.intent_text, self.timestamp)
+        opened = o._rows  # the opening's rows, when a sink made them, hold the call's fields
+        if opened is None:
+            row = _common_row(o.subject, o.context, o.intent_text, self.timestamp)
+        else:
+            row = opened[2].copy()  # its INVOCATION_REQUEST: no decision, rules nor payload
+            row["timestamp"] = iso_timestamp(self.timestamp)
+            row["rule_ids"] = []
         row["event_id"] = new_event_id()
         row["type"] = "INVOCATION_RESPONSE"
         row["status"], row["reason_code"] = self.status, self.reason_code

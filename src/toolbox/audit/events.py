@@ -13,6 +13,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
+import math
 import os
 import threading
 import time
@@ -45,9 +46,8 @@ GENESIS_HASH = "0" * 64
 # parent's next ids).
 _ID_BYTES = 10  # 80 bits drawn, 74 used
 _BUFFER_BYTES = 256 * _ID_BYTES
-_RAND_A_SHIFT = 68  # the top 12 of the 80 bits: rand_a
-_RAND_B = (1 << 62) - 1  # the low 62 bits: rand_b
-_UUID7_SET = (0x7 << 76) | (0b10 << 62)  # version 7, variant RFC 9562
+# The variant's hex digit: 0b10 then two random bits (the drawn digit's low two).
+_VARIANT_DIGIT = {digit: "89ab"[int(digit, 16) & 3] for digit in "0123456789abcdef"}
 
 
 class _RandomBuffer(threading.local):
@@ -67,7 +67,11 @@ os.register_at_fork(after_in_child=_forget_inherited_randomness)
 
 
 def new_event_id() -> str:
-    """A fresh event id: a version-7 UUID (time-ordered, 74 random bits) as 32 hex digits."""
+    """A fresh event id: a version-7 UUID (time-ordered, 74 random bits) as 32 hex digits.
+
+    Built as text: 12 digits of milliseconds, the version ``7``, 3 random digits
+    (rand_a), the variant digit (2 random bits) and 15 random digits (rand_b).
+    """
     buffer = _RANDOM
     at = buffer.at
     data = buffer.data
@@ -75,10 +79,8 @@ def new_event_id() -> str:
         buffer.data = data = os.urandom(_BUFFER_BYTES)
         at = 0
     buffer.at = at + _ID_BYTES
-    bits = int.from_bytes(data[at : at + _ID_BYTES], "big")
-    milliseconds = time.time_ns() // 1_000_000
-    value = (milliseconds << 80) | _UUID7_SET | ((bits >> _RAND_A_SHIFT) << 64) | (bits & _RAND_B)
-    return f"{value:032x}"
+    drawn = data[at : at + _ID_BYTES].hex()
+    return f"{time.time_ns() // 1_000_000:012x}7{drawn[:3]}{_VARIANT_DIGIT[drawn[3]]}{drawn[4:19]}"
 
 
 class EventType(str, enum.Enum):
@@ -230,14 +232,38 @@ class AuditEvent:
 _FIELD_VALUES = attrgetter(*FIELDS)  # an event's field values in storage order, read in C
 
 
+# The text of the last whole second formatted, shared by every thread (one tuple: read atomically).
+_LAST_SECOND: tuple[int, str] = (0, "1970-01-01T00:00:00")
+
+
 def iso_timestamp(timestamp: float) -> str:
-    """``timestamp`` as stored: fixed-width ISO 8601 UTC with microseconds."""
-    return datetime.fromtimestamp(timestamp, tz=timezone.utc).isoformat(timespec="microseconds")
+    """``timestamp`` as stored: fixed-width ISO 8601 UTC with microseconds.
+
+    The same text as ``datetime.fromtimestamp(timestamp, timezone.utc).isoformat(
+    timespec="microseconds")`` (microseconds rounded half to even, as there), with
+    the date and time of day formatted once per second.
+    """
+    global _LAST_SECOND  # noqa: PLW0603 - a one-entry cache
+    fraction, whole = math.modf(timestamp)
+    second = int(whole)
+    micros = round(fraction * 1e6)
+    if micros >= 1_000_000:
+        second, micros = second + 1, micros - 1_000_000
+    elif micros < 0:
+        second, micros = second - 1, micros + 1_000_000
+    cached, text = _LAST_SECOND
+    if second != cached:
+        text = datetime.fromtimestamp(second, tz=timezone.utc).isoformat(timespec="seconds")[:-6]
+        _LAST_SECOND = (second, text)
+    return f"{text}.{micros:06d}+00:00"
+
+
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str).encode
 
 
 def canonical(data: dict[str, Any]) -> str:
     """Canonical JSON: sorted keys, no spaces, UTF-8 kept."""
-    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return _CANONICAL(data)
 
 
 _HASHED = FIELDS[: FIELDS.index("hash")]  # every field before ``hash``, in storage order

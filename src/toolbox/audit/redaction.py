@@ -95,6 +95,11 @@ class Redaction:
         """``value`` with secrets masked, URLs redacted and odd types replaced by a placeholder."""
         if depth > _MAX_DEPTH:
             return "[TOO DEEP]"
+        kind = type(value)  # exact scalar types first: most arguments are, and ABC checks are slow
+        if kind is int:
+            return value if value.bit_length() <= _MAX_INT_BITS else f"<int of {value.bit_length()} bits>"  # type: ignore[attr-defined]
+        if kind is float or kind is bool or value is None:
+            return value
         if isinstance(value, Mapping):
             return {
                 storable_text(str(k)): MASK if self.masks(str(k)) else self.clean(v, depth + 1)
