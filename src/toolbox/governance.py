@@ -11,8 +11,9 @@ from toolbox.audit.trail import AuditTrail
 from toolbox.errors import ConfigurationError
 from toolbox.pipeline.approval import ApprovalCheck, Approver, use_cleaner
 from toolbox.pipeline.arguments import ArgumentLimits, ArgumentValidation
+from toolbox.pipeline.audit_hooks import AuditHook
 from toolbox.pipeline.authorization import AuthorizationCheck, Authorizer, InvocationAuthorizer, RolePolicy
-from toolbox.pipeline.chain import AuditHook, Pipeline
+from toolbox.pipeline.chain import Pipeline
 from toolbox.pipeline.checks import AccessCheck, BudgetCheck, DeadlineCheck, DelegationCheck, KillSwitch
 from toolbox.pipeline.guardrails import Guardrail, GuardrailMode, Guardrails, guardrails_from_config
 from toolbox.pipeline.interceptor import Interceptor

@@ -42,7 +42,8 @@ from toolbox.descriptor import ToolDescriptor
 from toolbox.intent import dispatch_calls, validate_intent_text
 from toolbox.intent_text import VALID_TEXTS
 from toolbox.pipeline.arguments import ArgumentLimits, ArgumentValidation, OperationSchema
-from toolbox.pipeline.chain import PLAIN_RESULTS, Pipeline, Plan
+from toolbox.pipeline.attempts import PLAIN_RESULTS
+from toolbox.pipeline.chain import Pipeline, Plan
 from toolbox.pipeline.checks import KillSwitch
 from toolbox.pipeline.invocation import BY_NAME, Invocation
 from toolbox.pipeline.paths import by_name_route

@@ -22,7 +22,8 @@ from toolbox.context import ExecutionContext, OperationRecord
 from toolbox.descriptor import ToolDescriptor
 from toolbox.dispatch import arun_dispatched, run_dispatched
 from toolbox.intent_text import declared_intent
-from toolbox.pipeline.chain import PLAIN_RESULTS, Pipeline, Plan
+from toolbox.pipeline.attempts import PLAIN_RESULTS
+from toolbox.pipeline.chain import Pipeline, Plan
 from toolbox.pipeline.checks import AccessCheck
 from toolbox.pipeline.invocation import BY_NAME, Invocation
 from toolbox.pipeline.result import ToolResult, succeeded

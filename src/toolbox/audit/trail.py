@@ -36,7 +36,7 @@ from toolbox.audit.sink import AuditQuery, AuditSink
 from toolbox.audit.verify import ChainProblem, TraceHeads, verify_chain, verify_heads
 from toolbox.context import ExecutionContext
 from toolbox.errors import ConfigurationError
-from toolbox.pipeline.chain import audit_unavailable
+from toolbox.pipeline.audit_hooks import audit_unavailable
 from toolbox.pipeline.result import Status, ToolResult
 
 if TYPE_CHECKING:

@@ -20,27 +20,21 @@ import concurrent.futures
 import contextvars
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, final
+from typing import TYPE_CHECKING, Any, final
 
 from toolbox.context import ExecutionContext, OperationRecord
-from toolbox.descriptor import Effect, RiskClass
+from toolbox.descriptor import RiskClass
 from toolbox.dispatch import arun_dispatched, run_dispatched
-from toolbox.errors import InvalidArgumentsError, ToolboxError, ToolDeniedError, ToolTimeoutError
+from toolbox.errors import InvalidArgumentsError, ToolTimeoutError
+from toolbox.pipeline.attempts import PLAIN_RESULTS, AttemptOutcomes
+from toolbox.pipeline.audit_hooks import AuditHook, CallRecorder, audit_unavailable
 from toolbox.pipeline.checks import KillSwitch
 from toolbox.pipeline.interceptor import Interceptor
 from toolbox.pipeline.invocation import TYPED, Invocation
-from toolbox.pipeline.outcomes import BusinessFailure, OutcomeMappers
+from toolbox.pipeline.outcomes import OutcomeMappers
 from toolbox.pipeline.paths import Plan, typed_fast_path
 from toolbox.pipeline.result import Status, ToolResult
-from toolbox.pipeline.retry import (
-    ReconcileOutcome,
-    Reconciler,
-    RetryPolicy,
-    find_reconciler,
-    is_transient_error,
-    is_transient_result,
-    retries_allowed,
-)
+from toolbox.pipeline.retry import Reconciler, RetryPolicy, is_transient_result
 
 if TYPE_CHECKING:
     from toolbox.pipeline.ports import CallRuntime
@@ -56,8 +50,6 @@ __all__ = [
 ]
 
 _EXECUTOR: concurrent.futures.ThreadPoolExecutor | None = None
-#: Results of these types cannot declare themselves transient: the probe is skipped.
-PLAIN_RESULTS = frozenset({int, float, str, bool, bytes, dict, list, tuple, type(None)})
 
 
 def _always(invocation: Invocation) -> bool:
@@ -82,56 +74,11 @@ class OperationTimeoutError(ToolTimeoutError):
     """The governed per-operation timeout elapsed."""
 
 
-class AuditHook(Protocol):
-    """Hook points around dispatch; the audit trail implements them."""
-
-    def on_request(self, invocation: Invocation) -> ToolResult | None:
-        """Called after every check passed, before the first attempt; a result refuses the call."""
-
-    def on_response(self, invocation: Invocation, result: ToolResult) -> None:
-        """Called with every final result, denials included."""
-
-
-class CallRecorder(AuditHook, Protocol):
-    """An audit hook that records a fast-path call itself (`toolbox.audit.AuditTrail`).
-
-    The chain never imports the audit package: the trail implements this, and
-    `toolbox.Governance` hands it to the `Pipeline` when it is the only hook.
-    """
-
-    def subject_of(  # noqa: PLR0917 - the trail's signature
-        self, name: str, tool: str, operation: str, risk: str | None, effect: str, intent_kind: str
-    ) -> Any:
-        """What every event of such calls repeats."""
-
-    def open_call(
-        self, subject: Any, context: ExecutionContext, intent_text: str, arguments: Mapping[str, Any]
-    ) -> Any | None:
-        """Store the opening events of a call about to run; None means refuse the call."""
-
-    def close_call(self, opening: Any, status: str, duration: float, attempts: int, ended: float) -> bool:
-        """Store the response event of an opened call; False means it is missing."""
-
-
-def audit_unavailable(invocation: Invocation) -> ToolResult:
-    """DENIED/AUDIT_UNAVAILABLE: the opening events of ``invocation`` could not be stored."""
-    return invocation.denied(
-        "AUDIT_UNAVAILABLE", "audit", "the audit trail cannot record this call, so it was refused"
-    )
-
-
 def _executor() -> concurrent.futures.ThreadPoolExecutor:
     global _EXECUTOR  # noqa: PLW0603 - one lazily created pool for timed sync calls
     if _EXECUTOR is None:
         _EXECUTOR = concurrent.futures.ThreadPoolExecutor(thread_name_prefix="toolbox-timed")
     return _EXECUTOR
-
-
-def safe_message(exc: BaseException) -> str:
-    """A message safe to show a model: toolbox errors are written secret-free; others are not."""
-    if isinstance(exc, ToolboxError):
-        return str(exc)
-    return f"the tool failed with {type(exc).__name__}"
 
 
 @final
@@ -144,9 +91,8 @@ class Pipeline:
         "_hooks",
         "_kill_switch",
         "_mappers",
+        "_outcomes",
         "_plans",
-        "_reconcilers",
-        "_retry",
         "_timeouts",
         "_trail",
     )
@@ -163,8 +109,7 @@ class Pipeline:
         recorder: CallRecorder | None = None,
     ) -> None:
         self._before = tuple(interceptors)
-        self._retry = retry
-        self._reconcilers = dict(reconcilers)
+        self._outcomes = AttemptOutcomes(retry, reconcilers)
         self._mappers = mappers
         self._timeouts = dict(timeouts)
         self._hooks = tuple(hooks)
@@ -329,9 +274,9 @@ class Pipeline:
                 try:
                     content = self._call(invocation, plan)
                 except Exception as exc:  # noqa: BLE001 - classified below, never swallowed silently
-                    step = self._after_failure(invocation, exc, plan)
+                    step = self._outcomes.after_failure(invocation, exc, plan)
                 else:
-                    step = self._after_success(invocation, content, plan)
+                    step = self._outcomes.after_success(invocation, content, plan)
             else:
                 step, pending = pending, None
             if isinstance(step, ToolResult):
@@ -411,22 +356,22 @@ class Pipeline:
 
     def continue_failed(self, invocation: Invocation, plan: Plan, exc: Exception) -> ToolResult:
         """Finish ``invocation``, whose first attempt ran outside the chain and raised ``exc``."""
-        step = self._after_failure(invocation, exc, plan)
+        step = self._outcomes.after_failure(invocation, exc, plan)
         return self._finish(invocation, self._dispatch(invocation, plan, step))
 
     def continue_returned(self, invocation: Invocation, plan: Plan, content: Any) -> ToolResult:
         """Finish ``invocation``, whose first attempt ran outside the chain and returned ``content``."""
-        step = self._after_success(invocation, content, plan)
+        step = self._outcomes.after_success(invocation, content, plan)
         return self._finish(invocation, self._dispatch(invocation, plan, step))
 
     async def acontinue_failed(self, invocation: Invocation, plan: Plan, exc: Exception) -> ToolResult:
         """Async twin of `continue_failed`."""
-        step = self._after_failure(invocation, exc, plan)
+        step = self._outcomes.after_failure(invocation, exc, plan)
         return self._finish(invocation, await self._adispatch(invocation, plan, step))
 
     async def acontinue_returned(self, invocation: Invocation, plan: Plan, content: Any) -> ToolResult:
         """Async twin of `continue_returned`."""
-        step = self._after_success(invocation, content, plan)
+        step = self._outcomes.after_success(invocation, content, plan)
         return self._finish(invocation, await self._adispatch(invocation, plan, step))
 
     def check(self, invocation: Invocation, checks: Sequence[Interceptor]) -> ToolResult | None:
@@ -494,9 +439,9 @@ class Pipeline:
                 try:
                     content = await self._acall(invocation, plan)
                 except Exception as exc:  # noqa: BLE001 - classified below, never swallowed silently
-                    step = self._after_failure(invocation, exc, plan)
+                    step = self._outcomes.after_failure(invocation, exc, plan)
                 else:
-                    step = self._after_success(invocation, content, plan)
+                    step = self._outcomes.after_success(invocation, content, plan)
             else:
                 step, pending = pending, None
             if isinstance(step, ToolResult):
@@ -519,99 +464,6 @@ class Pipeline:
         if invocation.runtime is not None:
             invocation.runtime.executions += 1
         return None
-
-    def _can_retry(self, invocation: Invocation) -> bool:
-        return invocation.record.attempts < self._retry.max_attempts
-
-    def _after_success(self, invocation: Invocation, content: Any, plan: Plan) -> ToolResult | float:
-        if (
-            type(content) not in PLAIN_RESULTS
-            and retries_allowed(invocation.effect)
-            and self._can_retry(invocation)
-            and is_transient_result(content)
-        ):
-            return self._retry.delay(invocation.record.attempts)
-        return self._map_outcome(invocation, content, plan)
-
-    def _map_outcome(self, invocation: Invocation, content: Any, plan: Plan) -> ToolResult:
-        mapper = plan.mapper
-        if mapper is None:
-            return invocation.result(Status.SUCCESS, content=content)
-        try:
-            verdict: object = mapper(content)
-        except Exception as exc:  # noqa: BLE001 - the tool ran: report an error, never hide the run
-            invocation.error = exc
-            return invocation.result(
-                Status.ERROR,
-                reason_code="GOVERNANCE_EVALUATION_FAILED",
-                error_code="MAPPER_FAILED",
-                message=f"the outcome mapper failed ({type(exc).__name__}) after the tool ran",
-                content=content,
-            )
-        if verdict is None:
-            return invocation.result(Status.SUCCESS, content=content)
-        if not isinstance(verdict, BusinessFailure):
-            return invocation.result(
-                Status.ERROR, error_code="MAPPER_FAILED", message="the outcome mapper returned a non-verdict"
-            )
-        return invocation.result(
-            Status.BUSINESS_FAILED,
-            error_code=verdict.error_code,
-            message=verdict.message or f"business outcome failed: {verdict.error_code}",
-            content=content,
-        )
-
-    def _after_failure(self, invocation: Invocation, exc: Exception, plan: Plan) -> ToolResult | float:
-        invocation.error = exc
-        if isinstance(exc, ToolDeniedError):
-            return invocation.denied(exc.reason_code, exc.rule, str(exc))
-        if isinstance(exc, InvalidArgumentsError):
-            return invocation.invalid(exc.error_code, exc.field_path, str(exc))
-        transient = is_transient_error(exc)
-        if transient is None:
-            return invocation.result(Status.ERROR, error_code=type(exc).__name__, message=safe_message(exc))
-        effect = invocation.effect
-        if retries_allowed(effect):
-            if self._can_retry(invocation):
-                return self._retry.delay(invocation.record.attempts)
-            return invocation.result(Status.ERROR, error_code=transient, message=safe_message(exc))
-        if getattr(exc, "request_sent", None) is False:
-            # Nothing reached the remote side: a plain failure, not an uncertain effect.
-            return invocation.result(Status.ERROR, error_code=transient, message=safe_message(exc))
-        if effect is Effect.RECONCILABLE:
-            reconciler = find_reconciler(self._reconcilers, invocation.tool, invocation.operation)
-            if reconciler is not None:
-                return self._reconcile(invocation, reconciler, exc, transient, plan)
-        return self._uncertain(invocation, transient)
-
-    def _reconcile(
-        self, invocation: Invocation, reconciler: Reconciler, exc: Exception, transient: str, plan: Plan
-    ) -> ToolResult | float:
-        try:
-            found = reconciler(invocation, exc)
-            outcome = found.outcome
-        except Exception:  # noqa: BLE001 - an unanswerable reconciliation is an uncertain effect
-            return self._uncertain(invocation, transient)
-        if outcome is ReconcileOutcome.APPLIED:
-            return self._map_outcome(invocation, found.content, plan)
-        if outcome is ReconcileOutcome.NOT_APPLIED:
-            if self._can_retry(invocation):
-                return self._retry.delay(invocation.record.attempts)
-            return invocation.result(
-                Status.ERROR, error_code=transient, message=f"{transient.lower()} and not applied"
-            )
-        return self._uncertain(invocation, transient)
-
-    @staticmethod
-    def _uncertain(invocation: Invocation, transient: str) -> ToolResult:
-        return invocation.result(
-            Status.UNCERTAIN_EFFECT,
-            error_code=transient,
-            message=(
-                f"{invocation.tool}.{invocation.operation} may or may not have taken effect "
-                f"({transient}); check before repeating it"
-            ),
-        )
 
     def _finish(self, invocation: Invocation, result: ToolResult) -> ToolResult:
         record = invocation.record
