@@ -4,10 +4,11 @@ SQLAlchemy Core, four tables named ``<prefix>kill``, ``<prefix>counters``,
 ``<prefix>rate_events`` and ``<prefix>approvals`` (default prefix
 ``toolbox_state_``), created on first use. Every check-and-count is one
 transaction that first locks what it reads: SQLite's ``BEGIN IMMEDIATE``
-(one writer at a time), PostgreSQL's ``SELECT ... FOR UPDATE`` on each quota's
-row in key order (no deadlock between racing processes). A single-use grant
-is one conditional ``UPDATE``. Times are this host's clock (keep the fleet's
-clocks in sync, as for any TTL); any database error is `StateUnavailableError`.
+(one writer at a time), on PostgreSQL an upsert that locks each quota's row in
+key order (no deadlock between racing processes); `toolbox.state.sql_limits`
+holds those statements. A single-use grant is one conditional ``UPDATE``.
+Times are this host's clock (keep the fleet's clocks in sync, as for any TTL);
+any database error is `StateUnavailableError`.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ from sqlalchemy import (
     Table,
     Text,
     and_,
-    bindparam,
     create_engine,
     delete,
     event,
@@ -54,11 +54,11 @@ from toolbox.pipeline.state_ports import (
     StateUnavailableError,
 )
 from toolbox.state.approval_rules import GRANT_TTL, RETAIN, check_listing, decided, effective
+from toolbox.state.sql_limits import SqlLimits
 
 __all__ = ["SqlState"]
 
 _PREFIX = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
-_GC_EVERY = 512
 
 
 def _tables(prefix: str) -> tuple[MetaData, Table, Table, Table, Table]:
@@ -117,17 +117,16 @@ class SqlState:
 
     __slots__ = (
         "_approvals",
-        "_calls",
         "_counters",
         "_engine",
         "_events",
         "_grant_ttl",
         "_kill",
+        "_limits",
         "_meta",
         "_postgres",
         "_ready",
         "_retain",
-        "_statements",
     )
 
     def __init__(
@@ -190,8 +189,7 @@ class SqlState:
         self._grant_ttl = grant_ttl
         self._retain = retain
         self._ready = False
-        self._calls = 0
-        self._statements = self._limit_statements()
+        self._limits = SqlLimits(self._counters, self._events, postgres=self._postgres)
 
     # -- plumbing --------------------------------------------------------------------
 
@@ -271,71 +269,10 @@ class SqlState:
 
     # -- budgets and rate limits -----------------------------------------------------
 
-    def _limit_statements(self) -> dict[str, Any]:
-        """The statements of `admit`, built once with bound parameters (compiled once, cached)."""
-        counters, events = self._counters, self._events
-        held = select(counters.c.key, counters.c.calls, counters.c.expires_at).where(
-            counters.c.key.in_(bindparam("keys", expanding=True))
-        )
-        if self._postgres:
-            held = held.order_by(counters.c.key).with_for_update()
-        return {
-            "ensure": self._insert(counters).on_conflict_do_nothing(index_elements=["key"]),
-            "held": held,
-            "forget": delete(events).where(
-                and_(events.c.key == bindparam("k"), events.c.at <= bindparam("before"))
-            ),
-            "window": select(func.count(), func.min(events.c.at)).where(events.c.key == bindparam("k")),
-            "restart": update(counters)
-            .where(counters.c.key == bindparam("k"))
-            .values(calls=1, expires_at=bindparam("until")),
-            "count": update(counters)
-            .where(counters.c.key == bindparam("k"))
-            .values(calls=counters.c.calls + 1),
-            "admitted": events.insert(),
-            "keep": update(counters)
-            .where(counters.c.key == bindparam("k"))
-            .values(expires_at=bindparam("until")),
-            "gc": delete(counters).where(counters.c.expires_at < bindparam("now")),
-        }
-
     def admit(self, budgets: Sequence[Quota], rates: Sequence[Quota]) -> Refusal | None:
-        """One transaction: lock every quota's row, refuse if one is spent, else count in all."""
-        sql = self._statements
-        keys = sorted({"b:" + q.key for q in budgets} | {"r:" + q.key for q in rates})
+        """One transaction: hold every quota's row, refuse if one is spent, else count in all."""
         with self._transaction() as conn:
-            conn.execute(sql["ensure"], [{"key": k, "calls": 0, "expires_at": 0.0} for k in keys])
-            rows = {row.key: row for row in conn.execute(sql["held"], {"keys": keys})}
-            # Read the clock once the rows are held: racing processes then see increasing times.
-            now = time.time()
-            for quota in budgets:
-                row = rows["b:" + quota.key]
-                # A spent window counts from zero again: a budget of 0 refuses even then.
-                if (row.calls if row.expires_at > now else 0) >= quota.limit:
-                    return Refusal(
-                        quota, False, row.expires_at - now if row.expires_at > now else quota.window
-                    )
-            for quota in rates:
-                key = "r:" + quota.key
-                conn.execute(sql["forget"], {"k": key, "before": now - quota.window})
-                count, oldest = conn.execute(sql["window"], {"k": key}).one()
-                if count >= quota.limit:
-                    return Refusal(quota, True, oldest + quota.window - now)
-            for quota in budgets:
-                key = "b:" + quota.key
-                if rows[key].expires_at <= now:
-                    conn.execute(sql["restart"], {"k": key, "until": now + quota.window})
-                else:
-                    conn.execute(sql["count"], {"k": key})
-            if rates:
-                conn.execute(sql["admitted"], [{"key": "r:" + q.key, "at": now} for q in rates])
-                # A counter row of a rate limit is only its lock: forget it a window after its last call.
-                for quota in rates:
-                    conn.execute(sql["keep"], {"k": "r:" + quota.key, "until": now + quota.window})
-            self._calls += 1
-            if self._calls % _GC_EVERY == 0:
-                conn.execute(sql["gc"], {"now": now})
-        return None
+            return self._limits.admit(conn, budgets, rates)
 
     # -- approvals -------------------------------------------------------------------
 

@@ -1,0 +1,186 @@
+"""Budgets and rate limits in SQL: one transaction per call that holds each quota's row first.
+
+A quota's row in ``<prefix>counters`` is its lock (and, for a budget, its
+count); a rate limit's admissions are rows of ``<prefix>rate_events``. The
+clock is read once the rows are held, so racing processes see increasing times.
+
+- **SQLite** (one host): ``BEGIN IMMEDIATE`` already holds the database's
+  write lock, and each statement is a call into the library, so the portable
+  statements run one per quota.
+- **PostgreSQL**: every statement is a round trip made while the quota rows
+  are locked, and those locks order every process of the fleet that counts
+  the same quota. So the transaction makes at most three statements: one
+  upsert that creates or locks every row in key order and returns it, one that
+  forgets expired admissions and counts each rate's window, and one that counts
+  the call in every quota; then the commit.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any, final
+
+from sqlalchemy import Connection, Table, and_, bindparam, delete, func, select, text, update
+from sqlalchemy.dialects import sqlite
+
+from toolbox.pipeline.state_ports import Quota, Refusal
+
+__all__ = ["SqlLimits"]
+
+#: Every this many admissions a process deletes the counters whose window ended.
+GC_EVERY = 512
+
+
+@final
+class SqlLimits:
+    """`LimitStore.admit` over the ``counters`` and ``events`` tables, inside the caller's transaction."""
+
+    __slots__ = ("_calls", "_gc", "_postgres", "_statements")
+
+    def __init__(self, counters: Table, events: Table, *, postgres: bool) -> None:
+        self._postgres = postgres
+        self._calls = 0
+        self._gc = delete(counters).where(counters.c.expires_at < bindparam("now"))
+        self._statements = _postgres_statements(counters, events) if postgres else _portable(counters, events)
+
+    def admit(self, conn: Connection, budgets: Sequence[Quota], rates: Sequence[Quota]) -> Refusal | None:
+        """Refuse if any quota is spent; otherwise count the call in every one (``conn``'s transaction)."""
+        budget_of = {"b:" + q.key: q for q in budgets}
+        rate_of = {"r:" + q.key: q for q in rates}
+        if not budget_of and not rate_of:
+            return None
+        admit = self._admit_postgres if self._postgres else self._admit_portable
+        refusal = admit(conn, budget_of, rate_of)
+        if refusal is None:
+            self._calls += 1
+            if self._calls % GC_EVERY == 0:
+                conn.execute(self._gc, {"now": time.time()})
+        return refusal
+
+    def _admit_postgres(
+        self, conn: Connection, budget_of: dict[str, Quota], rate_of: dict[str, Quota]
+    ) -> Refusal | None:
+        sql = self._statements
+        keys = sorted(budget_of.keys() | rate_of.keys())
+        held = {row.key: row for row in conn.execute(sql["hold"], {"keys": keys})}
+        now = time.time()  # the rows are held: read the clock now
+        refusal = _spent_budget(budget_of, held, now)
+        if refusal is not None:
+            return refusal
+        if rate_of:
+            rate_keys = sorted(rate_of)
+            cutoffs = [now - rate_of[key].window for key in rate_keys]
+            windows = conn.execute(sql["windows"], {"keys": rate_keys, "cutoffs": cutoffs})
+            for key, count, oldest in windows:
+                quota = rate_of[key]
+                if count >= quota.limit:
+                    return Refusal(quota, True, oldest + quota.window - now)
+        quotas = {**budget_of, **rate_of}
+        conn.execute(
+            sql["count"],
+            {
+                "keys": keys,
+                "windows": [quotas[key].window for key in keys],
+                "rates": [key in rate_of for key in keys],
+                "now": now,
+            },
+        )
+        return None
+
+    def _admit_portable(
+        self, conn: Connection, budget_of: dict[str, Quota], rate_of: dict[str, Quota]
+    ) -> Refusal | None:
+        sql = self._statements
+        keys = sorted(budget_of.keys() | rate_of.keys())
+        conn.execute(sql["ensure"], [{"key": k, "calls": 0, "expires_at": 0.0} for k in keys])
+        held = {row.key: row for row in conn.execute(sql["held"], {"keys": keys})}
+        now = time.time()  # the rows are held: read the clock now
+        refusal = _spent_budget(budget_of, held, now)
+        if refusal is not None:
+            return refusal
+        for key, quota in rate_of.items():
+            conn.execute(sql["forget"], {"k": key, "before": now - quota.window})
+            count, oldest = conn.execute(sql["window"], {"k": key}).one()
+            if count >= quota.limit:
+                return Refusal(quota, True, oldest + quota.window - now)
+        for key, quota in budget_of.items():
+            if held[key].expires_at <= now:
+                conn.execute(sql["restart"], {"k": key, "until": now + quota.window})
+            else:
+                conn.execute(sql["count"], {"k": key})
+        if rate_of:
+            conn.execute(sql["admitted"], [{"key": key, "at": now} for key in rate_of])
+            # A counter row of a rate limit is only its lock: forget it a window after its last call.
+            for key, quota in rate_of.items():
+                conn.execute(sql["keep"], {"k": key, "until": now + quota.window})
+        return None
+
+
+def _spent_budget(budget_of: dict[str, Quota], held: dict[str, Any], now: float) -> Refusal | None:
+    """The first budget already spent in its current window (a spent window counts from zero again)."""
+    for key, quota in budget_of.items():
+        row = held[key]
+        live = row.expires_at > now
+        # A budget of 0 refuses even in a fresh window.
+        if (row.calls if live else 0) >= quota.limit:
+            return Refusal(quota, False, row.expires_at - now if live else quota.window)
+    return None
+
+
+def _portable(counters: Table, events: Table) -> dict[str, Any]:
+    """One statement per quota and step, with bound parameters (compiled once, cached)."""
+    return {
+        "ensure": sqlite.insert(counters).on_conflict_do_nothing(index_elements=["key"]),
+        "held": select(counters.c.key, counters.c.calls, counters.c.expires_at).where(
+            counters.c.key.in_(bindparam("keys", expanding=True))
+        ),
+        "forget": delete(events).where(
+            and_(events.c.key == bindparam("k"), events.c.at <= bindparam("before"))
+        ),
+        "window": select(func.count(), func.min(events.c.at)).where(events.c.key == bindparam("k")),
+        "restart": update(counters)
+        .where(counters.c.key == bindparam("k"))
+        .values(calls=1, expires_at=bindparam("until")),
+        "count": update(counters).where(counters.c.key == bindparam("k")).values(calls=counters.c.calls + 1),
+        "admitted": events.insert(),
+        "keep": update(counters)
+        .where(counters.c.key == bindparam("k"))
+        .values(expires_at=bindparam("until")),
+    }
+
+
+def _postgres_statements(counters: Table, events: Table) -> dict[str, Any]:
+    """The three statements of a PostgreSQL admission, each over arrays of every quota at once."""
+    # The names are the validated prefix (lowercase letters, digits, _) and fixed suffixes.
+    c, e = f'"{counters.name}"', f'"{events.name}"'
+    return {
+        # Creates the missing rows and locks every row in key order (no deadlock between
+        # racing processes); a conflicting row is returned as last committed, once locked.
+        "hold": text(
+            f"INSERT INTO {c} (key, calls, expires_at) "  # noqa: S608 - validated table names, bound values
+            "SELECT k, 0, 0 FROM unnest(CAST(:keys AS text[])) AS k ORDER BY k "
+            f"ON CONFLICT (key) DO UPDATE SET calls = {c}.calls "
+            "RETURNING key, calls, expires_at"
+        ),
+        # The DELETE runs to completion, but the count reads the statement's snapshot (from
+        # before it): so it counts only what is newer than the cutoff itself.
+        "windows": text(
+            "WITH q AS (SELECT * FROM unnest(CAST(:keys AS text[]), "  # noqa: S608 - validated names
+            "CAST(:cutoffs AS float8[])) AS q(key, cutoff)), "
+            f"gone AS (DELETE FROM {e} AS e USING q WHERE e.key = q.key AND e.at <= q.cutoff) "
+            f"SELECT q.key, count(e.at), min(e.at) FROM q LEFT JOIN {e} AS e "
+            "ON e.key = q.key AND e.at > q.cutoff GROUP BY q.key"
+        ),
+        # A budget's window restarts when it has ended; a rate limit's row (only its lock) is
+        # forgotten a window after its last call; each rate limit records the admission.
+        "count": text(
+            "WITH q AS (SELECT * FROM unnest(CAST(:keys AS text[]), "  # noqa: S608 - validated names
+            "CAST(:windows AS float8[]), CAST(:rates AS boolean[])) AS q(key, win, rate)), "
+            f"moved AS (UPDATE {c} AS c SET "
+            "calls = CASE WHEN q.rate THEN c.calls WHEN c.expires_at <= :now THEN 1 ELSE c.calls + 1 END, "
+            "expires_at = CASE WHEN q.rate OR c.expires_at <= :now THEN :now + q.win ELSE c.expires_at END "
+            "FROM q WHERE c.key = q.key) "
+            f"INSERT INTO {e} (key, at) SELECT q.key, :now FROM q WHERE q.rate"
+        ),
+    }

@@ -1,0 +1,130 @@
+"""The SQL limit store's `admit` on SQLite and PostgreSQL: windows, quotas, races, keys, round trips."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import event
+
+from state_support import state_store
+from toolbox.pipeline.state_ports import Quota
+from toolbox.state.sql_backend import SqlState
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def sql(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SqlState]:
+    with state_store(request.param, tmp_path) as store:
+        yield store
+
+
+def _budget(key: str, limit: int, window: float = 3600.0) -> Quota:
+    return Quota(key, limit, window, f"budget:{key}")
+
+
+def _rate(key: str, limit: int, window: float = 60.0) -> Quota:
+    return Quota(key, limit, window, f"rate:{key}")
+
+
+def test_a_budget_window_restarts_once_it_ended(sql: SqlState) -> None:
+    budget = [_budget("tenant:acme", 2, 0.3)]
+    assert sql.admit(budget, []) is None
+    assert sql.admit(budget, []) is None
+    refused = sql.admit(budget, [])
+    assert refused is not None and refused.quota == budget[0] and not refused.rate
+    assert 0 < refused.retry_after <= 0.3
+    time.sleep(refused.retry_after + 0.05)
+    assert sql.admit(budget, []) is None  # a fresh window counts from one
+    assert sql.admit(budget, []) is None
+    assert sql.admit(budget, []) is not None
+
+
+def test_a_budget_of_zero_refuses_even_in_a_fresh_window(sql: SqlState) -> None:
+    refused = sql.admit([_budget("none", 0, 5.0)], [])
+    assert refused is not None and refused.retry_after == 5.0
+
+
+def test_a_refusal_counts_the_call_in_no_quota(sql: SqlState) -> None:
+    budgets = [_budget("run:r1", 10), _budget("tenant:acme", 1)]
+    rates = [_rate("principal:p", 3), _rate("tool:add", 3)]
+    assert sql.admit(budgets, rates) is None
+    # The tenant budget is spent: refused, and neither the run budget nor the rates count it.
+    for _ in range(5):
+        refused = sql.admit(budgets, rates)
+        assert refused is not None and refused.quota == budgets[1]
+    # Without the spent budget, the rates still have two calls each, the run budget nine.
+    assert sql.admit(budgets[:1], rates) is None
+    assert sql.admit(budgets[:1], rates) is None
+    refused = sql.admit(budgets[:1], rates)
+    assert refused is not None and refused.rate and refused.quota == rates[0]
+    assert 59.0 < refused.retry_after <= 60.0
+    # A refusal by a rate limit counted nowhere either: the run budget has seven calls left.
+    run_only = [_budget("run:r1", 10)]
+    assert [sql.admit(run_only, []) for _ in range(8)].count(None) == 7
+
+
+def test_racing_threads_are_admitted_exactly_to_the_limits(sql: SqlState) -> None:
+    budget, rate = [_budget("tenant:race", 60)], [_rate("tenant:race", 45)]
+    admitted: list[int] = []
+    start = threading.Barrier(8)
+
+    def work() -> None:
+        start.wait()
+        admitted.append(sum(sql.admit(budget, rate) is None for _ in range(12)))
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    # The rate limit (45 a minute) binds first; the budget counted exactly those 45.
+    assert sum(admitted) == 45
+    assert [sql.admit(budget, []) for _ in range(20)].count(None) == 15
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "tenant:o'brien",
+        "x'); DROP TABLE toolbox_state_counters; --",
+        'quote"d\\back',
+        "ünïcødé:租户:🔑",
+        "k" * 700,  # quota keys stay far below the 900-character column (`key_part`)
+        "{a,b}",  # array-literal syntax, as a value
+        "NULL",
+    ],
+)
+def test_keys_are_bound_values_never_sql(sql: SqlState, key: str) -> None:
+    assert sql.admit([_budget(key, 1)], [_rate(key, 5)]) is None
+    refused = sql.admit([_budget(key, 1)], [_rate(key, 5)])
+    assert refused is not None and refused.quota.key == key
+    # A key that differs only after the odd characters has its own count.
+    assert sql.admit([_budget(key + "2", 1)], [_rate(key + "2", 5)]) is None
+
+
+def test_postgres_admits_in_three_statements_while_the_rows_are_held(tmp_path: Path) -> None:
+    with state_store("postgres", tmp_path) as sql:
+        budgets = [_budget("run:r", 100), _budget("tenant:t", 100)]
+        rates = [_rate("tenant:t", 100), _rate("host:h", 100)]
+        assert sql.admit(budgets, rates) is None  # the first call compiles and creates the rows
+        statements: list[str] = []
+
+        def record(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+            statements.append(statement.split(None, 1)[0])
+
+        event.listen(sql._engine, "before_cursor_execute", record)
+        try:
+            assert sql.admit(budgets, rates) is None
+            admitted = list(statements)
+            statements.clear()
+            assert sql.admit([_budget("spent", 0)], rates) is not None
+            refused = list(statements)
+        finally:
+            event.remove(sql._engine, "before_cursor_execute", record)
+        # Hold every row (upsert), count the windows, count the call: then the commit.
+        assert admitted == ["INSERT", "WITH", "WITH"]
+        assert refused == ["INSERT"]
