@@ -50,60 +50,59 @@ class SqlLimits:
         rate_of = {"r:" + q.key: q for q in rates}
         if not budget_of and not rate_of:
             return None
-        admit = self._admit_postgres if self._postgres else self._admit_portable
-        refusal = admit(conn, budget_of, rate_of)
-        if refusal is None:
-            self._calls += 1
-            if self._calls % GC_EVERY == 0:
-                conn.execute(self._gc, {"now": time.time()})
-        return refusal
-
-    def _admit_postgres(
-        self, conn: Connection, budget_of: dict[str, Quota], rate_of: dict[str, Quota]
-    ) -> Refusal | None:
-        sql = self._statements
-        keys = sorted(budget_of.keys() | rate_of.keys())
-        held = {row.key: row for row in conn.execute(sql["hold"], {"keys": keys})}
+        held = self._hold(conn, sorted(budget_of.keys() | rate_of.keys()))
         now = time.time()  # the rows are held: read the clock now
-        refusal = _spent_budget(budget_of, held, now)
+        refusal = _spent_budget(budget_of, held, now) or self._full_rate(conn, rate_of, now)
         if refusal is not None:
             return refusal
-        if rate_of:
-            rate_keys = sorted(rate_of)
-            cutoffs = [now - rate_of[key].window for key in rate_keys]
-            windows = conn.execute(sql["windows"], {"keys": rate_keys, "cutoffs": cutoffs})
-            for key, count, oldest in windows:
-                quota = rate_of[key]
-                if count >= quota.limit:
-                    return Refusal(quota, True, oldest + quota.window - now)
-        quotas = {**budget_of, **rate_of}
-        conn.execute(
-            sql["count"],
-            {
-                "keys": keys,
-                "windows": [quotas[key].window for key in keys],
-                "rates": [key in rate_of for key in keys],
-                "now": now,
-            },
-        )
+        self._count(conn, budget_of, rate_of, held, now)
+        self._calls += 1
+        if self._calls % GC_EVERY == 0:
+            conn.execute(self._gc, {"now": now})
         return None
 
-    def _admit_portable(
-        self, conn: Connection, budget_of: dict[str, Quota], rate_of: dict[str, Quota]
-    ) -> Refusal | None:
+    def _hold(self, conn: Connection, keys: list[str]) -> dict[str, Any]:
+        """Every quota's row (created when missing), held until the transaction ends."""
         sql = self._statements
-        keys = sorted(budget_of.keys() | rate_of.keys())
-        conn.execute(sql["ensure"], [{"key": k, "calls": 0, "expires_at": 0.0} for k in keys])
-        held = {row.key: row for row in conn.execute(sql["held"], {"keys": keys})}
-        now = time.time()  # the rows are held: read the clock now
-        refusal = _spent_budget(budget_of, held, now)
-        if refusal is not None:
-            return refusal
+        if not self._postgres:
+            conn.execute(sql["ensure"], [{"key": k, "calls": 0, "expires_at": 0.0} for k in keys])
+        return {row.key: row for row in conn.execute(sql["hold"], {"keys": keys})}
+
+    def _full_rate(self, conn: Connection, rate_of: dict[str, Quota], now: float) -> Refusal | None:
+        """Forget the admissions each rate limit's window has left behind; the first full window."""
+        sql = self._statements
+        if self._postgres and rate_of:
+            keys = list(rate_of)
+            cutoffs = [now - rate_of[key].window for key in keys]
+            found = conn.execute(sql["windows"], {"keys": keys, "cutoffs": cutoffs})
+            windows = {key: (count, oldest) for key, count, oldest in found}
+        else:
+            windows = {}
+            for key, quota in rate_of.items():
+                conn.execute(sql["forget"], {"k": key, "before": now - quota.window})
+                windows[key] = tuple(conn.execute(sql["window"], {"k": key}).one())
         for key, quota in rate_of.items():
-            conn.execute(sql["forget"], {"k": key, "before": now - quota.window})
-            count, oldest = conn.execute(sql["window"], {"k": key}).one()
+            count, oldest = windows[key]
             if count >= quota.limit:
                 return Refusal(quota, True, oldest + quota.window - now)
+        return None
+
+    def _count(
+        self,
+        conn: Connection,
+        budget_of: dict[str, Quota],
+        rate_of: dict[str, Quota],
+        held: dict[str, Any],
+        now: float,
+    ) -> None:
+        """Count the call: a budget whose window ended starts a new one; each rate limit records it."""
+        sql = self._statements
+        if self._postgres:
+            quotas = {**budget_of, **rate_of}
+            windows = [quota.window for quota in quotas.values()]
+            rates = [key in rate_of for key in quotas]
+            conn.execute(sql["count"], {"keys": list(quotas), "windows": windows, "rates": rates, "now": now})
+            return
         for key, quota in budget_of.items():
             if held[key].expires_at <= now:
                 conn.execute(sql["restart"], {"k": key, "until": now + quota.window})
@@ -114,7 +113,6 @@ class SqlLimits:
             # A counter row of a rate limit is only its lock: forget it a window after its last call.
             for key, quota in rate_of.items():
                 conn.execute(sql["keep"], {"k": key, "until": now + quota.window})
-        return None
 
 
 def _spent_budget(budget_of: dict[str, Quota], held: dict[str, Any], now: float) -> Refusal | None:
@@ -132,7 +130,7 @@ def _portable(counters: Table, events: Table) -> dict[str, Any]:
     """One statement per quota and step, with bound parameters (compiled once, cached)."""
     return {
         "ensure": sqlite.insert(counters).on_conflict_do_nothing(index_elements=["key"]),
-        "held": select(counters.c.key, counters.c.calls, counters.c.expires_at).where(
+        "hold": select(counters.c.key, counters.c.calls, counters.c.expires_at).where(
             counters.c.key.in_(bindparam("keys", expanding=True))
         ),
         "forget": delete(events).where(
