@@ -128,3 +128,14 @@ def test_postgres_admits_in_three_statements_while_the_rows_are_held(tmp_path: P
         # Hold every row (upsert), count the windows, count the call: then the commit.
         assert admitted == ["INSERT", "WITH", "WITH"]
         assert refused == ["INSERT"]
+
+
+def test_a_refusal_names_the_first_spent_quota_in_the_callers_order(sql: SqlState) -> None:
+    rates = [_rate("zz:last-in-key-order", 1), _rate("aa:first-in-key-order", 1)]
+    budgets = [_budget("zz:budget", 1), _budget("aa:budget", 1)]
+    assert sql.admit([], rates) is None
+    refused = sql.admit([], rates)
+    assert refused is not None and refused.quota == rates[0]
+    assert sql.admit(budgets, []) is None
+    refused = sql.admit(budgets, [])
+    assert refused is not None and refused.quota == budgets[0]
