@@ -228,6 +228,59 @@ def test_kill_engage_release_status(tmp_path: Path, capsys: pytest.CaptureFixtur
         wipe_redis(state)
 
 
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("--reason", "stop\x1b[2J\x1b[31mALL CLEAR"),  # ANSI: clear the screen, paint it red
+        ("--reason", "line one\nNo kill switch is engaged."),  # a forged second line
+        ("--who", "ann\x9b2J"),  # a C1 control sequence introducer
+        ("--reason", "tab\there"),
+    ],
+)
+def test_kill_refuses_control_characters_in_reason_and_who(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str, value: str
+) -> None:
+    namespace = unique()
+    path = tmp_path / "policy.toml"
+    path.write_text(
+        f'version = 1\n[state]\nbackend = "redis"\nurl = "{REDIS_URL}"\nnamespace = "{namespace}"\n',
+        encoding="utf-8",
+    )
+    state: Any = RedisState(connect(REDIS_URL), namespace=namespace)
+    try:
+        arguments = {"--reason": "incident", "--who": "ann", option: value}
+        command = ["kill", "engage", *(x for pair in arguments.items() for x in pair), "--policy", str(path)]
+        status, out, err = run_cli(*command, capsys=capsys)
+        assert status == 2 and "printable characters (one line)" in err and not out
+        assert "\x1b" not in err and "\x9b" not in err  # the refused text is not echoed either
+        assert state.engaged() == {}
+    finally:
+        wipe_redis(state)
+
+
+def test_kill_status_escapes_what_another_writer_stored(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    namespace = unique()
+    path = tmp_path / "policy.toml"
+    path.write_text(
+        f'version = 1\n[state]\nbackend = "redis"\nurl = "{REDIS_URL}"\nnamespace = "{namespace}"\n',
+        encoding="utf-8",
+    )
+    state: Any = RedisState(connect(REDIS_URL), namespace=namespace)
+    try:
+        # Written straight to the store (an older toolbox, another tool): the CLI checks nothing here.
+        state.engage(None, reason="x\x1b]0;owned\x07\nforged line", who="eve\x9b")
+        status, out, _ = run_cli("kill", "status", "--policy", str(path), capsys=capsys)
+        assert status == 0
+        [line] = out.splitlines()
+        assert "\x1b" not in line and "\x07" not in line and "\x9b" not in line
+        assert line.startswith("ALL TOOLS: engaged by eve\\x9b at 20")  # an ISO 8601 UTC time
+        assert "+00:00: x\\x1b]0;owned\\x07\\x0aforged line" in line
+    finally:
+        wipe_redis(state)
+
+
 def test_kill_with_the_store_down_is_one_line_without_the_url(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

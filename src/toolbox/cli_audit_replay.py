@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import re
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -30,6 +29,7 @@ from toolbox.audit.events import AuditEvent
 from toolbox.audit.fallback import event_from_line
 from toolbox.audit.sink import AuditQuery, AuditSink
 from toolbox.audit.verify import ChainProblem, TraceHeads, verify_chain, verify_heads
+from toolbox.cli_common import clean
 
 __all__ = ["add_replay", "audit_replay"]
 
@@ -39,7 +39,6 @@ _CHUNK = 500
 _READ_ALL = 2**31 - 1
 #: The longest line read as an event; any event the trail writes is far shorter.
 _MAX_LINE = 16 * 1024 * 1024
-_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
 
 
 @runtime_checkable
@@ -70,7 +69,7 @@ def audit_replay(args: argparse.Namespace, sink: AuditSink) -> int:
     """Replay ``args.fallback_file`` into ``sink``; print what happened; the exit status."""
     path = Path(args.fallback_file)
     if not path.is_file():
-        raise ValueError(f"fallback file {_clean(str(path))!r} does not exist or is not a file")
+        raise ValueError(f"fallback file {clean(str(path))!r} does not exist or is not a file")
     invalid: list[int] = []
     replayed = stored = 0
     seen: set[str] = set()
@@ -105,7 +104,7 @@ def audit_replay(args: argparse.Namespace, sink: AuditSink) -> int:
         if invalid:
             print(f"skipped {len(invalid)} invalid line(s): {', '.join(map(str, invalid))}")
         for problem in problems:
-            print(_clean(problem))
+            print(clean(problem))
         if not problems:
             print("chain intact" if traces else "nothing to verify")
     if problems:
@@ -175,8 +174,3 @@ def _verify(sink: AuditSink, traces: Sequence[str]) -> list[ChainProblem]:
         if isinstance(sink, TraceHeads):
             problems += verify_heads(records, sink.trace_heads(trace_id), trace_id=trace_id)
     return problems
-
-
-def _clean(text: object) -> str:
-    """``text`` as one printable line: control characters are escaped."""
-    return _CONTROL_CHARS.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))

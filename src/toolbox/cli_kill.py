@@ -20,9 +20,11 @@ import getpass
 import json
 import os
 import sys
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from toolbox.catalog import POLICY_ENV
+from toolbox.cli_common import clean
 from toolbox.errors import ConfigurationError
 from toolbox.pipeline.state_ports import KillSwitchStore
 from toolbox.policy import ToolPolicy
@@ -79,7 +81,9 @@ def _status(store: KillSwitchStore, *, as_json: bool) -> int:
     elif not entries:
         print("No kill switch is engaged.")
     for entry in () if as_json else entries.values():
-        print(f"{entry.tool or 'ALL TOOLS'}: engaged by {entry.who} at {entry.at:.3f}: {entry.reason}")
+        # The entries come from a shared store: another writer's control characters are escaped.
+        at = datetime.fromtimestamp(entry.at, timezone.utc).isoformat(timespec="seconds")
+        print(clean(f"{entry.tool or 'ALL TOOLS'}: engaged by {entry.who} at {at}: {entry.reason}"))
     return 0
 
 

@@ -39,10 +39,13 @@ class KillChange:
 def _check(tool: str | None, reason: str, who: str) -> None:
     if tool is not None and (len(tool) > MAX_NAME_LENGTH or not re.fullmatch(TOOL_NAME_PATTERN, tool)):
         raise ConfigurationError(f"not a valid tool name ({TOOL_NAME_PATTERN})")
-    if not reason.strip() or len(reason) > _MAX_TEXT:
-        raise ConfigurationError(f"a kill-switch change needs a reason of 1 to {_MAX_TEXT} characters")
-    if not who.strip() or len(who) > _MAX_TEXT:
-        raise ConfigurationError(f"who must be 1 to {_MAX_TEXT} characters")
+    # One printable line each, as the service's console asks: shown on operators' terminals and pages.
+    if not reason.strip() or len(reason) > _MAX_TEXT or not reason.isprintable():
+        raise ConfigurationError(
+            f"a kill-switch change needs a reason of 1 to {_MAX_TEXT} printable characters (one line)"
+        )
+    if not who.strip() or len(who) > _MAX_TEXT or not who.isprintable():
+        raise ConfigurationError(f"who must be 1 to {_MAX_TEXT} printable characters (one line)")
 
 
 def change_kill_switch(
