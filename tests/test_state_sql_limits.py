@@ -139,3 +139,29 @@ def test_a_refusal_names_the_first_spent_quota_in_the_callers_order(sql: SqlStat
     assert sql.admit(budgets, []) is None
     refused = sql.admit(budgets, [])
     assert refused is not None and refused.quota == budgets[0]
+
+
+def test_overlapping_quotas_given_in_opposite_orders_never_deadlock(sql: SqlState) -> None:
+    # Two kinds of call share two budgets and a rate, each listing them in the opposite order:
+    # rows locked in the caller's order would deadlock; the store locks them in key order.
+    shared = [_budget("tenant:t", 80), _budget("principal:p", 80)]
+    rate = [_rate("tenant:t", 1000)]
+    failures: list[BaseException] = []
+    admitted: list[int] = []
+    start = threading.Barrier(8)
+
+    def work(reverse: bool) -> None:
+        budgets = shared[::-1] if reverse else shared
+        start.wait()
+        try:
+            admitted.append(sum(sql.admit(budgets, rate) is None for _ in range(15)))
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=work, args=(n % 2 == 1,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures
+    assert sum(admitted) == 80  # 120 attempts, both budgets of 80: exactly 80 ran
