@@ -142,14 +142,8 @@ class Pipeline:
         for check in checks:
             try:
                 stop = check(invocation)
-            except InvalidArgumentsError as exc:
-                return invocation.invalid(exc.error_code, exc.field_path, str(exc))
             except Exception as exc:  # noqa: BLE001 - any evaluator failure fails closed
-                return invocation.denied(
-                    "GOVERNANCE_EVALUATION_FAILED",
-                    check.name,
-                    f"the {check.name} check failed ({type(exc).__name__}), so the call was refused",
-                )
+                return _check_failed(invocation, check, exc)
             if stop is not None:
                 return stop
         return None
@@ -163,14 +157,8 @@ class Pipeline:
             acall = awaited.get(id(check))
             try:
                 stop = check(invocation) if acall is None else await acall(invocation)
-            except InvalidArgumentsError as exc:
-                return invocation.invalid(exc.error_code, exc.field_path, str(exc))
             except Exception as exc:  # noqa: BLE001 - any evaluator failure fails closed
-                return invocation.denied(
-                    "GOVERNANCE_EVALUATION_FAILED",
-                    check.name,
-                    f"the {check.name} check failed ({type(exc).__name__}), so the call was refused",
-                )
+                return _check_failed(invocation, check, exc)
             if stop is not None:
                 return stop
         return None
@@ -482,6 +470,17 @@ class Pipeline:
             except Exception:  # noqa: BLE001 - the call happened: flag the gap, never hide the result
                 result.audit_failed = True
         return result
+
+
+def _check_failed(invocation: Invocation, check: Interceptor, exc: Exception) -> ToolResult:
+    """A check raised: invalid arguments are INVALID_ARGUMENTS, anything else refuses the call."""
+    if isinstance(exc, InvalidArgumentsError):
+        return invocation.invalid(exc.error_code, exc.field_path, str(exc))
+    return invocation.denied(
+        "GOVERNANCE_EVALUATION_FAILED",
+        check.name,
+        f"the {check.name} check failed ({type(exc).__name__}), so the call was refused",
+    )
 
 
 def _opened(invocation: Invocation, opening: object | None) -> Invocation:
