@@ -165,3 +165,35 @@ def test_overlapping_quotas_given_in_opposite_orders_never_deadlock(sql: SqlStat
         thread.join()
     assert not failures
     assert sum(admitted) == 80  # 120 attempts, both budgets of 80: exactly 80 ran
+
+
+def _backend_pids(sql: SqlState) -> set[int]:
+    """The server processes of the store's pooled connections (checked out one by one, then back)."""
+    pool = sql._engine.pool
+    connections = [sql._engine.connect() for _ in range(pool.checkedin())]
+    try:
+        return {int(c.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()) for c in connections}
+    finally:
+        for connection in connections:
+            connection.close()
+
+
+def test_postgres_connections_dropped_by_the_server_are_replaced_without_a_restart(tmp_path: Path) -> None:
+    # A restarted or failed-over server ends every connection the pool holds; the next
+    # call must not fail for it (nor any later one): the pool notices and reconnects.
+    with state_store("postgres", tmp_path) as sql:
+        budget, rate = [_budget("tenant:drop", 3)], [_rate("tenant:drop", 100)]
+        assert sql.admit(budget, rate) is None
+        assert sql.engaged() == {}
+        pids = _backend_pids(sql)
+        assert pids
+        # Another client terminates them.
+        with state_store("postgres", tmp_path) as other, other._engine.connect() as conn:
+            for pid in pids:
+                conn.exec_driver_sql(f"SELECT pg_terminate_backend({pid})")
+        assert sql.admit(budget, rate) is None  # counted once: the dropped connection wrote nothing
+        assert sql.engaged() == {}
+        assert sql.admit(budget, rate) is None
+        refused = sql.admit(budget, rate)
+        assert refused is not None and refused.quota == budget[0]
+        assert _backend_pids(sql).isdisjoint(pids)
