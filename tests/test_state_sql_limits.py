@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import event
+from sqlalchemy.pool import QueuePool
 
 from state_support import state_store
 from toolbox.pipeline.state_ports import Quota
@@ -170,6 +171,7 @@ def test_overlapping_quotas_given_in_opposite_orders_never_deadlock(sql: SqlStat
 def _backend_pids(sql: SqlState) -> set[int]:
     """The server processes of the store's pooled connections (checked out one by one, then back)."""
     pool = sql._engine.pool
+    assert isinstance(pool, QueuePool)
     connections = [sql._engine.connect() for _ in range(pool.checkedin())]
     try:
         return {int(c.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()) for c in connections}
