@@ -9,12 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import event
+from sqlalchemy import event, select
 from sqlalchemy.pool import QueuePool
 
 from state_support import state_store
 from toolbox.pipeline.state_ports import Quota
 from toolbox.state.sql_backend import SqlState
+from toolbox.state.sql_limits import GC_EVERY
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -199,3 +200,39 @@ def test_postgres_connections_dropped_by_the_server_are_replaced_without_a_resta
         refused = sql.admit(budget, rate)
         assert refused is not None and refused.quota == budget[0]
         assert _backend_pids(sql).isdisjoint(pids)
+
+
+def test_postgres_cleanup_never_waits_for_a_row_another_process_holds(tmp_path: Path) -> None:
+    # Every GC_EVERY admissions a process deletes expired counters. Another process may hold
+    # one of them (its call is about to restart that budget) while it waits for a row this
+    # call holds: waiting here would deadlock. The cleanup skips the held row instead.
+    with state_store("postgres", tmp_path) as sql:
+        assert sql.admit([_budget("run:expired", 5, 0.01)], []) is None
+        time.sleep(0.05)  # the run budget's window has ended: its row is expired
+        counters = sql._counters
+        finished = threading.Event()
+        with state_store("postgres", tmp_path) as other, other._engine.connect() as conn:
+            conn.exec_driver_sql(
+                f'SELECT key FROM "{counters.name}" WHERE key = %(key)s FOR UPDATE', {"key": "b:run:expired"}
+            )
+            sql._limits._calls = GC_EVERY - 1  # the next admission cleans up
+
+            def admit() -> None:
+                assert sql.admit([_budget("tenant:busy", 100)], []) is None
+                finished.set()
+
+            worker = threading.Thread(target=admit)
+            worker.start()
+            worker.join(timeout=10)
+            blocked = not finished.is_set()
+            conn.rollback()  # release the row either way, so a blocked cleanup ends
+            worker.join()
+        assert not blocked, "the cleanup waited for a row another process holds"
+        with sql._engine.connect() as check:
+            keys = {row[0] for row in check.execute(select(counters.c.key))}
+        assert "b:run:expired" in keys  # skipped, not lost: a later cleanup deletes it
+        sql._limits._calls = GC_EVERY - 1
+        assert sql.admit([_budget("tenant:busy", 100)], []) is None
+        with sql._engine.connect() as check:
+            keys = {row[0] for row in check.execute(select(counters.c.key))}
+        assert keys == {"b:tenant:busy"}

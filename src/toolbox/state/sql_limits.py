@@ -41,7 +41,14 @@ class SqlLimits:
     def __init__(self, counters: Table, events: Table, *, postgres: bool) -> None:
         self._postgres = postgres
         self._calls = 0
-        self._gc = delete(counters).where(counters.c.expires_at < bindparam("now"))
+        expired = counters.c.expires_at < bindparam("now")
+        if postgres:
+            # Only expired rows nobody holds: never wait for a row another process holds (it may
+            # be waiting for one this transaction holds: a deadlock).
+            unheld = select(counters.c.key).where(expired).with_for_update(skip_locked=True)
+            self._gc = delete(counters).where(counters.c.key.in_(unheld.scalar_subquery()))
+        else:
+            self._gc = delete(counters).where(expired)
         self._statements = _postgres_statements(counters, events) if postgres else _portable(counters, events)
 
     def admit(self, conn: Connection, budgets: Sequence[Quota], rates: Sequence[Quota]) -> Refusal | None:
