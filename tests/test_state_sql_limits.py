@@ -236,3 +236,20 @@ def test_postgres_cleanup_never_waits_for_a_row_another_process_holds(tmp_path: 
         with sql._engine.connect() as check:
             keys = {row[0] for row in check.execute(select(counters.c.key))}
         assert keys == {"b:tenant:busy"}
+
+
+def test_cleanup_forgets_expired_rate_limits_with_their_admissions(sql: SqlState) -> None:
+    # A per-run rate limit's key is used by one run only: once its window has passed, the
+    # periodic cleanup removes its counter and every admission recorded under it.
+    for run in range(3):
+        assert sql.admit([], [_rate(f"run:r{run}", 5, 0.01)]) is None
+        assert sql.admit([], [_rate(f"run:r{run}", 5, 0.01)]) is None
+    assert sql.admit([], [_rate("tenant:live", 5, 3600.0)]) is None
+    time.sleep(0.05)
+    sql._limits._calls = GC_EVERY - 1  # the next admission cleans up
+    assert sql.admit([_budget("tenant:live", 10)], [_rate("tenant:live", 5, 3600.0)]) is None
+    with sql._engine.connect() as check:
+        counters = {row[0] for row in check.execute(select(sql._counters.c.key))}
+        admissions = sorted(row[0] for row in check.execute(select(sql._events.c.key)))
+    assert counters == {"b:tenant:live", "r:tenant:live"}
+    assert admissions == ["r:tenant:live", "r:tenant:live"]  # the live window keeps both

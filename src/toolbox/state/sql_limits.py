@@ -28,7 +28,8 @@ from toolbox.pipeline.state_ports import Quota, Refusal
 
 __all__ = ["SqlLimits"]
 
-#: Every this many admissions a process deletes the counters whose window ended.
+#: Every this many admissions a process deletes the counters whose window ended, with the
+#: admissions of those rate limits (all older than their window).
 GC_EVERY = 512
 
 
@@ -36,19 +37,12 @@ GC_EVERY = 512
 class SqlLimits:
     """`LimitStore.admit` over the ``counters`` and ``events`` tables, inside the caller's transaction."""
 
-    __slots__ = ("_calls", "_gc", "_postgres", "_statements")
+    __slots__ = ("_calls", "_cleanup", "_postgres", "_statements")
 
     def __init__(self, counters: Table, events: Table, *, postgres: bool) -> None:
         self._postgres = postgres
         self._calls = 0
-        expired = counters.c.expires_at < bindparam("now")
-        if postgres:
-            # Only expired rows nobody holds: never wait for a row another process holds (it may
-            # be waiting for one this transaction holds: a deadlock).
-            unheld = select(counters.c.key).where(expired).with_for_update(skip_locked=True)
-            self._gc = delete(counters).where(counters.c.key.in_(unheld.scalar_subquery()))
-        else:
-            self._gc = delete(counters).where(expired)
+        self._cleanup = _cleanup(counters, events, postgres=postgres)
         self._statements = _postgres_statements(counters, events) if postgres else _portable(counters, events)
 
     def admit(self, conn: Connection, budgets: Sequence[Quota], rates: Sequence[Quota]) -> Refusal | None:
@@ -65,7 +59,8 @@ class SqlLimits:
         self._count(conn, budget_of, rate_of, held, now)
         self._calls += 1
         if self._calls % GC_EVERY == 0:
-            conn.execute(self._gc, {"now": now})
+            for statement in self._cleanup:
+                conn.execute(statement, {"now": now})
         return None
 
     def _hold(self, conn: Connection, keys: list[str]) -> dict[str, Any]:
@@ -131,6 +126,24 @@ def _spent_budget(budget_of: dict[str, Quota], held: dict[str, Any], now: float)
         if (row.calls if live else 0) >= quota.limit:
             return Refusal(quota, False, row.expires_at - now if live else quota.window)
     return None
+
+
+def _cleanup(counters: Table, events: Table, *, postgres: bool) -> tuple[Any, ...]:
+    """The statements that forget expired counters and, for a rate limit, its admissions.
+
+    A rate limit's row expires a window after its last admission, so every
+    admission left under its key is outside the window: a key used once (a
+    per-run limit) leaves nothing behind.
+    """
+    expired = counters.c.expires_at < bindparam("now")
+    if not postgres:  # BEGIN IMMEDIATE holds the whole database
+        stale = select(counters.c.key).where(expired).scalar_subquery()
+        return delete(events).where(events.c.key.in_(stale)), delete(counters).where(expired)
+    # Only rows nobody holds: never wait for a row another process holds (it may be waiting
+    # for one this transaction holds: a deadlock). A key's admissions change only under its row.
+    unheld = select(counters.c.key).where(expired).with_for_update(skip_locked=True).scalar_subquery()
+    gone = delete(counters).where(counters.c.key.in_(unheld)).returning(counters.c.key).cte("gone")
+    return (delete(events).where(events.c.key.in_(select(gone.c.key))),)
 
 
 def _portable(counters: Table, events: Table) -> dict[str, Any]:
