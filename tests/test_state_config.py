@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -228,6 +229,22 @@ def test_kill_engage_release_status(tmp_path: Path, capsys: pytest.CaptureFixtur
         wipe_redis(state)
 
 
+@pytest.fixture
+def redis_policy(tmp_path: Path) -> Iterator[tuple[Path, Any]]:
+    """A policy file whose ``[state]`` is a fresh Redis namespace, and that namespace's store."""
+    namespace = unique()
+    path = tmp_path / "policy.toml"
+    path.write_text(
+        f'version = 1\n[state]\nbackend = "redis"\nurl = "{REDIS_URL}"\nnamespace = "{namespace}"\n',
+        encoding="utf-8",
+    )
+    state: Any = RedisState(connect(REDIS_URL), namespace=namespace)
+    try:
+        yield path, state
+    finally:
+        wipe_redis(state)
+
+
 @pytest.mark.parametrize(
     ("option", "value"),
     [
@@ -238,47 +255,29 @@ def test_kill_engage_release_status(tmp_path: Path, capsys: pytest.CaptureFixtur
     ],
 )
 def test_kill_refuses_control_characters_in_reason_and_who(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str, value: str
+    redis_policy: tuple[Path, Any], capsys: pytest.CaptureFixture[str], option: str, value: str
 ) -> None:
-    namespace = unique()
-    path = tmp_path / "policy.toml"
-    path.write_text(
-        f'version = 1\n[state]\nbackend = "redis"\nurl = "{REDIS_URL}"\nnamespace = "{namespace}"\n',
-        encoding="utf-8",
-    )
-    state: Any = RedisState(connect(REDIS_URL), namespace=namespace)
-    try:
-        arguments = {"--reason": "incident", "--who": "ann", option: value}
-        command = ["kill", "engage", *(x for pair in arguments.items() for x in pair), "--policy", str(path)]
-        status, out, err = run_cli(*command, capsys=capsys)
-        assert status == 2 and "printable characters (one line)" in err and not out
-        assert "\x1b" not in err and "\x9b" not in err  # the refused text is not echoed either
-        assert state.engaged() == {}
-    finally:
-        wipe_redis(state)
+    path, state = redis_policy
+    arguments = {"--reason": "incident", "--who": "ann", option: value}
+    command = ["kill", "engage", *(x for pair in arguments.items() for x in pair), "--policy", str(path)]
+    status, out, err = run_cli(*command, capsys=capsys)
+    assert status == 2 and "printable characters (one line)" in err and not out
+    assert "\x1b" not in err and "\x9b" not in err  # the refused text is not echoed either
+    assert state.engaged() == {}
 
 
 def test_kill_status_escapes_what_another_writer_stored(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    redis_policy: tuple[Path, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    namespace = unique()
-    path = tmp_path / "policy.toml"
-    path.write_text(
-        f'version = 1\n[state]\nbackend = "redis"\nurl = "{REDIS_URL}"\nnamespace = "{namespace}"\n',
-        encoding="utf-8",
-    )
-    state: Any = RedisState(connect(REDIS_URL), namespace=namespace)
-    try:
-        # Written straight to the store (an older toolbox, another tool): the CLI checks nothing here.
-        state.engage(None, reason="x\x1b]0;owned\x07\nforged line", who="eve\x9b")
-        status, out, _ = run_cli("kill", "status", "--policy", str(path), capsys=capsys)
-        assert status == 0
-        [line] = out.splitlines()
-        assert "\x1b" not in line and "\x07" not in line and "\x9b" not in line
-        assert line.startswith("ALL TOOLS: engaged by eve\\x9b at 20")  # an ISO 8601 UTC time
-        assert "+00:00: x\\x1b]0;owned\\x07\\x0aforged line" in line
-    finally:
-        wipe_redis(state)
+    path, state = redis_policy
+    # Written straight to the store (an older toolbox, another tool): the CLI checks nothing here.
+    state.engage(None, reason="x\x1b]0;owned\x07\nforged line", who="eve\x9b")
+    status, out, _ = run_cli("kill", "status", "--policy", str(path), capsys=capsys)
+    assert status == 0
+    [line] = out.splitlines()
+    assert "\x1b" not in line and "\x07" not in line and "\x9b" not in line
+    assert line.startswith("ALL TOOLS: engaged by eve\\x9b at 20")  # an ISO 8601 UTC time
+    assert "+00:00: x\\x1b]0;owned\\x07\\x0aforged line" in line
 
 
 def test_kill_with_the_store_down_is_one_line_without_the_url(
