@@ -27,6 +27,7 @@ _IDLE_SINCE = "toolbox_idle_since"
 # Rows as JSON text; non-ASCII as is (the connection speaks UTF-8), floats as their shortest repr.
 _JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 _INSTALL = 'PostgresSink needs psycopg 3. Please install it: pip install "toolbox-registry[postgres]"'
+_HEADS_CACHED = 4096  # the most trace heads a sink remembers from its own commits
 
 
 @final
@@ -49,7 +50,7 @@ class PostgresSink(SqlSink):
     writers); more help when the server is remote and the process has CPU to spare.
     """
 
-    __slots__ = ("_pipelines", "_schema", "_sql")
+    __slots__ = ("_guess_refused", "_heads", "_pipelines", "_schema", "_sql")
 
     def __init__(
         self,
@@ -67,6 +68,8 @@ class PostgresSink(SqlSink):
             raise ImportError(_INSTALL) from None
         # Pipeline mode needs libpq 14 or later; without it a write takes four round trips, not two.
         self._pipelines = psycopg.Pipeline.is_supported()
+        # How the server refuses a wrong guess of a head (see _write_known): a unique or not-null violation.
+        self._guess_refused: type[Exception] = psycopg.errors.IntegrityError
         try:
             parsed = make_url(url)
         except ArgumentError:
@@ -81,6 +84,8 @@ class PostgresSink(SqlSink):
             raise ValueError("PostgresSink: schema must be a non-empty name or None")
         self._schema = schema
         self._sql: _Statements | None = None
+        # The heads this sink last committed: a guess that the server checks (see _write_known).
+        self._heads: dict[str, tuple[int, str]] = {}
         engine = create_engine(
             parsed,
             pool_size=pool_size,
@@ -116,32 +121,95 @@ class PostgresSink(SqlSink):
             conn.execute(CreateSchema(self._schema, if_not_exists=True))
 
     def _write_group(self, batches: Sequence[list[dict[str, Any]]]) -> None:
-        """A group of at most `_COPY_ABOVE` events in two round trips; larger ones as `_write_rows` does.
+        """At most `_COPY_ABOVE` events in one or two round trips; larger groups as `_write_rows` does.
 
-        Each round trip waits for a server that may be busy, so the statements go
-        in psycopg's pipeline mode on a connection in autocommit: ``BEGIN`` and the
-        heads' lock in one trip (their values are needed to chain the events), the
-        events' insert and ``COMMIT`` in the other. A failure rolls the transaction
-        back: nothing of the group is stored.
+        A group of one trace goes in one statement when the sink guesses its
+        head right (`_write_known`). Otherwise, or when the guess was wrong, the
+        statements go in psycopg's pipeline mode on a connection in autocommit
+        (`_write_pipelined`). A failure stores nothing of the group.
         """
         rows = [row for batch in batches for row in batch]
-        if len(rows) > _COPY_ABOVE or not self._pipelines:
-            super()._write_group(batches)
-            return
-        with self._guard("store events"), self._engine.connect() as plain:
-            conn = plain.execution_options(isolation_level="AUTOCOMMIT")
-            driver = conn.connection.driver_connection
-            assert driver is not None
-            try:
-                with driver.pipeline(), driver.cursor() as cursor:
-                    cursor.execute("BEGIN")
-                    cursor.execute(*self._lock_statement(conn, sorted({row["trace_id"] for row in rows})))
-                    locked = {row[0]: (row[1], row[2]) for row in cursor.fetchall()}
-                    cursor.execute(*self._insert_statement(conn, *chain_dicts(rows, locked.__getitem__)))
-                    cursor.execute("COMMIT")
-            except BaseException:
-                _roll_back(plain, driver)
-                raise
+        trace_ids = sorted({row["trace_id"] for row in rows})
+        if len(rows) <= _COPY_ABOVE:
+            with self._guard("store events"), self._engine.connect() as plain:
+                conn = plain.execution_options(isolation_level="AUTOCOMMIT")
+                driver = conn.connection.driver_connection
+                assert driver is not None
+                if len(trace_ids) == 1 and self._write_known(plain, conn, driver, rows):
+                    return
+                if self._pipelines:
+                    self._write_pipelined(plain, conn, driver, trace_ids, rows)
+                    return
+        for trace_id in trace_ids:  # moved below: no longer a guess worth a round trip
+            self._heads.pop(trace_id, None)
+        super()._write_group(batches)
+
+    def _write_known(
+        self, plain: Connection, conn: Connection, driver: Any, rows: list[dict[str, Any]]
+    ) -> bool:
+        """One trace's events after the head the sink expects, in one statement; False if the guess was wrong.
+
+        The guess is the head this sink committed last for the trace, or none
+        (a new trace). The statement moves the head only from exactly that head
+        (or creates it only where none exists) and stores the events only if it
+        did; otherwise it fails as a whole, stores nothing, and the caller locks
+        the head and writes again. One round trip, the commit included
+        (autocommit), and the head row written once.
+        """
+        trace_id = rows[0]["trace_id"]
+        expected = self._heads.get(trace_id)
+        rule_ids = [row["rule_ids"] for row in rows]  # storage_values makes them text: a retry needs them
+        chained, heads = chain_dicts(rows, lambda _trace_id: expected or (0, GENESIS_HASH))
+        sequence, digest = heads[trace_id]
+        statements = self._statements(conn)
+        head: tuple[Any, ...]
+        if expected is None:
+            statement, head = statements.insert_new, (trace_id, sequence, digest)
+        else:
+            statement, head = statements.insert_after, (sequence, digest, trace_id, *expected)
+        payload = self._payload(chained)
+        try:
+            with driver.cursor() as cursor:
+                cursor.execute(statement, (*head, payload))
+        except self._guess_refused:  # the head moved (another writer) or exists: lock it, write again
+            self._heads.pop(trace_id, None)
+            for row, kept in zip(rows, rule_ids, strict=True):
+                row["rule_ids"] = kept
+            return False
+        except BaseException:
+            _roll_back(plain, driver)
+            raise
+        self._remember(heads)
+        return True
+
+    def _write_pipelined(
+        self,
+        plain: Connection,
+        conn: Connection,
+        driver: Any,
+        trace_ids: list[str],
+        rows: list[dict[str, Any]],
+    ) -> None:
+        """``BEGIN`` and the heads' lock (their values chain the events), then the insert and ``COMMIT``."""
+        try:
+            with driver.pipeline(), driver.cursor() as cursor:
+                cursor.execute("BEGIN")
+                cursor.execute(*self._lock_statement(conn, trace_ids))
+                locked = {row[0]: (row[1], row[2]) for row in cursor.fetchall()}
+                chained, heads = chain_dicts(rows, locked.__getitem__)
+                cursor.execute(*self._insert_statement(conn, chained, heads))
+                cursor.execute("COMMIT")
+        except BaseException:
+            _roll_back(plain, driver)
+            raise
+        self._remember(heads)
+
+    def _remember(self, heads: dict[str, tuple[int, str]]) -> None:
+        """After a commit: the heads it moved are the sink's guess for the next write (bounded)."""
+        cache = self._heads
+        if len(cache) + len(heads) > _HEADS_CACHED:
+            cache.clear()
+        cache.update(heads)
 
     def _write_rows(self, conn: Connection, rows: list[dict[str, Any]]) -> None:
         """Inside a transaction: lock and read the heads, then insert the events and move the heads.
@@ -181,14 +249,16 @@ class PostgresSink(SqlSink):
         self, conn: Connection, chained: list[dict[str, Any]], heads: dict[str, tuple[int, str]]
     ) -> tuple[str, tuple[Any, ...]]:
         """One statement: the events' insert, in a WITH clause of the heads' UPDATE."""
-        values = storage_values(chained)
+        return self._statements(conn).insert_and_move, (self._payload(chained), _heads_json(heads))
+
+    def _payload(self, chained: list[dict[str, Any]]) -> str:
+        """The rows as one JSON text: an array of rows, each its values in column order."""
         try:
-            payload = _JSON(values)
+            return _JSON(storage_values(chained))
         except (TypeError, ValueError):  # not JSON: a value no driver could bind either
             raise AuditSinkError(
                 f"{self._name}: cannot store events: a field holds an unstorable value"
             ) from None
-        return self._statements(conn).insert_and_move, (payload, _heads_json(heads))
 
     def _statements(self, conn: Connection) -> _Statements:
         statements = self._sql
@@ -253,16 +323,10 @@ class _Statements:
     every batch size, and an array per column cost more to send than the rows).
     """
 
-    __slots__ = ("insert_and_move", "lock", "move")
+    __slots__ = ("insert_after", "insert_and_move", "insert_new", "lock", "move")
 
     def __init__(self, events: str, heads: str, conn: Connection) -> None:
-        values = ", ".join(
-            f"(r.value->>{index}){_cast(column.type)}" for index, column in enumerate(events_table.columns)
-        )
-        insert = (
-            f"INSERT INTO {events} ({_columns(conn)}) "  # noqa: S608 - quoted names, bound values
-            f"SELECT {values} FROM json_array_elements(%s::json) AS r"
-        )
+        insert = _insert_rows(events, conn)
         # Heads are created, then locked, in the order given (sorted): writers never deadlock.
         self.lock = (
             f"INSERT INTO {heads} (trace_id, last_sequence, last_hash) "  # noqa: S608 - quoted names, bound values
@@ -276,6 +340,32 @@ class _Statements:
             "FROM json_array_elements(%s::json) AS v WHERE h.trace_id = v.value->>0"
         )
         self.insert_and_move = f"WITH stored AS ({insert}) {self.move}"
+        # One trace, its head guessed: the events' sequence is NULL (refused: NOT NULL) unless the
+        # head moved from exactly the guess; a head created where one exists is refused (UNIQUE).
+        settled = _insert_rows(events, conn, sequence_if="EXISTS (SELECT 1 FROM head)")
+        self.insert_after = (
+            f"WITH head AS (UPDATE {heads} SET last_sequence = %s, last_hash = %s "  # noqa: S608 - quoted names, bound values
+            "WHERE trace_id = %s AND last_sequence = %s AND last_hash = %s RETURNING 1) "
+            f"{settled}"
+        )
+        self.insert_new = (
+            f"WITH head AS (INSERT INTO {heads} (trace_id, last_sequence, last_hash) "  # noqa: S608 - quoted names, bound values
+            f"VALUES (%s, %s, %s) RETURNING 1) {settled}"
+        )
+
+
+def _insert_rows(events: str, conn: Connection, *, sequence_if: str | None = None) -> str:
+    """``INSERT`` of one JSON parameter's rows; with ``sequence_if``, sequence is NULL unless it holds."""
+    values = []
+    for index, column in enumerate(events_table.columns):
+        value = f"(r.value->>{index}){_cast(column.type)}"
+        if sequence_if is not None and column.name == "sequence":
+            value = f"CASE WHEN {sequence_if} THEN {value} END"
+        values.append(value)
+    return (
+        f"INSERT INTO {events} ({_columns(conn)}) "  # noqa: S608 - quoted names, bound values
+        f"SELECT {', '.join(values)} FROM json_array_elements(%s::json) AS r"
+    )
 
 
 def _cast(column_type: Any) -> str:

@@ -1,0 +1,161 @@
+"""PostgresSink guesses a trace's head and lets the server check the guess.
+
+A group of one trace goes in one statement, chained after the head the sink
+committed last (or none: a new trace). The statement moves the head only from
+exactly that head, creates one only where none exists, and stores the events
+only if it did; a wrong guess stores nothing and the sink locks the head and
+writes again. These tests make the guess wrong in every way a fleet or a hand
+edit can, and check that no event is lost, doubled or chained after a stale head.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from audit_sql_support import Store, event, make_store
+from toolbox.audit import AuditSinkError
+from toolbox.audit.postgres import PostgresSink
+from toolbox.audit.sink import AuditQuery
+from toolbox.audit.verify import verify_chain, verify_heads
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    yield from make_store("postgres", tmp_path)
+
+
+@pytest.fixture
+def relocks(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The trace ids of every group that took the two-trip path (the head locked and read)."""
+    seen: list[list[str]] = []
+    original = PostgresSink._write_pipelined
+
+    def spy(self: PostgresSink, plain: Any, conn: Any, driver: Any, trace_ids: list[str], rows: Any) -> None:
+        seen.append(list(trace_ids))
+        original(self, plain, conn, driver, trace_ids, rows)
+
+    monkeypatch.setattr(PostgresSink, "_write_pipelined", spy)
+    return seen
+
+
+def intact(sink: PostgresSink, trace_id: str, count: int) -> None:
+    records = sink.read_trace(trace_id)
+    assert [r.sequence for r in records] == list(range(1, count + 1))
+    assert verify_chain(records) == []
+    assert verify_heads(records, sink.trace_heads(trace_id), trace_id=trace_id) == []
+
+
+def postgres_sink(store: Store) -> PostgresSink:
+    sink = store.sink()
+    assert isinstance(sink, PostgresSink)
+    return sink
+
+
+def test_a_lone_writer_never_locks_a_head(store: Store, relocks: list[list[str]]) -> None:
+    """A new trace and every later group of it: one statement each, no two-trip write."""
+    sink = postgres_sink(store)
+    for _ in range(5):
+        sink.append([event("alone"), event("alone"), event("alone")])
+        sink.append([event("alone")])
+    assert relocks == []
+    intact(sink, "alone", 20)
+
+
+def test_two_sinks_alternating_on_one_trace_stay_gap_free(store: Store, relocks: list[list[str]]) -> None:
+    first, second = postgres_sink(store), postgres_sink(store)
+    writers = [first if index % 3 else second for index in range(20)]
+    for writer in writers:
+        writer.append([event("shared"), event("shared")])
+    switches = sum(1 for before, after in zip(writers, writers[1:]) if before is not after)
+    assert relocks == [["shared"]] * switches  # each change of writer: one wrong guess, one relock
+    intact(first, "shared", 40)
+
+
+def test_a_trace_another_sink_created_is_not_taken_for_a_new_one(
+    store: Store, relocks: list[list[str]]
+) -> None:
+    store.sink().append([event("t"), event("t")])
+    late = postgres_sink(store)
+    late.append([event("t")])
+    assert relocks == [["t"]]
+    intact(late, "t", 3)
+
+
+def test_a_head_moved_by_hand_is_locked_and_read_again(store: Store) -> None:
+    sink = postgres_sink(store)
+    sink.append([event("t")])
+    store.execute("UPDATE audit_trace_heads SET last_sequence = 41, last_hash = :h", h="e" * 64)
+    sink.append([event("t")])
+    last = sink.read_trace("t")[-1]
+    assert (last.sequence, last.previous_hash) == (42, "e" * 64)
+
+
+def test_a_refused_guess_stores_nothing_and_keeps_every_field(store: Store) -> None:
+    """The retry stores the events as given: rule ids as a list, once, after the real head."""
+    first, second = postgres_sink(store), postgres_sink(store)
+    first.append([event("t")])
+    second.append([event("t")])  # first's guess is now stale
+    first.append([event("t", rule_ids=["r-1", 'quote"d']), event("t", rule_ids=[])])
+    records = first.read_trace("t")
+    assert [r.sequence for r in records] == [1, 2, 3, 4]
+    assert [r.rule_ids for r in records[2:]] == [["r-1", 'quote"d'], []]
+    assert store.execute("SELECT count(*) FROM audit_events")[0][0] == 4
+    intact(first, "t", 4)
+
+
+def test_a_removed_head_refuses_the_write_and_stores_nothing(store: Store) -> None:
+    """Neither the guess (no head to move) nor the relock (sequence 1 exists) may fork the chain."""
+    sink = postgres_sink(store)
+    sink.append([event("t"), event("t")])
+    store.execute("DELETE FROM audit_trace_heads WHERE trace_id = 't'")
+    with pytest.raises(AuditSinkError):
+        sink.append([event("t")])
+    records = sink.read_trace("t")
+    assert [r.sequence for r in records] == [1, 2]
+    assert sink.trace_heads("t") == {}
+    problems = verify_heads(records, sink.trace_heads())
+    assert len(problems) == 1 and "no head" in problems[0].problem
+
+
+def test_a_value_the_server_refuses_fails_only_its_group(store: Store) -> None:
+    """Not a wrong guess (a data error): raised, nothing stored, the next write goes on."""
+    sink = postgres_sink(store)
+    sink.append([event("t")])
+    bad = event("t")
+    bad.event_id = "x" * 65  # longer than the column allows
+    with pytest.raises(AuditSinkError) as raised:
+        sink.append([bad, event("t")])
+    assert "x" * 65 not in str(raised.value)
+    sink.append([event("t")])
+    intact(sink, "t", 2)
+
+
+def test_racing_writers_of_one_trace_in_two_sinks_lose_and_double_nothing(store: Store) -> None:
+    """8 threads, two sinks, one trace: guesses go stale while the server checks them."""
+    sinks = [postgres_sink(store), postgres_sink(store)]
+    errors: list[BaseException] = []
+    start = threading.Barrier(8)
+
+    def work(index: int) -> None:
+        start.wait(30)
+        try:
+            for _ in range(25):
+                sinks[index % 2].append([event("race"), event(f"own-{index}")])
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert errors == []
+    intact(sinks[0], "race", 200)
+    every = sinks[1].query(AuditQuery(limit=10**6))
+    assert len(every) == 400
+    assert verify_chain(every) == [] and verify_heads(every, sinks[1].trace_heads()) == []
