@@ -68,6 +68,21 @@ class Store:
                 rows = list(result) if result.returns_rows else []
         return rows
 
+    def tamper(self, *statements: str, **params: Any) -> None:
+        """Raw SQL on the stored events wherever they are, in one transaction.
+
+        On SQLite each statement runs on ``audit_events`` and again on
+        ``audit_pending`` (the events not moved yet), as an attacker with the
+        file would; on PostgreSQL every event is in ``audit_events``.
+        """
+        if self.kind == "sqlite":
+            statements = tuple(
+                variant
+                for statement in statements
+                for variant in (statement, statement.replace("audit_events", "audit_pending"))
+            )
+        self.execute(*statements, **params)
+
     def close(self) -> None:
         for sink in self._sinks:
             sink.close()

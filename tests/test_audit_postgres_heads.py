@@ -10,6 +10,7 @@ edit can, and check that no event is lost, doubled or chained after a stale head
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -71,7 +72,7 @@ def test_two_sinks_alternating_on_one_trace_stay_gap_free(store: Store, relocks:
     writers = [first if index % 3 else second for index in range(20)]
     for writer in writers:
         writer.append([event("shared"), event("shared")])
-    switches = sum(1 for before, after in zip(writers, writers[1:]) if before is not after)
+    switches = sum(1 for before, after in itertools.pairwise(writers) if before is not after)
     assert relocks == [["shared"]] * switches  # each change of writer: one wrong guess, one relock
     intact(first, "shared", 40)
 
@@ -146,7 +147,7 @@ def test_racing_writers_of_one_trace_in_two_sinks_lose_and_double_nothing(store:
         try:
             for _ in range(25):
                 sinks[index % 2].append([event("race"), event(f"own-{index}")])
-        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+        except BaseException as exc:  # reported by the assertion below
             errors.append(exc)
 
     threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]

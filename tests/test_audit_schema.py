@@ -10,7 +10,7 @@ import pytest
 
 from audit_sql_support import Store, event, make_store, open_then_append_worker
 from toolbox.audit import sql
-from toolbox.audit.events import AuditEvent
+from toolbox.audit.events import FIELDS, AuditEvent
 from toolbox.audit.sink import AuditQuery, AuditSinkError
 from toolbox.audit.verify import verify_chain
 
@@ -51,8 +51,26 @@ def _versions(store: Store) -> list[int]:
     return [r[0] for r in store.execute("SELECT version FROM audit_schema_version ORDER BY version")]
 
 
+def _downgrade_to_version_3(store: Store) -> None:
+    """Turn a fresh store into what toolbox wrote at version 3: on SQLite, no pending events."""
+    statements = [
+        "DELETE FROM audit_schema_version WHERE version = 4",
+        "INSERT INTO audit_schema_version (version, applied_at) VALUES (3, 'before')",
+    ]
+    if store.kind == "sqlite":
+        columns = ", ".join(FIELDS)
+        statements += [
+            f"INSERT INTO audit_events ({columns}) SELECT {columns} FROM audit_pending",
+            "DROP VIEW audit_event_log",
+            "DROP TRIGGER audit_pending_unique",
+            "DROP TABLE audit_pending",
+        ]
+    store.execute(*statements)
+
+
 def _downgrade_to_version_2(store: Store) -> None:
     """Turn a fresh store into what toolbox wrote at version 2: full indexes, a rowid heads table."""
+    _downgrade_to_version_3(store)
     statements = [
         "DROP INDEX ix_audit_events_status",
         "DROP INDEX ix_audit_events_parent_run_id",
@@ -94,28 +112,48 @@ def _downgrade_to_version_1(store: Store) -> None:
 
 
 def test_schema_version_is_recorded(store: Store) -> None:
-    """First use creates the tables and records schema version 3."""
+    """First use creates the tables and records schema version 4."""
     sink = store.sink()
-    assert sink.schema_version() == sql.SCHEMA_VERSION == 3
-    assert _versions(store) == [3]
+    assert sink.schema_version() == sql.SCHEMA_VERSION == 4
+    assert _versions(store) == [4]
     store.sink().append([event()])  # a second sink finds the schema and leaves it alone
-    assert _versions(store) == [3]
+    assert _versions(store) == [4]
 
 
-def test_a_fresh_store_has_the_version_3_layout(store: Store) -> None:
-    """Status and parent run indexed where set only; on SQLite the heads are one B-tree."""
+def test_a_fresh_store_has_the_current_layout(store: Store) -> None:
+    """Status and parent run indexed where set only; on SQLite the heads are one B-tree, and the
+    pending events one more (with its trigger and the view of both tables); PostgreSQL has none."""
     store.sink().schema_version()
     assert "status IS NOT NULL" in _index_definition(store, "ix_audit_events_status")
     assert "parent_run_id IS NOT NULL" in _index_definition(store, "ix_audit_events_parent_run_id")
     assert "IS NOT NULL" not in _index_definition(store, "ix_audit_events_tenant_timestamp")
     if store.kind == "sqlite":
         assert "WITHOUT ROWID" in _heads_table_definition(store)
+        assert _sqlite_objects(store) == {
+            ("table", "audit_pending"),
+            ("trigger", "audit_pending_unique"),
+            ("view", "audit_event_log"),
+        }
+        pending = store.execute("SELECT sql FROM sqlite_master WHERE name = 'audit_pending'")[0][0]
+        assert "WITHOUT ROWID" in pending
+    else:
+        rows = store.execute("SELECT to_regclass('audit_pending') IS NULL")
+        assert rows[0][0] is True
+
+
+def _sqlite_objects(store: Store) -> set[tuple[str, str]]:
+    """The pending table's schema objects (its own index is its key: none other)."""
+    rows = store.execute(
+        "SELECT type, name FROM sqlite_master WHERE name IN ('audit_pending', 'audit_pending_unique', "
+        "'audit_event_log') OR (tbl_name = 'audit_pending' AND type = 'index')"
+    )
+    return {(str(kind), str(name)) for kind, name in rows}
 
 
 def test_newer_schema_is_refused(store: Store) -> None:
     """A store written by a newer toolbox raises, telling to upgrade."""
     store.sink().schema_version()
-    store.execute("INSERT INTO audit_schema_version (version, applied_at) VALUES (4, 'later')")
+    store.execute("INSERT INTO audit_schema_version (version, applied_at) VALUES (5, 'later')")
     with pytest.raises(AuditSinkError, match="upgrade toolbox"):
         store.sink().append([event()])
 
@@ -124,12 +162,12 @@ def test_older_schema_is_migrated(store: Store, monkeypatch: pytest.MonkeyPatch)
     """An older store gets every missing migration, each recorded as a version."""
     store.sink().append([event()])
     applied: list[object] = []
-    monkeypatch.setattr(sql, "SCHEMA_VERSION", 4)
-    monkeypatch.setattr(sql, "MIGRATIONS", {3: applied.append})
+    monkeypatch.setattr(sql, "SCHEMA_VERSION", 5)
+    monkeypatch.setattr(sql, "MIGRATIONS", {4: applied.append})
     sink = store.sink()
-    assert sink.schema_version() == 4
+    assert sink.schema_version() == 5
     assert len(applied) == 1
-    assert _versions(store) == [3, 4]
+    assert _versions(store) == [4, 5]
     sink.append([event()])
     assert [r.sequence for r in sink.read_trace("trace-1")] == [1, 2]
 
@@ -141,8 +179,8 @@ def test_version_2_store_is_migrated_keeping_events_and_heads(store: Store) -> N
     )
     assert "IS NOT NULL" not in _index_definition(store, "ix_audit_events_status")
     sink = store.sink()
-    assert sink.schema_version() == 3
-    assert _versions(store) == [2, 3]
+    assert sink.schema_version() == 4
+    assert _versions(store) == [2, 3, 4]
     assert sink.trace_heads() == heads
     assert "status IS NOT NULL" in _index_definition(store, "ix_audit_events_status")
     assert "parent_run_id IS NOT NULL" in _index_definition(store, "ix_audit_events_parent_run_id")
@@ -168,7 +206,7 @@ def test_a_failed_migration_leaves_the_version_2_store_as_it_was(sqlite_store: S
     assert "IS NOT NULL" not in _index_definition(sqlite_store, "ix_audit_events_status")
     sqlite_store.execute("DROP TABLE audit_trace_heads_v3")
     sink = sqlite_store.sink()
-    assert sink.schema_version() == 3  # no restart of anything: the next sink migrates
+    assert sink.schema_version() == 4  # no restart of anything: the next sink migrates
     assert sink.trace_heads() == heads
 
 
@@ -177,8 +215,8 @@ def test_version_1_store_is_migrated_to_the_current_version(store: Store) -> Non
     store.sink().append([event("child"), event("parent")])
     _downgrade_to_version_1(store)
     sink = store.sink()
-    assert sink.schema_version() == 3
-    assert _versions(store) == [1, 2, 3]
+    assert sink.schema_version() == 4
+    assert _versions(store) == [1, 2, 3, 4]
     old = sink.read_trace("child")
     assert [r.parent_run_id for r in old] == [None]
     sink.append([event("child", parent_run_id="parent"), event("grandchild", parent_run_id="child")])
@@ -189,7 +227,7 @@ def test_version_1_store_is_migrated_to_the_current_version(store: Store) -> Non
     assert [r.trace_id for r in sink.query(AuditQuery(parent_run_id="child"))] == ["grandchild"]
     assert "parent_run_id IS NOT NULL" in _index_definition(store, "ix_audit_events_parent_run_id")
     # The parent is covered by the chain hash: editing it breaks the chain.
-    store.execute("UPDATE audit_events SET parent_run_id = 'other' WHERE trace_id = 'child' AND sequence = 2")
+    store.tamper("UPDATE audit_events SET parent_run_id = 'other' WHERE trace_id = 'child' AND sequence = 2")
     assert verify_chain(sink.read_trace("child")) != []
 
 
@@ -224,7 +262,7 @@ def test_processes_opening_a_version_2_store_at_once_migrate_it_once(store: Stor
     for process in processes:
         process.join(120)
     assert [p.exitcode for p in processes] == [0, 0, 0, 0]
-    assert _versions(store) == [2, 3]
+    assert _versions(store) == [2, 3, 4]
     sink = store.sink()
     assert {t: h for t, h in sink.trace_heads().items() if t == "old"} == heads
     for n in range(4):
@@ -233,3 +271,23 @@ def test_processes_opening_a_version_2_store_at_once_migrate_it_once(store: Stor
         assert verify_chain(records) == []
     if store.kind == "sqlite":
         assert "WITHOUT ROWID" in _heads_table_definition(store)
+
+
+def test_version_3_store_is_migrated_keeping_events_and_heads(store: Store) -> None:
+    """SQLite gains audit_pending, its trigger and the view; PostgreSQL only the version. Nothing is lost."""
+    first = store.sink()
+    first.append([event("a"), event("a"), event("b")])
+    heads = first.trace_heads()
+    first.close()
+    _downgrade_to_version_3(store)
+    sink = store.sink()
+    assert sink.schema_version() == 4
+    assert _versions(store) == [3, 4]
+    assert sink.trace_heads() == heads
+    if store.kind == "sqlite":
+        assert len(_sqlite_objects(store)) == 3
+    sink.append([event("a")])
+    records = sink.read_trace("a")
+    assert [r.sequence for r in records] == [1, 2, 3]
+    assert verify_chain(records) == []
+    assert sink.trace_heads("a") == {"a": (3, records[-1].hash)}

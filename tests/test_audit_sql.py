@@ -168,11 +168,11 @@ def test_tampering_in_the_database_is_detected(store: Store, tampering: str) -> 
     sink.append([event(status="ok") for _ in range(5)])
     victim = sink.read_trace("trace-1")[2]
     if tampering == "edit":
-        store.execute("UPDATE audit_events SET status = 'forged' WHERE event_id = :id", id=victim.event_id)
+        store.tamper("UPDATE audit_events SET status = 'forged' WHERE event_id = :id", id=victim.event_id)
     elif tampering == "delete":
-        store.execute("DELETE FROM audit_events WHERE event_id = :id", id=victim.event_id)
+        store.tamper("DELETE FROM audit_events WHERE event_id = :id", id=victim.event_id)
     else:
-        store.execute(
+        store.tamper(
             "UPDATE audit_events SET sequence = -1 WHERE trace_id = 'trace-1' AND sequence = 3",
             "UPDATE audit_events SET sequence = 3 WHERE trace_id = 'trace-1' AND sequence = 4",
             "UPDATE audit_events SET sequence = 4 WHERE trace_id = 'trace-1' AND sequence = -1",
@@ -224,7 +224,7 @@ def test_malformed_stored_rows_raise_without_content(store: Store) -> None:
     """A row that no longer validates raises AuditSinkError, not a pydantic dump of the row."""
     sink = store.sink()
     sink.append([event(intent_text="secret-intent")])
-    store.execute("UPDATE audit_events SET type = 'secret-intent'")
+    store.tamper("UPDATE audit_events SET type = 'secret-intent'")
     with pytest.raises(AuditSinkError, match="malformed") as caught:
         sink.read_trace("trace-1")
     assert "secret-intent" not in str(caught.value)

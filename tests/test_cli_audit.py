@@ -426,16 +426,22 @@ def _sqlite(store):
 
 def _event_id(conn, trace_id, sequence):
     row = conn.execute(
-        "SELECT event_id FROM audit_events WHERE trace_id = ? AND sequence = ?", (trace_id, sequence)
+        "SELECT event_id FROM audit_event_log WHERE trace_id = ? AND sequence = ?", (trace_id, sequence)
     ).fetchone()
     return row[0]
+
+
+def _tamper(conn, statement, parameters):
+    """``statement`` on the events wherever they are: moved (audit_events) or not yet (audit_pending)."""
+    for table in ("audit_events", "audit_pending"):
+        conn.execute(statement.replace("audit_events", table), parameters)
 
 
 def test_verify_names_an_edited_sqlite_row(sqlite_store, capsys):
     """An UPDATE behind the sink's back is found."""
     with _sqlite(sqlite_store) as conn:
         event_id = _event_id(conn, sqlite_store.a, 4)
-        conn.execute("UPDATE audit_events SET status = 'DENIED' WHERE event_id = ?", (event_id,))
+        _tamper(conn, "UPDATE audit_events SET status = 'DENIED' WHERE event_id = ?", (event_id,))
     assert_broken(capsys, sqlite_store, [(4, event_id, "content does not match its hash (edited)")])
 
 
@@ -443,7 +449,7 @@ def test_verify_names_a_removed_sqlite_row(sqlite_store, capsys):
     """A DELETE leaves a gap the next event reports."""
     with _sqlite(sqlite_store) as conn:
         after = _event_id(conn, sqlite_store.a, 3)
-        conn.execute("DELETE FROM audit_events WHERE trace_id = ? AND sequence = 2", (sqlite_store.a,))
+        _tamper(conn, "DELETE FROM audit_events WHERE trace_id = ? AND sequence = 2", (sqlite_store.a,))
     assert_broken(capsys, sqlite_store, [(3, after, "sequence 2 is missing (removed or reordered)")])
 
 
@@ -451,9 +457,9 @@ def test_verify_names_reordered_sqlite_rows(sqlite_store, capsys):
     """Swapping two rows' sequences (through a free number: (trace, sequence) is unique) is found."""
     with _sqlite(sqlite_store) as conn:
         eight, nine, ten = (_event_id(conn, sqlite_store.a, n) for n in (8, 9, 10))
-        conn.execute("UPDATE audit_events SET sequence = -1 WHERE event_id = ?", (eight,))
-        conn.execute("UPDATE audit_events SET sequence = 8 WHERE event_id = ?", (nine,))
-        conn.execute("UPDATE audit_events SET sequence = 9 WHERE event_id = ?", (eight,))
+        _tamper(conn, "UPDATE audit_events SET sequence = -1 WHERE event_id = ?", (eight,))
+        _tamper(conn, "UPDATE audit_events SET sequence = 8 WHERE event_id = ?", (nine,))
+        _tamper(conn, "UPDATE audit_events SET sequence = 9 WHERE event_id = ?", (eight,))
     assert_broken(
         capsys,
         sqlite_store,

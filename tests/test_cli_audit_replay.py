@@ -128,8 +128,8 @@ def test_verify_finds_a_removed_last_event_and_a_removed_trace(store: Store, cap
     sink.append([event("cut") for _ in range(3)])
     sink.append([event("gone") for _ in range(2)])
     assert run(capsys, "audit", "verify", *store_args(store))[0] == 0
-    store.execute("DELETE FROM audit_events WHERE trace_id = 'cut' AND sequence = 3")
-    store.execute("DELETE FROM audit_events WHERE trace_id = 'gone'")
+    store.tamper("DELETE FROM audit_events WHERE trace_id = 'cut' AND sequence = 3")
+    store.tamper("DELETE FROM audit_events WHERE trace_id = 'gone'")
     status, out, err = run(capsys, "audit", "verify", *store_args(store))
     assert status == 1
     assert out.splitlines() == [

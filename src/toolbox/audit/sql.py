@@ -9,14 +9,26 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from operator import itemgetter
 from typing import Any, cast
 
 try:
-    from sqlalchemy import bindparam, func, insert, inspect, select, update
+    from sqlalchemy import (
+        ColumnElement,
+        CompoundSelect,
+        Select,
+        Table,
+        bindparam,
+        func,
+        insert,
+        inspect,
+        select,
+        union_all,
+        update,
+    )
     from sqlalchemy.engine import Connection, Engine, RowMapping
     from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
@@ -33,9 +45,11 @@ from toolbox.audit.sink import AuditQuery, AuditSinkError, chain_dicts
 from toolbox.audit.sql_schema import (
     MIGRATIONS,
     SCHEMA_VERSION,
+    create_tables,
     events_table,
     heads_table,
     metadata,
+    pending_table,
     version_table,
 )
 
@@ -46,6 +60,7 @@ __all__ = [
     "events_table",
     "heads_table",
     "metadata",
+    "pending_table",
     "storage_values",
     "version_table",
 ]
@@ -78,6 +93,9 @@ class SqlSink:
         "_write_lock",
         "_write_options",
     )
+
+    #: The tables that hold stored events, read as one (SQLite adds its ``audit_pending``).
+    _event_tables: tuple[Table, ...] = (events_table,)
 
     def __init__(
         self,
@@ -148,10 +166,9 @@ class SqlSink:
             stored: set[str] = set()
             for start in range(0, len(wanted), _ID_CHUNK):
                 chunk = wanted[start : start + _ID_CHUNK]
-                found = conn.execute(
-                    select(events_table.c.event_id).where(events_table.c.event_id.in_(chunk))
-                )
-                stored.update(found.scalars())
+                for table in self._event_tables:
+                    found = conn.execute(select(table.c.event_id).where(table.c.event_id.in_(chunk)))
+                    stored.update(found.scalars())
             fresh, seen = [], set(stored)
             for row in rows:
                 if row["event_id"] not in seen:  # a duplicate within the file counts once too
@@ -187,28 +204,41 @@ class SqlSink:
 
     def read_trace(self, trace_id: str) -> list[AuditRecord]:
         """Every event of ``trace_id`` in sequence order (as stored: not re-verified)."""
-        statement = (
-            select(events_table).where(events_table.c.trace_id == trace_id).order_by(events_table.c.sequence)
-        )
-        return self._read(statement)
+        statement = self._select_events(lambda table: [table.c.trace_id == trace_id])
+        return self._read(statement.order_by(statement.selected_columns.sequence))
 
     def query(self, query: AuditQuery) -> list[AuditRecord]:
         """Events matching ``query``, oldest first (by timestamp, then sequence), at most ``limit``.
 
         ``since`` is inclusive and ``until`` exclusive; naive datetimes are taken as UTC.
         """
-        table = events_table
-        statement = select(table)
-        for field in ("tenant", "tool", "principal", "status", "parent_run_id"):
-            wanted = getattr(query, field)
-            if wanted is not None:
-                statement = statement.where(table.c[field] == wanted)
-        if query.since is not None:
-            statement = statement.where(table.c.timestamp >= _iso(query.since))
-        if query.until is not None:
-            statement = statement.where(table.c.timestamp < _iso(query.until))
-        statement = statement.order_by(table.c.timestamp, table.c.sequence, table.c.event_id)
+
+        def matching(table: Table) -> list[ColumnElement[bool]]:
+            conditions = []
+            for field in ("tenant", "tool", "principal", "status", "parent_run_id"):
+                wanted = getattr(query, field)
+                if wanted is not None:
+                    conditions.append(table.c[field] == wanted)
+            if query.since is not None:
+                conditions.append(table.c.timestamp >= _iso(query.since))
+            if query.until is not None:
+                conditions.append(table.c.timestamp < _iso(query.until))
+            return conditions
+
+        statement = self._select_events(matching)
+        columns = statement.selected_columns
+        statement = statement.order_by(columns.timestamp, columns.sequence, columns.event_id)
         return self._read(statement.limit(max(query.limit, 0)))
+
+    def _select_events(
+        self, conditions: Callable[[Table], list[ColumnElement[bool]]]
+    ) -> Select[Any] | CompoundSelect[Any]:
+        """Every field of the stored events meeting ``conditions``, from each table that holds events."""
+        arms = [
+            select(*(table.c[name] for name in FIELDS)).where(*conditions(table))
+            for table in self._event_tables
+        ]
+        return arms[0] if len(arms) == 1 else union_all(*arms)
 
     def close(self) -> None:
         """Close every pooled connection; the sink cannot be used afterwards."""
@@ -242,12 +272,12 @@ class SqlSink:
     def _create_or_migrate(self, conn: Connection) -> None:
         schema = conn.schema_for_object(version_table)
         if not inspect(conn).has_table(version_table.name, schema=schema):
-            metadata.create_all(conn)
+            create_tables(conn)
             self._record_version(conn, SCHEMA_VERSION)
             return
         stored = conn.execute(select(func.max(version_table.c.version))).scalar()
         if stored is None:  # an empty version table: tables made by hand or an interrupted tool
-            metadata.create_all(conn)
+            create_tables(conn)
             self._record_version(conn, SCHEMA_VERSION)
             return
         if stored > SCHEMA_VERSION:

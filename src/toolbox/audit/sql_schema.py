@@ -17,6 +17,16 @@
     chain unbroken across threads and processes; ``toolbox audit verify``
     compares them with the stored events, so a removed last event or a
     removed trace is found.
+``audit_pending`` (SQLite only)
+    Events stored but not yet moved into ``audit_events``: the same columns,
+    one B-tree keyed by ``event_id`` (``WITHOUT ROWID``), no other index. A
+    small commit (a STRICT call's events) goes here, so it writes a page or
+    two instead of one per index of ``audit_events``; every few hundred events
+    a writer moves them all into ``audit_events`` in one transaction (the
+    fold). A trigger refuses a row whose event id or trace sequence
+    ``audit_events`` holds already, as that table's own constraints would.
+    The sinks read both tables as one; ``audit_event_log`` is a view of both
+    for your own SQL.
 ``audit_schema_version``
     One row per schema version applied; the highest is the store's version.
 """
@@ -38,11 +48,22 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 
 from toolbox.audit.events import FIELDS
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "events_table", "heads_table", "metadata", "version_table"]
+__all__ = [
+    "EVENT_LOG_VIEW",
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "create_tables",
+    "events_table",
+    "heads_table",
+    "metadata",
+    "pending_table",
+    "version_table",
+]
 
 #: The schema version this code writes (2: ``parent_run_id``, the delegating run; 3: partial
-#: indexes on status and parent_run_id, SQLite's heads table without rowid).
-SCHEMA_VERSION = 3
+#: indexes on status and parent_run_id, SQLite's heads table without rowid; 4: SQLite's
+#: ``audit_pending`` table and ``audit_event_log`` view).
+SCHEMA_VERSION = 4
 
 
 def _add_parent_run_id(conn: Connection) -> None:
@@ -79,11 +100,49 @@ def _partial_indexes_and_compact_heads(conn: Connection) -> None:
 
 _HEADS_V3 = "audit_trace_heads_v3"
 
+
+def _pending_events(conn: Connection) -> None:
+    """Version 3 -> 4: SQLite's ``audit_pending`` table and ``audit_event_log`` view (nothing elsewhere)."""
+    if conn.dialect.name == "sqlite":
+        _create_pending(conn)
+
+
+def create_tables(conn: Connection) -> None:
+    """Every table (and view) of the current version, inside the schema transaction."""
+    metadata.create_all(conn)
+    if conn.dialect.name == "sqlite":
+        _create_pending(conn)
+
+
+def _create_pending(conn: Connection) -> None:
+    pending_table.create(conn, checkfirst=True)
+    # audit_events' own constraints for rows not moved there yet (a duplicate of a moved event
+    # would make every later fold fail): index lookups only, so a commit writes no page for them.
+    conn.execute(
+        sql_text(
+            f"CREATE TRIGGER IF NOT EXISTS {_PENDING_UNIQUE} BEFORE INSERT ON {pending_table.name} "  # noqa: S608 - fixed names
+            f"WHEN EXISTS (SELECT 1 FROM {events_table.name} WHERE event_id = NEW.event_id) "
+            f"OR EXISTS (SELECT 1 FROM {events_table.name} "
+            "WHERE trace_id = NEW.trace_id AND sequence = NEW.sequence) "
+            "BEGIN SELECT RAISE(ABORT, 'UNIQUE constraint failed: the event id or the trace sequence "
+            "is stored already'); END"
+        )
+    )
+    columns = ", ".join(FIELDS)
+    conn.execute(
+        sql_text(
+            f"CREATE VIEW IF NOT EXISTS {EVENT_LOG_VIEW} AS "  # noqa: S608 - fixed names
+            f"SELECT {columns} FROM {events_table.name} UNION ALL SELECT {columns} FROM {pending_table.name}"
+        )
+    )
+
+
 #: ``MIGRATIONS[n]`` upgrades a store from version ``n`` to ``n + 1`` inside the
 #: schema transaction.
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     1: _add_parent_run_id,
     2: _partial_indexes_and_compact_heads,
+    3: _pending_events,
 }
 
 metadata = MetaData(
@@ -152,6 +211,17 @@ heads_table = Table(
     Column("last_hash", String(64), nullable=False),
     sqlite_with_rowid=False,
 )
+
+# Not in `metadata`: PostgreSQL has no such table (its writers need no DELETE on audit rows).
+pending_table = Table(
+    "audit_pending",
+    MetaData(naming_convention=metadata.naming_convention),
+    *(Column(c.name, c.type, primary_key=c.primary_key, nullable=c.nullable) for c in events_table.columns),
+    sqlite_with_rowid=False,  # one B-tree, keyed by the (time-ordered) event id
+)
+#: A view of every stored event of a SQLite store, moved or pending, for your own SQL.
+EVENT_LOG_VIEW = "audit_event_log"
+_PENDING_UNIQUE = "audit_pending_unique"
 
 version_table = Table(
     "audit_schema_version",

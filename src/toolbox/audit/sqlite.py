@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, final
 
@@ -14,7 +14,7 @@ from sqlalchemy.engine import URL, Connection
 
 from toolbox.audit.events import FIELDS, GENESIS_HASH
 from toolbox.audit.sink import AuditSinkError, chain_dicts
-from toolbox.audit.sql import SqlSink, events_table, heads_table, storage_values
+from toolbox.audit.sql import SqlSink, events_table, heads_table, pending_table, storage_values
 
 __all__ = ["SqliteSink"]
 
@@ -23,6 +23,20 @@ _INSERT = (
     f"INSERT INTO {events_table.name} ({', '.join(FIELDS)}) "  # noqa: S608 - fixed names, bound values
     f"VALUES ({', '.join(['?'] * len(FIELDS))})"
 )
+_INSERT_PENDING = (
+    f"INSERT INTO {pending_table.name} ({', '.join(FIELDS)}) "  # noqa: S608 - fixed names, bound values
+    f"VALUES ({', '.join(['?'] * len(FIELDS))})"
+)
+_ANY_PENDING = f"SELECT 1 FROM {pending_table.name} LIMIT 1"  # noqa: S608 - fixed names
+_FOLD = (
+    f"INSERT INTO {events_table.name} ({', '.join(FIELDS)}) "  # noqa: S608 - fixed names
+    f"SELECT {', '.join(FIELDS)} FROM {pending_table.name}",
+    f"DELETE FROM {pending_table.name}",  # noqa: S608 - fixed names
+)
+#: A group of at most this many events goes to ``audit_pending`` (a STRICT call's opening has 3).
+_PENDING_GROUP = 64
+#: A sink folds the pending events into ``audit_events`` once it has added this many (64 calls).
+_FOLD_AT = 256
 _READ_HEADS = (
     f"SELECT trace_id, last_sequence, last_hash FROM {heads_table.name} "  # noqa: S608 - fixed names
     "WHERE trace_id IN ({})"
@@ -51,7 +65,18 @@ class SqliteSink(SqlSink):
     seconds for one another, so each trace's sequence stays gap-free.
     """
 
-    __slots__ = ("_busy_ms", "_busy_timeout", "_heads", "_heads_version", "_path", "_writer", "_writer_pid")
+    __slots__ = (
+        "_busy_ms",
+        "_busy_timeout",
+        "_heads",
+        "_heads_version",
+        "_path",
+        "_pending_added",
+        "_writer",
+        "_writer_pid",
+    )
+
+    _event_tables = (events_table, pending_table)
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 30.0) -> None:
         if str(path) in ("", ":memory:") or str(path).startswith("file:"):
@@ -63,6 +88,7 @@ class SqliteSink(SqlSink):
         # The writer's view of the heads it last wrote, valid while no other connection commits.
         self._heads: dict[str, tuple[int, str]] = {}
         self._heads_version: object = None
+        self._pending_added = 0  # events this sink added to audit_pending since it last folded
         engine = create_engine(
             URL.create("sqlite", database=str(self._path)),
             connect_args={"check_same_thread": False, "timeout": busy_timeout},
@@ -110,10 +136,18 @@ class SqliteSink(SqlSink):
     def _write_group(self, batches: Sequence[list[dict[str, Any]]]) -> None:
         """Every batch in one ``BEGIN IMMEDIATE`` transaction on the sink's own sqlite3 connection.
 
-        The group commit's leader holds the write lock for the whole transaction,
-        and other threads need the interpreter lock to reach the next step each
-        time sqlite3 releases it; so the write takes five sqlite3 calls and no
-        SQLAlchemy layer (pool checkout, events, result objects) between them.
+        A small group (at most `_PENDING_GROUP` events: STRICT calls) goes to
+        ``audit_pending``, one B-tree keyed by the time-ordered event id: its
+        commit writes a page or two, where one into ``audit_events`` writes a
+        page of each of that table's indexes, and every page of a commit is
+        flushed. Once this sink has added `_FOLD_AT` events there, the same
+        transaction moves every pending event into ``audit_events`` (`_FOLD`).
+        A larger group (an ASYNC drain) goes into ``audit_events`` directly,
+        after the pending events. The leader holds the write lock for the
+        whole transaction, and other threads need the interpreter lock to reach
+        the next step each time sqlite3 releases it; so the write is a few
+        sqlite3 calls and no SQLAlchemy layer (pool checkout, events, result
+        objects) between them.
         """
         rows = [row for batch in batches for row in batch]
         lock = self._write_lock
@@ -125,7 +159,18 @@ class SqliteSink(SqlSink):
                     writer.execute("BEGIN IMMEDIATE")
                     locked = self._locked_heads(writer, {row["trace_id"] for row in rows})
                     chained, heads = chain_dicts(rows, lambda trace_id: locked.get(trace_id, _NEW_TRACE))
-                    writer.executemany(_INSERT, storage_values(chained))
+                    values = storage_values(chained)
+                    added = self._pending_added
+                    if len(values) > _PENDING_GROUP:
+                        _fold(writer.execute)  # first: audit_events' constraints then see every event
+                        writer.executemany(_INSERT, values)
+                        added = 0
+                    else:
+                        writer.executemany(_INSERT_PENDING, values)
+                        added += len(values)
+                        if added >= _FOLD_AT:
+                            _fold(writer.execute)
+                            added = 0
                     moved = [(trace_id, *head) for trace_id, head in sorted(heads.items())]
                     writer.executemany(_WRITE_HEADS, moved)
                     writer.execute("COMMIT")
@@ -133,6 +178,7 @@ class SqliteSink(SqlSink):
                     self._abandon(writer)
                     raise
                 self._remember(heads)
+                self._pending_added = added
         except (sqlite3.Error, OSError) as exc:
             raise AuditSinkError(f"{self._name}: cannot store events: {self._describe(exc)}") from None
 
@@ -196,7 +242,8 @@ class SqliteSink(SqlSink):
             writer.close()
 
     def _insert_rows(self, conn: Connection, rows: list[dict[str, Any]]) -> None:
-        """sqlite3's own ``executemany`` (its loop runs in C): the rows are already in storage form."""
+        """Into ``audit_events``, pending events first; sqlite3's own ``executemany`` (its loop runs in C)."""
+        _fold(conn.exec_driver_sql)
         conn.exec_driver_sql(_INSERT, [tuple(row[name] for name in FIELDS) for row in rows])
 
     def _lock_heads(self, conn: Connection, trace_ids: Sequence[str]) -> dict[str, tuple[int, str]]:
@@ -223,6 +270,13 @@ class SqliteSink(SqlSink):
             )
         if self._path.exists() and not self._path.is_file():
             raise AuditSinkError(f"{self._name}: {str(self._path)!r} exists and is not a file")
+
+
+def _fold(execute: Callable[[str], Any]) -> None:
+    """Inside a write transaction: move every pending event into ``audit_events``, if there is one."""
+    if execute(_ANY_PENDING).fetchone() is not None:
+        for statement in _FOLD:
+            execute(statement)
 
 
 def _configure_connection(connection: sqlite3.Connection, busy_ms: int) -> None:
