@@ -12,13 +12,17 @@ from __future__ import annotations
 
 import itertools
 import threading
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ProgrammingError
 
-from audit_sql_support import Store, event, make_store
+from audit_sql_support import POSTGRES_URL, Store, event, make_store
 from toolbox.audit import AuditSinkError
 from toolbox.audit.postgres import PostgresSink
 from toolbox.audit.sink import AuditQuery
@@ -160,3 +164,40 @@ def test_racing_writers_of_one_trace_in_two_sinks_lose_and_double_nothing(store:
     every = sinks[1].query(AuditQuery(limit=10**6))
     assert len(every) == 400
     assert verify_chain(every) == [] and verify_heads(every, sinks[1].trace_heads()) == []
+
+
+def test_the_documented_writer_grants_suffice_and_deny_deletes(store: Store) -> None:
+    """docs/deployment.md's role: every write path works, and the role cannot remove an event."""
+    store.sink().schema_version()  # the owner creates the tables
+    role = f"toolbox_writer_{uuid.uuid4().hex[:12]}"
+    schema = store.schema
+    assert schema is not None
+    store.execute(
+        f'CREATE ROLE "{role}" LOGIN',
+        f'GRANT USAGE ON SCHEMA "{schema}" TO "{role}"',
+        f'GRANT SELECT, INSERT ON "{schema}".audit_events TO "{role}"',
+        f'GRANT SELECT, INSERT, UPDATE ON "{schema}".audit_trace_heads TO "{role}"',
+        f'GRANT SELECT ON "{schema}".audit_schema_version TO "{role}"',
+    )
+    try:
+        url = make_url(POSTGRES_URL).set(username=role, password=None)
+        writer = PostgresSink(url, schema=schema)
+        other = PostgresSink(url, schema=schema)
+        try:
+            writer.append([event("t"), event("t")])  # a new trace: guessed, one statement
+            writer.append([event("t")])  # its own head: guessed
+            other.append([event("t")])  # a wrong guess: locked and written again
+            writer.append([event("t"), event("u")])  # two traces: the locking path
+            writer.append([event("t") for _ in range(70)])  # COPY
+            intact(writer, "t", 75)
+        finally:
+            writer.close()
+            other.close()
+        denied = create_engine(url, connect_args={"options": f"-c search_path={schema}"})
+        try:
+            with pytest.raises(ProgrammingError, match="permission denied"), denied.begin() as conn:
+                conn.execute(text("DELETE FROM audit_events"))
+        finally:
+            denied.dispose()
+    finally:
+        store.execute(f'DROP OWNED BY "{role}"', f'DROP ROLE "{role}"')
