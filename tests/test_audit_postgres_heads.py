@@ -1,9 +1,9 @@
-"""PostgresSink guesses a trace's head and lets the server check the guess.
+"""PostgresSink guesses its traces' heads and lets the server check the guesses.
 
-A group of one trace goes in one statement, chained after the head the sink
-committed last (or none: a new trace). The statement moves the head only from
-exactly that head, creates one only where none exists, and stores the events
-only if it did; a wrong guess stores nothing and the sink locks the head and
+A group goes in one statement, chained after the heads the sink committed
+last (or none: a new trace). The statement moves each head only from exactly
+its guess, creates one only where none exists, and stores the events only if
+every head did; a wrong guess stores nothing and the sink locks the heads and
 writes again. These tests make the guess wrong in every way a fleet or a hand
 edit can, and check that no event is lost, doubled or chained after a stale head.
 """
@@ -89,6 +89,81 @@ def test_a_trace_another_sink_created_is_not_taken_for_a_new_one(
     late.append([event("t")])
     assert relocks == [["t"]]
     intact(late, "t", 3)
+
+
+def test_a_group_of_known_or_of_new_traces_goes_in_one_statement(
+    store: Store, relocks: list[list[str]]
+) -> None:
+    sink = postgres_sink(store)
+    sink.append([event("a"), event("b"), event("a")])  # all new
+    sink.append([event("b"), event("a")])  # all known
+    assert relocks == []
+    sink.append([event("a"), event("new")])  # both at once: locked (no deadlock with a creator)
+    assert relocks == [["a", "new"]]
+    sink.append([event("a"), event("new")])
+    assert relocks == [["a", "new"]]
+    intact(sink, "a", 5)
+    intact(sink, "b", 2)
+    intact(sink, "new", 2)
+
+
+def test_one_stale_guess_refuses_the_whole_group(store: Store, relocks: list[list[str]]) -> None:
+    """Two traces, one moved by another sink: nothing of the group is stored until both are locked."""
+    first, second = postgres_sink(store), postgres_sink(store)
+    first.append([event("t"), event("u")])
+    second.append([event("u")])  # second took u for a new trace: refused, relocked
+    first.append([event("t"), event("u"), event("t")])
+    assert relocks == [["u"], ["t", "u"]]
+    intact(first, "t", 3)
+    intact(first, "u", 3)
+
+
+def test_sinks_racing_on_the_same_traces_in_groups_lose_and_double_nothing(store: Store) -> None:
+    """Groups of two shared traces from two sinks: guesses go stale and heads are locked by both
+    paths at once; a refused guess (stale, or a lock order clash) is written again."""
+    sinks = [postgres_sink(store), postgres_sink(store)]
+    errors: list[BaseException] = []
+    start = threading.Barrier(6)
+
+    def work(index: int) -> None:
+        start.wait(30)
+        try:
+            for round_ in range(20):
+                pair = ["x", "y"] if (index + round_) % 2 else ["y", "x"]
+                sinks[index % 2].append([event(pair[0]), event(pair[1])])
+        except BaseException as exc:  # reported by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert errors == []
+    intact(sinks[0], "x", 120)
+    intact(sinks[0], "y", 120)
+
+
+def test_a_guess_the_server_aborts_as_a_deadlock_is_written_again(
+    store: Store, relocks: list[list[str]]
+) -> None:
+    """40P01 (another writer creating a head this one waits for): nothing stored, the heads locked."""
+    sink = postgres_sink(store)
+    sink.append([event("t")])
+    deadlock = f'"{store.schema}".toolbox_test_deadlock'
+    store.execute(
+        f"CREATE FUNCTION {deadlock}() RETURNS integer LANGUAGE plpgsql AS "
+        "$$ BEGIN RAISE EXCEPTION 'deadlock detected' USING ERRCODE = '40P01'; END $$"
+    )
+    statements = sink._sql
+    assert statements is not None
+    statements.insert_guessed = (
+        f"SELECT {deadlock}() WHERE %s::text IS NOT NULL AND %s::text IS NOT NULL "
+        "AND %s::integer IS NOT NULL AND %s::text IS NOT NULL"
+    )
+    sink.append([event("t"), event("t")])
+    assert relocks == [["t"]]
+    intact(sink, "t", 3)
 
 
 def test_a_head_moved_by_hand_is_locked_and_read_again(store: Store) -> None:

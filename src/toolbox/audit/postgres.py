@@ -68,8 +68,9 @@ class PostgresSink(SqlSink):
             raise ImportError(_INSTALL) from None
         # Pipeline mode needs libpq 14 or later; without it a write takes four round trips, not two.
         self._pipelines = psycopg.Pipeline.is_supported()
-        # How the server refuses a wrong guess of a head (see _write_known): a unique or not-null violation.
-        self._guess_refused: type[Exception] = psycopg.errors.IntegrityError
+        # How the server refuses a wrong guess of a head (see _write_guessed): a not-null or unique
+        # violation; or a deadlock it broke (not expected: guessed heads are locked in trace order).
+        self._guess_refused = (psycopg.errors.IntegrityError, psycopg.errors.DeadlockDetected)
         try:
             parsed = make_url(url)
         except ArgumentError:
@@ -84,7 +85,7 @@ class PostgresSink(SqlSink):
             raise ValueError("PostgresSink: schema must be a non-empty name or None")
         self._schema = schema
         self._sql: _Statements | None = None
-        # The heads this sink last committed: a guess that the server checks (see _write_known).
+        # The heads this sink last committed: a guess that the server checks (see _write_guessed).
         self._heads: dict[str, tuple[int, str]] = {}
         engine = create_engine(
             parsed,
@@ -123,10 +124,10 @@ class PostgresSink(SqlSink):
     def _write_group(self, batches: Sequence[list[dict[str, Any]]]) -> None:
         """At most `_COPY_ABOVE` events in one or two round trips; larger groups as `_write_rows` does.
 
-        A group of one trace goes in one statement when the sink guesses its
-        head right (`_write_known`). Otherwise, or when the guess was wrong, the
-        statements go in psycopg's pipeline mode on a connection in autocommit
-        (`_write_pipelined`). A failure stores nothing of the group.
+        The group goes in one statement when the sink guesses its traces' heads
+        right (`_write_guessed`). Otherwise the statements go in psycopg's
+        pipeline mode on a connection in autocommit (`_write_pipelined`). A
+        failure stores nothing of the group.
         """
         rows = [row for batch in batches for row in batch]
         trace_ids = sorted({row["trace_id"] for row in rows})
@@ -135,7 +136,7 @@ class PostgresSink(SqlSink):
                 conn = plain.execution_options(isolation_level="AUTOCOMMIT")
                 driver = conn.connection.driver_connection
                 assert driver is not None
-                if len(trace_ids) == 1 and self._write_known(plain, conn, driver, rows):
+                if self._write_guessed(plain, conn, driver, trace_ids, rows):
                     return
                 if self._pipelines:
                     self._write_pipelined(plain, conn, driver, trace_ids, rows)
@@ -144,35 +145,47 @@ class PostgresSink(SqlSink):
             self._heads.pop(trace_id, None)
         super()._write_group(batches)
 
-    def _write_known(
-        self, plain: Connection, conn: Connection, driver: Any, rows: list[dict[str, Any]]
+    def _write_guessed(
+        self,
+        plain: Connection,
+        conn: Connection,
+        driver: Any,
+        trace_ids: list[str],
+        rows: list[dict[str, Any]],
     ) -> bool:
-        """One trace's events after the head the sink expects, in one statement; False if the guess was wrong.
+        """The events chained after the heads the sink expects, in one statement; False if a guess was wrong.
 
-        The guess is the head this sink committed last for the trace, or none
-        (a new trace). The statement moves the head only from exactly that head
-        (or creates it only where none exists) and stores the events only if it
-        did; otherwise it fails as a whole, stores nothing, and the caller locks
-        the head and writes again. One round trip, the commit included
-        (autocommit), and the head row written once.
+        A trace's guess is the head this sink committed last for it, or none (a
+        new trace); a group guesses all its heads known or all new. The
+        statement moves each head only from exactly its guess (locking them in
+        trace order, as the locking path does), creates a head only where none
+        exists, and stores the events only if every head did so; otherwise it
+        fails as a whole (a not-null or unique violation, or a deadlock the
+        server broke), stores nothing, and the caller locks the heads and writes
+        again. One round trip, the commit included (autocommit).
         """
-        trace_id = rows[0]["trace_id"]
-        expected = self._heads.get(trace_id)
+        cache = self._heads
+        guesses = {trace_id: cache.get(trace_id) for trace_id in trace_ids}
+        if len({guess is None for guess in guesses.values()}) > 1:
+            # New and known heads at once could deadlock with a writer creating one of the new
+            # ones while it waits for a known one: such a group (a run starting) takes the locks.
+            return False
         rule_ids = [row["rule_ids"] for row in rows]  # storage_values makes them text: a retry needs them
-        chained, heads = chain_dicts(rows, lambda _trace_id: expected or (0, GENESIS_HASH))
-        sequence, digest = heads[trace_id]
-        statements = self._statements(conn)
-        head: tuple[Any, ...]
-        if expected is None:
-            statement, head = statements.insert_new, (trace_id, sequence, digest)
-        else:
-            statement, head = statements.insert_after, (sequence, digest, trace_id, *expected)
-        payload = self._payload(chained)
+        chained, heads = chain_dicts(rows, lambda trace_id: guesses[trace_id] or (0, GENESIS_HASH))
+        known, fresh = [], []
+        for trace_id in trace_ids:  # in trace order: the heads are locked in that order
+            guess = guesses[trace_id]
+            if guess is None:
+                fresh.append((trace_id, *heads[trace_id]))
+            else:
+                known.append((trace_id, *heads[trace_id], *guess))
+        parameters = (_JSON(known), _JSON(fresh), len(known), self._payload(chained))
         try:
             with driver.cursor() as cursor:
-                cursor.execute(statement, (*head, payload))
-        except self._guess_refused:  # the head moved (another writer) or exists: lock it, write again
-            self._heads.pop(trace_id, None)
+                cursor.execute(self._statements(conn).insert_guessed, parameters)
+        except self._guess_refused:  # a head moved (another writer), exists, or a lock order clashed
+            for trace_id in trace_ids:
+                cache.pop(trace_id, None)
             for row, kept in zip(rows, rule_ids, strict=True):
                 row["rule_ids"] = kept
             return False
@@ -323,7 +336,7 @@ class _Statements:
     every batch size, and an array per column cost more to send than the rows).
     """
 
-    __slots__ = ("insert_after", "insert_and_move", "insert_new", "lock", "move")
+    __slots__ = ("insert_and_move", "insert_guessed", "lock", "move")
 
     def __init__(self, events: str, heads: str, conn: Connection) -> None:
         insert = _insert_rows(events, conn)
@@ -340,17 +353,27 @@ class _Statements:
             "FROM json_array_elements(%s::json) AS v WHERE h.trace_id = v.value->>0"
         )
         self.insert_and_move = f"WITH stored AS ({insert}) {self.move}"
-        # One trace, its head guessed: the events' sequence is NULL (refused: NOT NULL) unless the
-        # head moved from exactly the guess; a head created where one exists is refused (UNIQUE).
-        settled = _insert_rows(events, conn, sequence_if="EXISTS (SELECT 1 FROM head)")
-        self.insert_after = (
-            f"WITH head AS (UPDATE {heads} SET last_sequence = %s, last_hash = %s "  # noqa: S608 - quoted names, bound values
-            "WHERE trace_id = %s AND last_sequence = %s AND last_hash = %s RETURNING 1) "
+        # The heads guessed: the known ones are locked in trace order (as the locking path does:
+        # writers do not deadlock) where they still hold the guess, then moved; the new ones are
+        # created (UNIQUE refuses a head that exists). The events' sequence is NULL (refused: NOT
+        # NULL) unless every known head was locked.
+        settled = _insert_rows(events, conn, sequence_if="(SELECT count(*) FROM moved) = %s")
+        self.insert_guessed = (
+            "WITH guess AS (SELECT v.value->>0 AS trace_id, (v.value->>1)::integer AS last_sequence, "  # noqa: S608 - quoted names, bound values
+            "v.value->>2 AS last_hash, (v.value->>3)::integer AS was_sequence, v.value->>4 AS was_hash "
+            "FROM json_array_elements(%s::json) AS v), "
+            f"locked AS MATERIALIZED (SELECT h.trace_id FROM {heads} AS h "
+            "JOIN guess AS g ON h.trace_id = g.trace_id "
+            "WHERE h.last_sequence = g.was_sequence AND h.last_hash = g.was_hash "
+            "ORDER BY h.trace_id FOR UPDATE OF h), "
+            f"moved AS (UPDATE {heads} AS h "
+            "SET last_sequence = g.last_sequence, last_hash = g.last_hash "
+            "FROM guess AS g, locked AS l WHERE h.trace_id = g.trace_id AND h.trace_id = l.trace_id "
+            "RETURNING 1), "
+            f"created AS (INSERT INTO {heads} (trace_id, last_sequence, last_hash) "
+            "SELECT v.value->>0, (v.value->>1)::integer, v.value->>2 "
+            "FROM json_array_elements(%s::json) AS v RETURNING 1) "
             f"{settled}"
-        )
-        self.insert_new = (
-            f"WITH head AS (INSERT INTO {heads} (trace_id, last_sequence, last_hash) "  # noqa: S608 - quoted names, bound values
-            f"VALUES (%s, %s, %s) RETURNING 1) {settled}"
         )
 
 
