@@ -276,3 +276,29 @@ def test_the_documented_writer_grants_suffice_and_deny_deletes(store: Store) -> 
             denied.dispose()
     finally:
         store.execute(f'DROP OWNED BY "{role}"', f'DROP ROLE "{role}"')
+
+
+HOSTILE_TRACES = [
+    "t'; DROP TABLE audit_trace_heads; --",
+    'quote"d\\slash',
+    "ünïcödé-\u2028-\U0001f600",
+    "{a,b}",
+    "null",
+    "",
+    "x" * 5000,
+]
+
+
+def test_hostile_trace_ids_are_bound_values_on_every_path(store: Store, relocks: list[list[str]]) -> None:
+    """New, known, mixed and stale guesses for trace ids an attacker picks: stored as given, nothing run."""
+    first, second = postgres_sink(store), postgres_sink(store)
+    for trace_id in HOSTILE_TRACES:
+        first.append([event(trace_id)])  # new
+        first.append([event(trace_id), event(trace_id)])  # known
+        second.append([event(trace_id)])  # second's guess "new" is refused, then locked
+        first.append([event(trace_id), event("plain")])  # mixed, then stale
+    first.append([event(trace_id) for trace_id in HOSTILE_TRACES])  # all known, several traces
+    for trace_id in HOSTILE_TRACES:
+        intact(first, trace_id, 6)
+    assert store.execute("SELECT count(*) FROM audit_trace_heads")[0][0] == len(HOSTILE_TRACES) + 1
+    assert relocks  # the refused guesses were written again
