@@ -31,6 +31,11 @@ def sqlite_store(tmp_path: Path) -> Iterator[Store]:
     yield from make_store("sqlite", tmp_path)
 
 
+@pytest.fixture
+def postgres_store(tmp_path: Path) -> Iterator[Store]:
+    yield from make_store("postgres", tmp_path)
+
+
 def _index_definition(store: Store, name: str) -> str:
     if store.kind == "sqlite":
         rows = store.execute("SELECT sql FROM sqlite_master WHERE type = 'index' AND name = :n", n=name)
@@ -47,25 +52,31 @@ def _heads_table_definition(store: Store) -> str:
     return str(rows[0][0])
 
 
+def _current(store: Store) -> int:
+    """The version this toolbox keeps a store of this kind at (4 changed SQLite only)."""
+    return sql.SCHEMA_VERSION if store.kind == "sqlite" else sql.POSTGRES_SCHEMA_VERSION
+
+
 def _versions(store: Store) -> list[int]:
     return [r[0] for r in store.execute("SELECT version FROM audit_schema_version ORDER BY version")]
 
 
 def _downgrade_to_version_3(store: Store) -> None:
-    """Turn a fresh store into what toolbox wrote at version 3: on SQLite, no pending events."""
-    statements = [
+    """Turn a fresh store into what toolbox wrote at version 3: on SQLite, no pending events.
+
+    A PostgreSQL store is kept at version 3 already.
+    """
+    if store.kind != "sqlite":
+        return
+    columns = ", ".join(FIELDS)
+    store.execute(
         "DELETE FROM audit_schema_version WHERE version = 4",
         "INSERT INTO audit_schema_version (version, applied_at) VALUES (3, 'before')",
-    ]
-    if store.kind == "sqlite":
-        columns = ", ".join(FIELDS)
-        statements += [
-            f"INSERT INTO audit_events ({columns}) SELECT {columns} FROM audit_pending",
-            "DROP VIEW audit_event_log",
-            "DROP TRIGGER audit_pending_unique",
-            "DROP TABLE audit_pending",
-        ]
-    store.execute(*statements)
+        f"INSERT INTO audit_events ({columns}) SELECT {columns} FROM audit_pending",
+        "DROP VIEW audit_event_log",
+        "DROP TRIGGER audit_pending_unique",
+        "DROP TABLE audit_pending",
+    )
 
 
 def _downgrade_to_version_2(store: Store) -> None:
@@ -112,12 +123,13 @@ def _downgrade_to_version_1(store: Store) -> None:
 
 
 def test_schema_version_is_recorded(store: Store) -> None:
-    """First use creates the tables and records schema version 4."""
+    """First use creates the tables and records schema version 4 (SQLite) or 3 (PostgreSQL)."""
     sink = store.sink()
-    assert sink.schema_version() == sql.SCHEMA_VERSION == 4
-    assert _versions(store) == [4]
+    assert (sql.SCHEMA_VERSION, sql.POSTGRES_SCHEMA_VERSION) == (4, 3)
+    assert sink.schema_version() == _current(store)
+    assert _versions(store) == [_current(store)]
     store.sink().append([event()])  # a second sink finds the schema and leaves it alone
-    assert _versions(store) == [4]
+    assert _versions(store) == [_current(store)]
 
 
 def test_a_fresh_store_has_the_current_layout(store: Store) -> None:
@@ -162,12 +174,15 @@ def test_older_schema_is_migrated(store: Store, monkeypatch: pytest.MonkeyPatch)
     """An older store gets every missing migration, each recorded as a version."""
     store.sink().append([event()])
     applied: list[object] = []
-    monkeypatch.setattr(sql, "SCHEMA_VERSION", 5)
-    monkeypatch.setattr(sql, "MIGRATIONS", {4: applied.append})
+    current = _current(store)
+    monkeypatch.setattr(
+        sql, "SCHEMA_VERSION" if store.kind == "sqlite" else "POSTGRES_SCHEMA_VERSION", current + 1
+    )
+    monkeypatch.setattr(sql, "MIGRATIONS", {current: applied.append})
     sink = store.sink()
-    assert sink.schema_version() == 5
+    assert sink.schema_version() == current + 1
     assert len(applied) == 1
-    assert _versions(store) == [4, 5]
+    assert _versions(store) == [current, current + 1]
     sink.append([event()])
     assert [r.sequence for r in sink.read_trace("trace-1")] == [1, 2]
 
@@ -179,8 +194,8 @@ def test_version_2_store_is_migrated_keeping_events_and_heads(store: Store) -> N
     )
     assert "IS NOT NULL" not in _index_definition(store, "ix_audit_events_status")
     sink = store.sink()
-    assert sink.schema_version() == 4
-    assert _versions(store) == [2, 3, 4]
+    assert sink.schema_version() == _current(store)
+    assert _versions(store) == list(range(2, _current(store) + 1))
     assert sink.trace_heads() == heads
     assert "status IS NOT NULL" in _index_definition(store, "ix_audit_events_status")
     assert "parent_run_id IS NOT NULL" in _index_definition(store, "ix_audit_events_parent_run_id")
@@ -215,8 +230,8 @@ def test_version_1_store_is_migrated_to_the_current_version(store: Store) -> Non
     store.sink().append([event("child"), event("parent")])
     _downgrade_to_version_1(store)
     sink = store.sink()
-    assert sink.schema_version() == 4
-    assert _versions(store) == [1, 2, 3, 4]
+    assert sink.schema_version() == _current(store)
+    assert _versions(store) == list(range(1, _current(store) + 1))
     old = sink.read_trace("child")
     assert [r.parent_run_id for r in old] == [None]
     sink.append([event("child", parent_run_id="parent"), event("grandchild", parent_run_id="child")])
@@ -262,7 +277,7 @@ def test_processes_opening_a_version_2_store_at_once_migrate_it_once(store: Stor
     for process in processes:
         process.join(120)
     assert [p.exitcode for p in processes] == [0, 0, 0, 0]
-    assert _versions(store) == [2, 3, 4]
+    assert _versions(store) == list(range(2, _current(store) + 1))
     sink = store.sink()
     assert {t: h for t, h in sink.trace_heads().items() if t == "old"} == heads
     for n in range(4):
@@ -274,15 +289,15 @@ def test_processes_opening_a_version_2_store_at_once_migrate_it_once(store: Stor
 
 
 def test_version_3_store_is_migrated_keeping_events_and_heads(store: Store) -> None:
-    """SQLite gains audit_pending, its trigger and the view; PostgreSQL only the version. Nothing is lost."""
+    """SQLite gains audit_pending, its trigger and the view; PostgreSQL stays at 3. Nothing is lost."""
     first = store.sink()
     first.append([event("a"), event("a"), event("b")])
     heads = first.trace_heads()
     first.close()
     _downgrade_to_version_3(store)
     sink = store.sink()
-    assert sink.schema_version() == 4
-    assert _versions(store) == [3, 4]
+    assert sink.schema_version() == _current(store)
+    assert _versions(store) == ([3, 4] if store.kind == "sqlite" else [3])
     assert sink.trace_heads() == heads
     if store.kind == "sqlite":
         assert len(_sqlite_objects(store)) == 3
@@ -291,3 +306,10 @@ def test_version_3_store_is_migrated_keeping_events_and_heads(store: Store) -> N
     assert [r.sequence for r in records] == [1, 2, 3]
     assert verify_chain(records) == []
     assert sink.trace_heads("a") == {"a": (3, records[-1].hash)}
+
+
+def test_a_postgres_store_is_left_at_version_3_for_the_previous_release(postgres_store: Store) -> None:
+    """A rolling upgrade: the previous release (version 3) still opens a store this one wrote."""
+    postgres_store.sink().append([event("t")])
+    assert _versions(postgres_store) == [3]
+    assert postgres_store.execute("SELECT to_regclass('audit_pending') IS NULL")[0][0] is True

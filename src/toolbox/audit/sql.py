@@ -44,6 +44,7 @@ from toolbox.audit.group import GroupCommit
 from toolbox.audit.sink import AuditQuery, AuditSinkError, chain_dicts
 from toolbox.audit.sql_schema import (
     MIGRATIONS,
+    POSTGRES_SCHEMA_VERSION,
     SCHEMA_VERSION,
     create_tables,
     events_table,
@@ -55,6 +56,7 @@ from toolbox.audit.sql_schema import (
 
 __all__ = [
     "MIGRATIONS",
+    "POSTGRES_SCHEMA_VERSION",
     "SCHEMA_VERSION",
     "SqlSink",
     "events_table",
@@ -270,22 +272,23 @@ class SqlSink:
             self._ready = True
 
     def _create_or_migrate(self, conn: Connection) -> None:
+        current = SCHEMA_VERSION if conn.dialect.name == "sqlite" else POSTGRES_SCHEMA_VERSION
         schema = conn.schema_for_object(version_table)
         if not inspect(conn).has_table(version_table.name, schema=schema):
             create_tables(conn)
-            self._record_version(conn, SCHEMA_VERSION)
+            self._record_version(conn, current)
             return
         stored = conn.execute(select(func.max(version_table.c.version))).scalar()
         if stored is None:  # an empty version table: tables made by hand or an interrupted tool
             create_tables(conn)
-            self._record_version(conn, SCHEMA_VERSION)
+            self._record_version(conn, current)
             return
-        if stored > SCHEMA_VERSION:
+        if stored > current:
             raise AuditSinkError(
                 f"{self._name}: the audit schema is version {stored}, newer than this toolbox "
-                f"supports ({SCHEMA_VERSION}); upgrade toolbox to use this store"
+                f"supports ({current}); upgrade toolbox to use this store"
             )
-        while stored < SCHEMA_VERSION:
+        while stored < current:
             migrate = MIGRATIONS.get(stored)
             if migrate is None:
                 raise AuditSinkError(

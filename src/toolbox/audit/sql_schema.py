@@ -51,6 +51,7 @@ from toolbox.audit.events import FIELDS
 __all__ = [
     "EVENT_LOG_VIEW",
     "MIGRATIONS",
+    "POSTGRES_SCHEMA_VERSION",
     "SCHEMA_VERSION",
     "create_tables",
     "events_table",
@@ -64,6 +65,11 @@ __all__ = [
 #: indexes on status and parent_run_id, SQLite's heads table without rowid; 4: SQLite's
 #: ``audit_pending`` table and ``audit_event_log`` view).
 SCHEMA_VERSION = 4
+#: The version this code keeps a PostgreSQL store at. Version 4 changed SQLite only: not
+#: recording it there lets the previous release go on writing a shared store while a fleet
+#: upgrades one process at a time. (The next version that changes PostgreSQL migrates it
+#: through 4, a no-op there.)
+POSTGRES_SCHEMA_VERSION = 3
 
 
 def _add_parent_run_id(conn: Connection) -> None:
@@ -102,7 +108,7 @@ _HEADS_V3 = "audit_trace_heads_v3"
 
 
 def _pending_events(conn: Connection) -> None:
-    """Version 3 -> 4: SQLite's ``audit_pending`` table and ``audit_event_log`` view (nothing elsewhere)."""
+    """Version 3 -> 4: SQLite's ``audit_pending`` table and ``audit_event_log`` view (a no-op elsewhere)."""
     if conn.dialect.name == "sqlite":
         _create_pending(conn)
 
