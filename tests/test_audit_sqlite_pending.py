@@ -184,3 +184,19 @@ def test_processes_folding_one_file_lose_and_double_nothing(store: Store) -> Non
     finally:
         raw.close()
     assert duplicated == 0
+
+
+def test_short_lived_sinks_still_fold(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Processes that each write a few events and exit: a new sink counts what waits, so pending
+    stays bounded however few events each writes."""
+    monkeypatch.setattr(sqlite_module, "_FOLD_AT", 10)
+    for _ in range(30):
+        sink = SqliteSink(store.location)
+        sink.append([event("t"), event("t"), event("t")])
+        sink.close()
+        assert counts(store)[1] < 10
+    moved, pending = counts(store)
+    assert moved + pending == 90 and moved >= 81
+    reader = store.sink()
+    assert isinstance(reader, SqliteSink)
+    intact(reader, "t", 90)

@@ -35,8 +35,10 @@ _FOLD = (
 )
 #: A group of at most this many events goes to ``audit_pending`` (a STRICT call's opening has 3).
 _PENDING_GROUP = 64
-#: A sink folds the pending events into ``audit_events`` once it has added this many (64 calls).
+#: A sink folds the pending events into ``audit_events`` once this many wait (about 64 calls):
+#: it counts them once, at its first write, then adds what it writes itself.
 _FOLD_AT = 256
+_COUNT_PENDING = f"SELECT count(*) FROM {pending_table.name}"  # noqa: S608 - fixed names
 _READ_HEADS = (
     f"SELECT trace_id, last_sequence, last_hash FROM {heads_table.name} "  # noqa: S608 - fixed names
     "WHERE trace_id IN ({})"
@@ -88,7 +90,9 @@ class SqliteSink(SqlSink):
         # The writer's view of the heads it last wrote, valid while no other connection commits.
         self._heads: dict[str, tuple[int, str]] = {}
         self._heads_version: object = None
-        self._pending_added = 0  # events this sink added to audit_pending since it last folded
+        # Events waiting in audit_pending as this sink knows them: counted at its first write (a
+        # process that writes a few events and exits still leaves them to be folded), then its own.
+        self._pending_added: int | None = None
         engine = create_engine(
             URL.create("sqlite", database=str(self._path)),
             connect_args={"check_same_thread": False, "timeout": busy_timeout},
@@ -140,7 +144,7 @@ class SqliteSink(SqlSink):
         ``audit_pending``, one B-tree keyed by the time-ordered event id: its
         commit writes a page or two, where one into ``audit_events`` writes a
         page of each of that table's indexes, and every page of a commit is
-        flushed. Once this sink has added `_FOLD_AT` events there, the same
+        flushed. Once `_FOLD_AT` events wait there (as this sink counts them), the same
         transaction moves every pending event into ``audit_events`` (`_FOLD`).
         A larger group (an ASYNC drain) goes into ``audit_events`` directly,
         after the pending events. The leader holds the write lock for the
@@ -166,6 +170,8 @@ class SqliteSink(SqlSink):
                         writer.executemany(_INSERT, values)
                         added = 0
                     else:
+                        if added is None:
+                            added = writer.execute(_COUNT_PENDING).fetchone()[0]
                         writer.executemany(_INSERT_PENDING, values)
                         added += len(values)
                         if added >= _FOLD_AT:
