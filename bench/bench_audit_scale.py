@@ -61,7 +61,7 @@ from toolbox.audit.events import FIELDS
 from toolbox.audit.sink import chain_rows
 from toolbox.audit.sql import SqlSink, metadata
 from toolbox.audit.sql_schema import events_table
-from toolbox.audit.sqlite import _FOLD_AT, SqliteSink
+from toolbox.audit.sqlite import _FOLD, _FOLD_AT, _INSERT_PENDING, SqliteSink
 
 DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 CALL = {"a": 1, "b": 2, "purpose": "Sum"}
@@ -211,13 +211,7 @@ def schema_sqlite_commits(sink: SqliteSink, stack: ExitStack) -> Callable[[int],
     stack.callback(conn.close)
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = FULL")
-    columns = ", ".join(FIELDS)
-    insert = f"INSERT INTO audit_pending ({columns}) VALUES ({', '.join(['?'] * len(FIELDS))})"
     head = "INSERT OR REPLACE INTO audit_trace_heads (trace_id, last_sequence, last_hash) VALUES (?, ?, ?)"
-    fold = (
-        f"INSERT INTO audit_events ({columns}) SELECT {columns} FROM audit_pending",
-        "DELETE FROM audit_pending",
-    )
     trace, sequence, added = f"floor-{time.monotonic_ns()}", 0, 0
 
     def run(number: int) -> float:
@@ -230,10 +224,10 @@ def schema_sqlite_commits(sink: SqliteSink, stack: ExitStack) -> Callable[[int],
         start = time.perf_counter()
         for rows in batches:
             conn.execute("BEGIN IMMEDIATE")
-            conn.executemany(insert, rows)
+            conn.executemany(_INSERT_PENDING, rows)
             added += len(rows)
             if added >= _FOLD_AT:
-                for statement in fold:
+                for statement in _FOLD:  # the sink's own statements
                     conn.execute(statement)
                 added = 0
             conn.execute(head, (trace, rows[-1][3], rows[-1][-2]))

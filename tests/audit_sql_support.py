@@ -19,6 +19,7 @@ from toolbox.audit.events import AuditEvent, EventType
 from toolbox.audit.postgres import PostgresSink
 from toolbox.audit.sql import SqlSink
 from toolbox.audit.sqlite import SqliteSink
+from toolbox.audit.verify import verify_chain, verify_heads
 
 POSTGRES_URL = os.environ.get(
     "TOOLBOX_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -31,6 +32,14 @@ def event(trace_id: str = "trace-1", **fields: Any) -> AuditEvent:
     fields.setdefault("tool", "calc")
     fields.setdefault("operation", "add")
     return AuditEvent(EventType.INVOCATION_REQUEST, trace_id=trace_id, **fields)
+
+
+def assert_intact(sink: SqlSink, trace_id: str, count: int) -> None:
+    """``trace_id`` holds sequences 1..count, its chain verifies and agrees with its head."""
+    records = sink.read_trace(trace_id)
+    assert [r.sequence for r in records] == list(range(1, count + 1))
+    assert verify_chain(records) == []
+    assert verify_heads(records, sink.trace_heads(trace_id), trace_id=trace_id) == []
 
 
 def open_sink(kind: str, location: str, schema: str | None) -> SqlSink:

@@ -22,7 +22,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ProgrammingError
 
-from audit_sql_support import POSTGRES_URL, Store, event, make_store
+from audit_sql_support import POSTGRES_URL, Store, assert_intact, event, make_store
 from toolbox.audit import AuditSinkError
 from toolbox.audit.postgres import PostgresSink
 from toolbox.audit.sink import AuditQuery
@@ -48,13 +48,6 @@ def relocks(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     return seen
 
 
-def intact(sink: PostgresSink, trace_id: str, count: int) -> None:
-    records = sink.read_trace(trace_id)
-    assert [r.sequence for r in records] == list(range(1, count + 1))
-    assert verify_chain(records) == []
-    assert verify_heads(records, sink.trace_heads(trace_id), trace_id=trace_id) == []
-
-
 def postgres_sink(store: Store) -> PostgresSink:
     sink = store.sink()
     assert isinstance(sink, PostgresSink)
@@ -68,7 +61,7 @@ def test_a_lone_writer_never_locks_a_head(store: Store, relocks: list[list[str]]
         sink.append([event("alone"), event("alone"), event("alone")])
         sink.append([event("alone")])
     assert relocks == []
-    intact(sink, "alone", 20)
+    assert_intact(sink, "alone", 20)
 
 
 def test_two_sinks_alternating_on_one_trace_stay_gap_free(store: Store, relocks: list[list[str]]) -> None:
@@ -78,7 +71,7 @@ def test_two_sinks_alternating_on_one_trace_stay_gap_free(store: Store, relocks:
         writer.append([event("shared"), event("shared")])
     switches = sum(1 for before, after in itertools.pairwise(writers) if before is not after)
     assert relocks == [["shared"]] * switches  # each change of writer: one wrong guess, one relock
-    intact(first, "shared", 40)
+    assert_intact(first, "shared", 40)
 
 
 def test_a_trace_another_sink_created_is_not_taken_for_a_new_one(
@@ -88,7 +81,7 @@ def test_a_trace_another_sink_created_is_not_taken_for_a_new_one(
     late = postgres_sink(store)
     late.append([event("t")])
     assert relocks == [["t"]]
-    intact(late, "t", 3)
+    assert_intact(late, "t", 3)
 
 
 def test_a_group_of_known_or_of_new_traces_goes_in_one_statement(
@@ -102,9 +95,9 @@ def test_a_group_of_known_or_of_new_traces_goes_in_one_statement(
     assert relocks == [["a", "new"]]
     sink.append([event("a"), event("new")])
     assert relocks == [["a", "new"]]
-    intact(sink, "a", 5)
-    intact(sink, "b", 2)
-    intact(sink, "new", 2)
+    assert_intact(sink, "a", 5)
+    assert_intact(sink, "b", 2)
+    assert_intact(sink, "new", 2)
 
 
 def test_one_stale_guess_refuses_the_whole_group(store: Store, relocks: list[list[str]]) -> None:
@@ -114,8 +107,8 @@ def test_one_stale_guess_refuses_the_whole_group(store: Store, relocks: list[lis
     second.append([event("u")])  # second took u for a new trace: refused, relocked
     first.append([event("t"), event("u"), event("t")])
     assert relocks == [["u"], ["t", "u"]]
-    intact(first, "t", 3)
-    intact(first, "u", 3)
+    assert_intact(first, "t", 3)
+    assert_intact(first, "u", 3)
 
 
 def test_sinks_racing_on_the_same_traces_in_groups_lose_and_double_nothing(store: Store) -> None:
@@ -140,8 +133,8 @@ def test_sinks_racing_on_the_same_traces_in_groups_lose_and_double_nothing(store
     for thread in threads:
         thread.join(120)
     assert errors == []
-    intact(sinks[0], "x", 120)
-    intact(sinks[0], "y", 120)
+    assert_intact(sinks[0], "x", 120)
+    assert_intact(sinks[0], "y", 120)
 
 
 def test_a_guess_the_server_aborts_as_a_deadlock_is_written_again(
@@ -163,7 +156,7 @@ def test_a_guess_the_server_aborts_as_a_deadlock_is_written_again(
     )
     sink.append([event("t"), event("t")])
     assert relocks == [["t"]]
-    intact(sink, "t", 3)
+    assert_intact(sink, "t", 3)
 
 
 def test_a_head_moved_by_hand_is_locked_and_read_again(store: Store) -> None:
@@ -185,7 +178,7 @@ def test_a_refused_guess_stores_nothing_and_keeps_every_field(store: Store) -> N
     assert [r.sequence for r in records] == [1, 2, 3, 4]
     assert [r.rule_ids for r in records[2:]] == [["r-1", 'quote"d'], []]
     assert store.execute("SELECT count(*) FROM audit_events")[0][0] == 4
-    intact(first, "t", 4)
+    assert_intact(first, "t", 4)
 
 
 def test_a_removed_head_refuses_the_write_and_stores_nothing(store: Store) -> None:
@@ -212,7 +205,7 @@ def test_a_value_the_server_refuses_fails_only_its_group(store: Store) -> None:
         sink.append([bad, event("t")])
     assert "x" * 65 not in str(raised.value)
     sink.append([event("t")])
-    intact(sink, "t", 2)
+    assert_intact(sink, "t", 2)
 
 
 def test_racing_writers_of_one_trace_in_two_sinks_lose_and_double_nothing(store: Store) -> None:
@@ -235,7 +228,7 @@ def test_racing_writers_of_one_trace_in_two_sinks_lose_and_double_nothing(store:
     for thread in threads:
         thread.join(120)
     assert errors == []
-    intact(sinks[0], "race", 200)
+    assert_intact(sinks[0], "race", 200)
     every = sinks[1].query(AuditQuery(limit=10**6))
     assert len(every) == 400
     assert verify_chain(every) == [] and verify_heads(every, sinks[1].trace_heads()) == []
@@ -264,7 +257,7 @@ def test_the_documented_writer_grants_suffice_and_deny_deletes(store: Store) -> 
             other.append([event("t")])  # a wrong guess: locked and written again
             writer.append([event("t"), event("u")])  # two traces: the locking path
             writer.append([event("t") for _ in range(70)])  # COPY
-            intact(writer, "t", 75)
+            assert_intact(writer, "t", 75)
         finally:
             writer.close()
             other.close()
@@ -299,6 +292,6 @@ def test_hostile_trace_ids_are_bound_values_on_every_path(store: Store, relocks:
         first.append([event(trace_id), event("plain")])  # mixed, then stale
     first.append([event(trace_id) for trace_id in HOSTILE_TRACES])  # all known, several traces
     for trace_id in HOSTILE_TRACES:
-        intact(first, trace_id, 6)
+        assert_intact(first, trace_id, 6)
     assert store.execute("SELECT count(*) FROM audit_trace_heads")[0][0] == len(HOSTILE_TRACES) + 1
     assert relocks  # the refused guesses were written again

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-import toolbox.audit.sqlite as sqlite_module
+import toolbox.audit.sql as sql_module
 from audit_sql_support import append_worker, event
 from toolbox.audit import AuditSinkError, SqliteSink
 from toolbox.audit.verify import verify_chain
@@ -75,7 +75,7 @@ def test_a_failed_write_forgets_the_heads(tmp_path: Path) -> None:
 
 
 def test_past_its_bound_the_cache_starts_afresh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sqlite_module, "_HEADS_CACHED", 3)
+    monkeypatch.setattr(sql_module, "_HEADS_CACHED", 3)
     sink = SqliteSink(tmp_path / "a.db")
     for round_ in range(3):
         sink.append([event(f"t{n}") for n in range(5)])  # more traces than the bound at once

@@ -16,10 +16,9 @@ from pathlib import Path
 import pytest
 
 import toolbox.audit.sqlite as sqlite_module
-from audit_sql_support import Store, append_worker, event, make_store
+from audit_sql_support import Store, append_worker, assert_intact, event, make_store
 from toolbox.audit import AuditSinkError, SqliteSink
 from toolbox.audit.sink import AuditQuery
-from toolbox.audit.verify import verify_chain, verify_heads
 
 EVERYTHING = AuditQuery(limit=10**6)
 
@@ -36,13 +35,6 @@ def counts(store: Store) -> tuple[int, int]:
     return int(moved), int(pending)
 
 
-def intact(sink: SqliteSink, trace_id: str, count: int) -> None:
-    records = sink.read_trace(trace_id)
-    assert [r.sequence for r in records] == list(range(1, count + 1))
-    assert verify_chain(records) == []
-    assert verify_heads(records, sink.trace_heads(trace_id), trace_id=trace_id) == []
-
-
 def test_small_groups_wait_in_pending_and_a_large_one_moves_them_first(store: Store) -> None:
     sink = store.sink()
     assert isinstance(sink, SqliteSink)
@@ -51,7 +43,7 @@ def test_small_groups_wait_in_pending_and_a_large_one_moves_them_first(store: St
     assert counts(store) == (0, 4)
     sink.append([event("t") for _ in range(sqlite_module._PENDING_GROUP + 1)])  # an ASYNC-sized drain
     assert counts(store) == (4 + sqlite_module._PENDING_GROUP + 1, 0)
-    intact(sink, "t", 4 + sqlite_module._PENDING_GROUP + 1)
+    assert_intact(sink, "t", 4 + sqlite_module._PENDING_GROUP + 1)
 
 
 def test_a_sink_folds_once_it_has_added_enough(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -64,7 +56,7 @@ def test_a_sink_folds_once_it_has_added_enough(store: Store, monkeypatch: pytest
     assert counts(store) == (10, 0)
     sink.append([event("t")])
     assert counts(store) == (10, 1)
-    intact(sink, "t", 11)
+    assert_intact(sink, "t", 11)
     assert len(sink.query(EVERYTHING)) == 11
 
 
@@ -96,7 +88,7 @@ def test_an_event_id_stored_on_either_side_is_refused(store: Store) -> None:
             sink.append([event("other"), clash])
         assert sink.trace_heads() == heads and sink.read_trace("other") == []
     sink.append([event("other")])
-    intact(sink, "other", 1)
+    assert_intact(sink, "other", 1)
 
 
 def test_a_trace_sequence_moved_already_is_refused(store: Store) -> None:
@@ -130,7 +122,7 @@ def test_a_fold_that_cannot_run_fails_its_write_and_loses_nothing(
     store.execute("DELETE FROM audit_events WHERE trace_id = 'intruder'")
     sink.append([event("t"), event("t")])
     assert counts(store) == (4, 0)
-    intact(sink, "t", 4)
+    assert_intact(sink, "t", 4)
 
 
 def test_replay_sees_pending_events(store: Store) -> None:
@@ -141,7 +133,7 @@ def test_replay_sees_pending_events(store: Store) -> None:
     assert sink.append_missing(events) == 1
     assert sink.append_missing(events) == 0
     assert counts(store) == (3, 0)  # replay writes to audit_events, the pending events first
-    intact(sink, "t", 3)
+    assert_intact(sink, "t", 3)
 
 
 def test_a_write_with_the_sinks_connection_closed_under_it_reopens(store: Store) -> None:
@@ -154,7 +146,7 @@ def test_a_write_with_the_sinks_connection_closed_under_it_reopens(store: Store)
     with pytest.raises(AuditSinkError):
         sink.append([event("t")])
     sink.append([event("t")])
-    intact(sink, "t", 2)
+    assert_intact(sink, "t", 2)
 
 
 def test_processes_folding_one_file_lose_and_double_nothing(store: Store) -> None:
@@ -177,7 +169,7 @@ def test_processes_folding_one_file_lose_and_double_nothing(store: Store) -> Non
     assert moved + pending == 1200 and moved > 0 and pending < 4 * sqlite_module._FOLD_AT
     sink = store.sink()
     assert isinstance(sink, SqliteSink)
-    intact(sink, "shared", 1200)
+    assert_intact(sink, "shared", 1200)
     raw = sqlite3.connect(store.location)
     try:
         duplicated = raw.execute(
@@ -201,4 +193,4 @@ def test_short_lived_sinks_still_fold(store: Store, monkeypatch: pytest.MonkeyPa
     assert moved + pending == 90 and moved >= 81
     reader = store.sink()
     assert isinstance(reader, SqliteSink)
-    intact(reader, "t", 90)
+    assert_intact(reader, "t", 90)

@@ -27,7 +27,6 @@ _IDLE_SINCE = "toolbox_idle_since"
 # Rows as JSON text; non-ASCII as is (the connection speaks UTF-8), floats as their shortest repr.
 _JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 _INSTALL = 'PostgresSink needs psycopg 3. Please install it: pip install "toolbox-registry[postgres]"'
-_HEADS_CACHED = 4096  # the most trace heads a sink remembers from its own commits
 
 
 @final
@@ -50,7 +49,7 @@ class PostgresSink(SqlSink):
     writers); more help when the server is remote and the process has CPU to spare.
     """
 
-    __slots__ = ("_guess_refused", "_heads", "_pipelines", "_schema", "_sql")
+    __slots__ = ("_guess_refused", "_pipelines", "_schema", "_sql")
 
     def __init__(
         self,
@@ -85,8 +84,6 @@ class PostgresSink(SqlSink):
             raise ValueError("PostgresSink: schema must be a non-empty name or None")
         self._schema = schema
         self._sql: _Statements | None = None
-        # The heads this sink last committed: a guess that the server checks (see _write_guessed).
-        self._heads: dict[str, tuple[int, str]] = {}
         engine = create_engine(
             parsed,
             pool_size=pool_size,
@@ -216,13 +213,6 @@ class PostgresSink(SqlSink):
             _roll_back(plain, driver)
             raise
         self._remember(heads)
-
-    def _remember(self, heads: dict[str, tuple[int, str]]) -> None:
-        """After a commit: the heads it moved are the sink's guess for the next write (bounded)."""
-        cache = self._heads
-        if len(cache) + len(heads) > _HEADS_CACHED:
-            cache.clear()
-        cache.update(heads)
 
     def _write_rows(self, conn: Connection, rows: list[dict[str, Any]]) -> None:
         """Inside a transaction: lock and read the heads, then insert the events and move the heads.

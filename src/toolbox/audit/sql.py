@@ -73,6 +73,8 @@ __all__ = [
 _SAFE_SQLSTATE_CLASSES = ("08", "28", "3D", "3F", "53", "57", "42501")
 #: Event ids looked up per statement by `SqlSink.append_missing` (well below any bind limit).
 _ID_CHUNK = 500
+#: The most trace heads a sink remembers from its own commits (see `SqlSink._remember`).
+_HEADS_CACHED = 4096
 
 
 class SqlSink:
@@ -88,6 +90,7 @@ class SqlSink:
         "_closed",
         "_engine",
         "_group",
+        "_heads",
         "_name",
         "_ready",
         "_ready_lock",
@@ -117,6 +120,9 @@ class SqlSink:
         self._ready = False
         self._ready_lock = threading.Lock()
         self._closed = False
+        # The heads this sink last committed, per trace: what a backend may use instead of reading
+        # them again (SQLite while nobody else committed; PostgreSQL as a guess the server checks).
+        self._heads: dict[str, tuple[int, str]] = {}
         self._group: GroupCommit[list[dict[str, Any]]] = GroupCommit(
             self._write_group, max_writers=concurrent_writes
         )
@@ -352,6 +358,14 @@ class SqlSink:
             )
         if inserts:
             conn.execute(insert(heads_table), inserts)
+
+    def _remember(self, heads: Mapping[str, tuple[int, str]]) -> None:
+        """After a commit: the heads it moved join what the sink remembers (bounded: past the
+        limit it starts afresh)."""
+        cache = self._heads
+        if len(cache) + len(heads) > _HEADS_CACHED:
+            cache.clear()
+        cache.update(heads)
 
     # -- helpers ----------------------------------------------------------------
 

@@ -19,18 +19,13 @@ from toolbox.audit.sql import SqlSink, events_table, heads_table, pending_table,
 __all__ = ["SqliteSink"]
 
 _BEGIN_OPTION = "toolbox_sqlite_begin"
-_INSERT = (
-    f"INSERT INTO {events_table.name} ({', '.join(FIELDS)}) "  # noqa: S608 - fixed names, bound values
-    f"VALUES ({', '.join(['?'] * len(FIELDS))})"
-)
-_INSERT_PENDING = (
-    f"INSERT INTO {pending_table.name} ({', '.join(FIELDS)}) "  # noqa: S608 - fixed names, bound values
-    f"VALUES ({', '.join(['?'] * len(FIELDS))})"
-)
+_COLUMNS = ", ".join(FIELDS)
+_ROW = ", ".join(["?"] * len(FIELDS))
+_INSERT = f"INSERT INTO {events_table.name} ({_COLUMNS}) VALUES ({_ROW})"  # noqa: S608 - fixed names
+_INSERT_PENDING = f"INSERT INTO {pending_table.name} ({_COLUMNS}) VALUES ({_ROW})"  # noqa: S608 - fixed names
 _ANY_PENDING = f"SELECT 1 FROM {pending_table.name} LIMIT 1"  # noqa: S608 - fixed names
 _FOLD = (
-    f"INSERT INTO {events_table.name} ({', '.join(FIELDS)}) "  # noqa: S608 - fixed names
-    f"SELECT {', '.join(FIELDS)} FROM {pending_table.name}",
+    f"INSERT INTO {events_table.name} ({_COLUMNS}) SELECT {_COLUMNS} FROM {pending_table.name}",  # noqa: S608 - fixed names
     f"DELETE FROM {pending_table.name}",  # noqa: S608 - fixed names
 )
 #: A group of at most this many events goes to ``audit_pending`` (a STRICT call's opening has 3).
@@ -49,7 +44,6 @@ _WRITE_HEADS = (
     "SET last_sequence = excluded.last_sequence, last_hash = excluded.last_hash"
 )
 _NEW_TRACE = (0, GENESIS_HASH)
-_HEADS_CACHED = 4096  # the most trace heads the writer remembers between its commits
 # Writer connections a forked child inherited: kept open, never closed nor garbage collected.
 # Closing one in the child could check the WAL in and delete it under the parent (a child
 # does not inherit the parent's file locks, so it would think itself the last user).
@@ -70,7 +64,6 @@ class SqliteSink(SqlSink):
     __slots__ = (
         "_busy_ms",
         "_busy_timeout",
-        "_heads",
         "_heads_version",
         "_path",
         "_pending_added",
@@ -87,8 +80,7 @@ class SqliteSink(SqlSink):
         self._busy_timeout = busy_timeout
         self._writer: sqlite3.Connection | None = None  # the group commit's connection (see _write_group)
         self._writer_pid = 0
-        # The writer's view of the heads it last wrote, valid while no other connection commits.
-        self._heads: dict[str, tuple[int, str]] = {}
+        # The remembered heads (SqlSink._heads) are valid while this data_version holds.
         self._heads_version: object = None
         # Events waiting in audit_pending as this sink knows them: counted at its first write (a
         # process that writes a few events and exits still leaves them to be folded), then its own.
@@ -144,8 +136,9 @@ class SqliteSink(SqlSink):
         ``audit_pending``, one B-tree keyed by the time-ordered event id: its
         commit writes a page or two, where one into ``audit_events`` writes a
         page of each of that table's indexes, and every page of a commit is
-        flushed. Once `_FOLD_AT` events wait there (as this sink counts them), the same
-        transaction moves every pending event into ``audit_events`` (`_FOLD`).
+        flushed. Once `_FOLD_AT` events wait there (as this sink counts them),
+        the same transaction moves every pending event into ``audit_events``
+        (`_FOLD`).
         A larger group (an ASYNC drain) goes into ``audit_events`` directly,
         after the pending events. The leader holds the write lock for the
         whole transaction, and other threads need the interpreter lock to reach
@@ -205,13 +198,6 @@ class SqliteSink(SqlSink):
             found = writer.execute(_READ_HEADS.format(", ".join(["?"] * len(missing))), missing)
             cache.update((trace_id, (sequence, digest)) for trace_id, sequence, digest in found)
         return cache
-
-    def _remember(self, heads: dict[str, tuple[int, str]]) -> None:
-        """After a commit: the new heads are the cache's (bounded: past the limit it starts afresh)."""
-        cache = self._heads
-        if len(cache) + len(heads) > _HEADS_CACHED:
-            cache.clear()
-        cache.update(heads)
 
     def _connection(self) -> sqlite3.Connection:
         """The writer's connection (under the write lock), opened on first use and in a forked child."""
