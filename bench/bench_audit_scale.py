@@ -27,7 +27,10 @@ Sections:
    SQLAlchemy bulk insert of the same number of event rows in one transaction
    (the physical limit). Targets: SQLite STRICT >= 5,000 events/s, PostgreSQL
    STRICT >= 3,000, ASYNC >= 50,000 (SQLite) and >= 20,000 (PostgreSQL); the
-   writer's own drain (one append of 1,024 queued batches) is shown too.
+   writer's own drain (one append of 1,024 queued batches) is shown too, and
+   SQLite ASYNC a second time after ``gc.freeze()`` (the objects of the
+   process so far left out of full collections, as an application may do
+   after start-up): what the collector's walks of the whole heap cost.
 3. Trace memory: the resident memory a context's trace adds over 1,000,000
    governed calls with the default retention (the newest 10,000 records),
    against an unbounded trace (``trace_retention=None``) measured over
@@ -287,8 +290,12 @@ def one_caller(sink: SqlSink) -> Callable[[int], float]:
 # -- section 2: 8 concurrent callers ------------------------------------------------------------
 
 
-def concurrent_callers(sink: SqlSink, mode: AuditMode) -> Callable[[int], float]:
-    """8 threads x N/8 governed calls, each thread its own trace; timed until ``flush()`` returned."""
+def concurrent_callers(sink: SqlSink, mode: AuditMode, *, frozen: bool = False) -> Callable[[int], float]:
+    """8 threads x N/8 governed calls, each thread its own trace; timed until ``flush()`` returned.
+
+    ``frozen``: the process's objects so far are moved out of the collector's reach first
+    (``gc.freeze()``, as an application may do after start-up); they go back afterwards.
+    """
     gateway, trail = governed(sink, mode)
     assert trail is not None
 
@@ -310,12 +317,16 @@ def concurrent_callers(sink: SqlSink, mode: AuditMode) -> Callable[[int], float]
         threads = [threading.Thread(target=work, args=(c,)) for c in contexts]
         for thread in threads:
             thread.start()
+        if frozen:
+            gc.freeze()
         barrier.wait()
         start = time.perf_counter()
         for thread in threads:
             thread.join()
         trail.flush()
         elapsed = time.perf_counter() - start
+        if frozen:
+            gc.unfreeze()
         assert not failures, failures[:3]
         return elapsed * number / (per_thread * CALLERS)
 
@@ -542,9 +553,10 @@ def main() -> int:
             "BS": raw_bulk_insert(sqlite_url),
             "SS": concurrent_callers(stores.sqlite(), AuditMode.STRICT),
             "SA": concurrent_callers(stores.sqlite(), AuditMode.ASYNC),
+            "SF": concurrent_callers(stores.sqlite(), AuditMode.ASYNC, frozen=True),
             "DS": writer_drain(stores.sqlite()),
         }
-        number = {"BS": calls, "SS": calls // 2, "SA": calls, "DS": 512}
+        number = {"BS": calls, "SS": calls // 2, "SA": calls, "SF": calls, "DS": 512}
         if pg:
             pg_url = args.postgres_url + f"?options=-csearch_path%3D{stores.schema}"
             rows |= {
@@ -561,12 +573,13 @@ def main() -> int:
         labels = {
             "SS": "SQLite STRICT",
             "SA": "SQLite ASYNC, until flush()",
+            "SF": "SQLite ASYNC after gc.freeze() (no target)",
             "DS": "SQLite writer drain, 1,024 batches per append",
             "PS": "PostgreSQL STRICT",
             "PA": "PostgreSQL ASYNC, until flush()",
             "DP": "PostgreSQL writer drain, 1,024 batches per append",
         }
-        for base, keys in (("BS", ("SS", "SA", "DS")), ("BP", ("PS", "PA", "DP"))):
+        for base, keys in (("BS", ("SS", "SA", "SF", "DS")), ("BP", ("PS", "PA", "DP"))):
             if base not in rate:
                 continue
             engine_name = "SQLite" if base == "BS" else "PostgreSQL"
