@@ -19,7 +19,8 @@ import pytest
 import toolbox.audit.memory as memory
 from toolbox import Effect, ExecutionContext, Gateway, Governance, RiskClass, Status, tool
 from toolbox.audit import AuditTrail, FanOutSink, MemorySink
-from toolbox.audit.batch import HELD_OPENING, CallSubject, Closing, Opening, held_call, held_response
+from toolbox.audit.batch import CallSubject, Closing, Opening
+from toolbox.audit.held import HELD_OPENING, held_call, held_response
 from toolbox.audit.redaction import Redaction
 from toolbox.route import Route
 

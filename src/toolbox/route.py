@@ -35,7 +35,8 @@ from collections.abc import Callable, Mapping
 from types import UnionType
 from typing import TYPE_CHECKING, Any, Literal, Union, final, get_args, get_origin
 
-from toolbox.audit.batch import HELD_OPENING, HELD_RESPONSE, IMMUTABLE_TYPES, Closing, Opening
+from toolbox.audit.batch import IMMUTABLE_TYPES, Closing, Opening
+from toolbox.audit.held import HELD_OPENING, HELD_RESPONSE
 from toolbox.audit.trail import AuditTrail, audit_unavailable
 from toolbox.context import ExecutionContext, OperationRecord
 from toolbox.descriptor import ToolDescriptor
@@ -237,7 +238,7 @@ class Route:
             # Immutable values (compile_route checked the field types): safe to redact when read.
             hold_call = self._hold_call
             if hold_call is not None:
-                # toolbox.audit.batch.held_call, inlined: plain values the collector stops tracking.
+                # toolbox.audit.held.held_call, inlined: plain values the collector stops tracking.
                 opening = (
                     HELD_OPENING,
                     self._key,

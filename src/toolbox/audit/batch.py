@@ -13,9 +13,8 @@ The events (or rows) of a batch are made once, under a lock: every sink of a
 fan-out stores the same event ids.
 
 A sink that holds calls (`MemorySink.hold_call`) takes the by-name route's
-calls as *held calls* instead (`held_call`): tuples of plain values, which the
-garbage collector stops tracking, where `Opening` and `Closing` objects stay
-tracked for as long as the sink keeps them.
+calls as *held calls* instead (`toolbox.audit.held`), and an ASYNC trail
+queues them as plain values (`toolbox.audit.queued`).
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import date, datetime, timedelta
 from datetime import time as dt_time
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, final, overload
+from typing import TYPE_CHECKING, Any, Protocol, final, overload
 from uuid import UUID
 
 from toolbox.audit.events import (
@@ -39,22 +38,18 @@ from toolbox.audit.events import (
 
 if TYPE_CHECKING:
     from toolbox.audit.redaction import Redaction
-    from toolbox.context import ExecutionContext
 
 __all__ = [
-    "HELD_OPENING",
-    "HELD_RESPONSE",
     "IMMUTABLE_TYPES",
     "LAZY_BATCHES",
+    "CallContext",
     "CallSubject",
     "Closing",
     "LazyBatch",
     "Opening",
     "call_event",
-    "held_call",
-    "held_events",
-    "held_response",
     "immutable_copy",
+    "response_row",
 ]
 
 _BUILD_LOCK = threading.Lock()
@@ -71,6 +66,21 @@ def immutable_copy(arguments: Mapping[str, Any]) -> dict[str, Any] | None:
         if type(value) not in IMMUTABLE_TYPES:
             return None
     return dict(arguments)
+
+
+class CallContext(Protocol):
+    """What a call's events take from its `toolbox.ExecutionContext`."""
+
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def correlation_id(self) -> str: ...
+    @property
+    def tenant(self) -> str: ...
+    @property
+    def principal(self) -> str: ...
+    @property
+    def parent_run_id(self) -> str | None: ...
 
 
 @final
@@ -104,7 +114,7 @@ class CallSubject:
 def call_event(
     kind: EventType,
     subject: CallSubject,
-    context: ExecutionContext,
+    context: CallContext,
     intent_text: str,
     timestamp: float,
     **fields: Any,
@@ -167,6 +177,10 @@ class LazyBatch(Sequence[AuditEvent]):
                     self._events = events
         return events
 
+    def fresh_rows(self) -> list[dict[str, Any]]:
+        """The events in storage form, made now and not kept: for a batch read once."""
+        return self._make_rows()
+
     def storage_rows(self) -> list[dict[str, Any]]:
         """The events in storage form (`AuditEvent.as_dict`): new dicts, whose keys the caller may set."""
         rows = self._rows
@@ -222,6 +236,7 @@ class Opening(LazyBatch):
         "held_by",
         "intent_text",
         "payload",
+        "queued",
         "rules",
         "subject",
         "timestamp",
@@ -230,7 +245,7 @@ class Opening(LazyBatch):
     def __init__(
         self,
         subject: CallSubject,
-        context: ExecutionContext,
+        context: CallContext,
         intent_text: str,
         arguments: Mapping[str, Any],
         timestamp: float,
@@ -250,6 +265,8 @@ class Opening(LazyBatch):
         self.ended: float | None = None
         #: The sink that made this opening's events from its ``hold`` (its next read is the response).
         self.held_by: object | None = None
+        #: Its form in an ASYNC queue (`toolbox.audit.queued`), once queued: its closing names it.
+        self.queued: tuple[Any, ...] | None = None
 
     def _make(self) -> list[AuditEvent]:
         summary, digest = self.payload or self.subject.redaction.payload_fields(self.arguments)
@@ -269,10 +286,10 @@ class Opening(LazyBatch):
         intent["payload_summary"], intent["payload_hash"] = summary, digest
         decision["event_id"] = new_event_id()
         decision["type"] = "GOVERNANCE_DECISION"
-        decision["decision"], decision["rule_ids"] = "ALLOW", list(self.rules)
+        decision["decision"], decision["rule_ids"] = "ALLOW", self.rules
         request["event_id"] = new_event_id()
         request["type"] = "INVOCATION_REQUEST"
-        request["rule_ids"], request["attempt"] = [], 1
+        request["rule_ids"], request["attempt"] = (), 1
         return [intent, decision, request]
 
     def close_in_place(self, duration: float, ended: float) -> None:
@@ -346,21 +363,34 @@ class Closing(LazyBatch):
         o = self.opening
         opened = o._rows  # the opening's rows, when a sink made them, hold the call's fields
         if opened is None:
-            row = _common_row(o.subject, o.context, o.intent_text, self.timestamp)
+            request = _common_row(o.subject, o.context, o.intent_text, self.timestamp)
         else:
-            row = opened[2].copy()  # its INVOCATION_REQUEST: no decision, rules nor payload
-            row["timestamp"] = iso_timestamp(self.timestamp)
-            row["rule_ids"] = []
-        row["event_id"] = new_event_id()
-        row["type"] = "INVOCATION_RESPONSE"
-        row["status"], row["reason_code"] = self.status, self.reason_code
-        row["duration"] = float(self.duration) if self.duration is not None else None
-        row["attempt"] = self.attempt
-        return [row]
+            request = opened[2]  # its INVOCATION_REQUEST: no decision, rules nor payload
+        outcome = (self.status, self.reason_code, self.duration, self.attempt, self.timestamp)
+        return [response_row(request, *outcome)]
+
+
+def response_row(  # noqa: PLR0917 - a Closing's fields, in order
+    request: dict[str, Any],
+    status: str,
+    reason_code: str | None,
+    duration: float | None,
+    attempt: int,
+    timestamp: float,
+) -> dict[str, Any]:
+    """The INVOCATION_RESPONSE row of a call, from its INVOCATION_REQUEST row (left as it is)."""
+    row = request.copy()
+    row["timestamp"] = iso_timestamp(timestamp)
+    row["event_id"] = new_event_id()
+    row["type"] = "INVOCATION_RESPONSE"
+    row["status"], row["reason_code"] = status, reason_code
+    row["duration"] = float(duration) if duration is not None else None
+    row["attempt"] = attempt
+    return row
 
 
 def _common_row(
-    subject: CallSubject, context: ExecutionContext, intent_text: str, timestamp: float
+    subject: CallSubject, context: CallContext, intent_text: str, timestamp: float
 ) -> dict[str, Any]:
     """The storage form every event of a call shares, as `call_event` and `AuditEvent.as_dict` make it.
 
@@ -380,7 +410,7 @@ def _common_row(
         "effect": subject.effect,
         "decision": None,
         "reason_code": None,
-        "rule_ids": [],
+        "rule_ids": (),  # a tuple: a row of scalars and tuples is a dict the collector does not track
         "intent_kind": subject.intent_kind or None,
         "intent_text": storable_text(intent_text) if intent_text else None,
         "tenant": context.tenant,
@@ -398,91 +428,3 @@ def _common_row(
 
 #: The batch types, for a type test cheaper than ``isinstance(x, LazyBatch)`` (an ABC check).
 LAZY_BATCHES = frozenset({Opening, Closing})
-
-#: A held call's first field: its opening (3 events) or its response (1 event).
-HELD_OPENING = 0
-HELD_RESPONSE = 1
-
-
-def held_call(  # noqa: PLR0917 - the tuple's fields, in order
-    kind: int,
-    subject_key: int,
-    context: ExecutionContext,
-    intent_text: str,
-    timestamp: float,
-    duration: float | None,
-    values: Sequence[Any] = (),
-) -> tuple[Any, ...]:
-    """A call's opening as a tuple of plain values, for a sink that holds calls (`held_response` closes it).
-
-    Strings, numbers and None only (the argument values last, in the order of
-    the names the sink registered with ``subject_key``), so the garbage
-    collector stops tracking the tuple at its first pass when the arguments
-    are scalars: a held call costs later collections nothing, where an
-    `Opening` object is walked by every full collection for as long as the
-    sink keeps it. The by-name route builds the same tuple inline.
-    """
-    return (
-        kind,
-        subject_key,
-        context.run_id,
-        context.correlation_id,
-        context.tenant,
-        context.principal,
-        context.parent_run_id,
-        intent_text,
-        timestamp,
-        duration,
-        *values,
-    )
-
-
-def held_response(opening: tuple[Any, ...], ended: float, duration: float) -> tuple[Any, ...]:
-    """The response of a held call that succeeded at its first attempt: it names its held opening."""
-    return (HELD_RESPONSE, opening, ended, duration)
-
-
-def held_events(held: tuple[Any, ...], subject: CallSubject, names: tuple[str, ...]) -> list[AuditEvent]:
-    """The events of a held call (`held_call`, `held_response`): its `Opening`'s, or its `Closing`'s."""
-    if held[0] == HELD_RESPONSE:
-        _, opening, timestamp, duration = held
-        _, _, run_id, correlation_id, tenant, principal, parent_run_id, text = opening[:8]
-        kind = HELD_RESPONSE
-    else:
-        kind, _, run_id, correlation_id, tenant, principal, parent_run_id, text, timestamp, _ = held[:10]
-    common = {
-        "trace_id": run_id,
-        "correlation_id": correlation_id,
-        "name": subject.name,
-        "tool": subject.tool,
-        "operation": subject.operation,
-        "risk": subject.risk,
-        "effect": subject.effect,
-        "intent_kind": subject.intent_kind or None,
-        "intent_text": text or None,
-        "tenant": tenant,
-        "principal": principal,
-        "parent_run_id": parent_run_id,
-    }
-    if kind == HELD_RESPONSE:
-        made = [
-            AuditEvent(
-                EventType.INVOCATION_RESPONSE,
-                status="SUCCESS",
-                reason_code=None,
-                duration=duration,
-                attempt=1,
-                **common,
-            )
-        ]
-    else:
-        arguments = dict(zip(names, held[10:], strict=True))
-        summary, digest = subject.redaction.payload_fields(arguments)
-        made = [
-            AuditEvent(EventType.INTENT_DECLARED, payload_summary=summary, payload_hash=digest, **common),
-            AuditEvent(EventType.GOVERNANCE_DECISION, decision="ALLOW", rule_ids=(), **common),
-            AuditEvent(EventType.INVOCATION_REQUEST, attempt=1, **common),
-        ]
-    for event in made:
-        event.timestamp = timestamp
-    return made

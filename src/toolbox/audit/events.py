@@ -222,7 +222,7 @@ class AuditEvent:
         data = dict(zip(FIELDS, _FIELD_VALUES(self), strict=False))  # one value per field, by construction
         data["type"] = self.type._value_
         data["timestamp"] = iso_timestamp(self.timestamp)
-        data["rule_ids"] = list(self.rule_ids)
+        data["rule_ids"] = tuple(self.rule_ids)  # a tuple: the row stays a dict the collector does not track
         return data
 
     def __repr__(self) -> str:

@@ -6,17 +6,10 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any, final
 
-from toolbox.audit.batch import (
-    HELD_OPENING,
-    LAZY_BATCHES,
-    CallSubject,
-    Closing,
-    LazyBatch,
-    Opening,
-    held_events,
-)
+from toolbox.audit.batch import LAZY_BATCHES, CallSubject, Closing, LazyBatch, Opening
 from toolbox.audit.events import AuditEvent, AuditRecord, EventType, storable_text
 from toolbox.audit.filtering import select
+from toolbox.audit.held import HELD_OPENING, held_events
 from toolbox.audit.sink import AuditQuery, ChainState, chain_dicts
 
 __all__ = ["MemorySink"]
@@ -55,7 +48,7 @@ class MemorySink:
         #: Keep a lazy batch as it is (cannot fail): what the audit trail calls for each call. An
         #: `Opening` held again after `Opening.close_in_place` is read as the call's response.
         self.hold: Callable[[LazyBatch], None] = self._pending.append
-        #: Keep a held call (`toolbox.audit.batch.held_call`), the by-name route's form: a tuple the
+        #: Keep a held call (`toolbox.audit.held.held_call`), the by-name route's form: a tuple the
         #: garbage collector stops tracking, so a long history costs its collections nothing.
         self.hold_call: Callable[[tuple[Any, ...]], None] = self._pending.append
 

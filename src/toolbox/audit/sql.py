@@ -157,6 +157,19 @@ class SqlSink:
             self._ensure_ready()
             self._group.submit(rows)
 
+    @property
+    def append_rows(self) -> Callable[[list[dict[str, Any]]], None] | None:
+        """Stores events already in storage form, as `append_batches` would (the ASYNC writer's drain).
+
+        None for a subclass with its own ``append``: that sees every write, as events.
+        """
+        return self._append_rows if type(self).append is SqlSink.append else None
+
+    def _append_rows(self, rows: list[dict[str, Any]]) -> None:
+        if rows:
+            self._ensure_ready()
+            self._group.submit(rows)
+
     def append_missing(self, events: Sequence[AuditEvent]) -> int:
         """Store the events of ``events`` whose ``event_id`` is not stored yet; returns how many.
 

@@ -31,6 +31,7 @@ from toolbox.audit.batch import CallSubject, Closing, LazyBatch, Opening, call_e
 from toolbox.audit.events import AuditEvent, AuditRecord, EventType
 from toolbox.audit.fallback import FallbackFile, FallbackReplay
 from toolbox.audit.handoff import Handoff
+from toolbox.audit.queued import QueuedCalls, queued
 from toolbox.audit.redaction import Redaction
 from toolbox.audit.sink import AuditQuery, AuditSink
 from toolbox.audit.verify import ChainProblem, TraceHeads, verify_chain, verify_heads
@@ -103,6 +104,12 @@ class AuditTrail:
         self._append_batches: Callable[[Sequence[Sequence[AuditEvent]]], None] | None = (
             append_batches if callable(append_batches) else None
         )
+        # A sink that stores rows (SqlSink) gets the ASYNC writer's drain as rows made from calls
+        # queued as plain values (toolbox.audit.queued): no batch object waits in the queue.
+        append_rows = getattr(sink, "append_rows", None) if self.mode is AuditMode.ASYNC else None
+        self._append_rows: Callable[[list[dict[str, Any]]], None] | None = (
+            append_rows if callable(append_rows) else None
+        )
         self._subjects: dict[tuple[str, str, str, str | None, str, str], CallSubject] = {}
         # A sink that holds lazy batches without failing takes them directly (no queue needed).
         hold = getattr(sink, "hold", None)
@@ -112,7 +119,7 @@ class AuditTrail:
         # A sink that says so reads a closed Opening held a second time as its response.
         twice = self._hold is not None and getattr(sink, "holds_openings_twice", False) is True
         self._hold_twice = self._hold if twice else None
-        # A sink that holds calls as plain tuples (toolbox.audit.batch.held_call), under the same terms.
+        # A sink that holds calls as plain tuples (toolbox.audit.held.held_call), under the same terms.
         hold_call = getattr(sink, "hold_call", None)
         held = direct and callable(hold_call) and callable(getattr(sink, "subject_key", None))
         self._hold_call: Callable[[tuple[Any, ...]], None] | None = hold_call if held else None
@@ -148,7 +155,7 @@ class AuditTrail:
         if self._closed or self._writer_failed or not self._writer.is_alive():
             return False
         try:
-            self._queue.offer(events)
+            self._queue.offer(events if self._append_rows is None else queued(events, self.redaction))
         except queue.Full:
             LOGGER.warning("audit queue full; %d event(s) refused", len(events))
             return False
@@ -158,14 +165,14 @@ class AuditTrail:
         """The ASYNC writer: every batch queued so far goes to the sink in one append (one transaction)."""
         assert self._queue is not None
         pending = self._queue
+        calls = QueuedCalls(self.subject_of)
         try:
             while True:
                 taken = pending.take(_DRAIN_BATCHES)
                 stop = any(item is _STOP for item in taken)
                 kept = [item for item in taken if item is not _STOP] if stop else taken
-                batches: list[Sequence[AuditEvent]] = kept  # type: ignore[assignment]
                 try:
-                    self._write_drained(batches)
+                    self._write_drained(kept, calls)
                 finally:
                     pending.finished()
                 if stop:
@@ -173,18 +180,21 @@ class AuditTrail:
         finally:
             pending.abandon()  # a flush waiting for this writer returns
 
-    def _write_drained(self, batches: Sequence[Sequence[AuditEvent]]) -> None:
-        if not batches:
+    def _write_drained(self, items: list[object], calls: QueuedCalls) -> None:
+        if not items:
             return
         try:
-            if self._append_batches is not None:
-                self._append_batches(batches)
+            if self._append_rows is not None:
+                self._append_rows(calls.rows(items))
+            elif self._append_batches is not None:
+                self._append_batches(calls.batches(items))
             else:
+                batches = calls.batches(items)
                 self.sink.append(batches[0] if len(batches) == 1 else [e for batch in batches for e in batch])
         except Exception as exc:  # noqa: BLE001 - keep accepted events, then fail closed
             self._writer_failed = True
             LOGGER.error("audit writer failed (%s); events kept in the fallback file", type(exc).__name__)
-            self._keep([event for batch in batches for event in batch])
+            self._keep([event for batch in calls.batches(items) for event in batch])
 
     def _keep(self, events: Sequence[AuditEvent]) -> bool:
         """Append ``events`` (unchained) to the fallback file for a later replay."""
