@@ -269,6 +269,17 @@ def canonical(data: dict[str, Any]) -> str:
 _HASHED = FIELDS[: FIELDS.index("hash")]  # every field before ``hash``, in storage order
 _HASHED_VALUES = itemgetter(*_HASHED)
 _ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str).encode
+# The C encoder `_ENCODE` builds again on every call (JSONEncoder.iterencode), built once with the
+# same settings, so the same text: the chain hash encodes every stored event. No cycle check (the
+# hashed values are scalars and flat sequences), so no state shared between threads.
+_MAKE_ENCODER: Any = getattr(json.encoder, "c_make_encoder", None)  # None without the C accelerator
+_ENCODE_CHUNKS: Any = (
+    None
+    if _MAKE_ENCODER is None
+    # markers (None: no cycle check), default, string encoder, indent, separators, sort_keys,
+    # skipkeys, allow_nan: what JSONEncoder.iterencode passes for _ENCODE's settings.
+    else _MAKE_ENCODER(None, str, json.encoder.encode_basestring, None, ":", ",", False, False, True)
+)
 
 
 def chain_hash(data: dict[str, Any]) -> str:
@@ -280,7 +291,8 @@ def chain_hash(data: dict[str, Any]) -> str:
     parent = data.get("parent_run_id")
     if parent is not None:
         values = (*values, ["parent_run_id", parent])
-    return hashlib.sha256(_ENCODE(values).encode("utf-8")).hexdigest()
+    text = _ENCODE(values) if _ENCODE_CHUNKS is None else "".join(_ENCODE_CHUNKS(values, 0))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 class AuditRecord(BaseModel):
