@@ -5,10 +5,11 @@ callers' allocations trigger, so the garbage collector promotes it to its
 oldest generation; those promotions are what trigger full collections, and
 each full collection walks every object of the process. The same batch as a
 tuple of strings, numbers and None (the arguments' names and values flat) is
-untracked by the collector at its first pass and never promoted. The writer
-makes the drain's storage rows straight from the tuples (`QueuedCalls.rows`):
-dicts of scalars, which the collector does not track either; the batches
-themselves only after a failed write, for the fallback file.
+untracked by the collector at its first pass (a closing at its first pass
+after its opening's). The writer makes the drain's storage rows straight from
+the tuples (`QueuedCalls.rows`): dicts of scalars, which the collector does
+not track either; the batches themselves only after a failed write, for the
+fallback file.
 """
 
 from __future__ import annotations
