@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,15 @@ SHARED_TRACE = "everyone"
 def governed(trail: AuditTrail) -> Gateway:
     """A gateway over `add` whose governance writes to ``trail``."""
     return Gateway.load(providers=[add], discover=False, env={}, governance=Governance(audit=trail))
+
+
+def in_threads(work: Callable[[ExecutionContext], None], contexts: list[ExecutionContext]) -> None:
+    """``work(context)`` in one thread per context, all started, then all joined."""
+    threads = [threading.Thread(target=work, args=(context,)) for context in contexts]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
 
 
 def thread_trace(thread: int) -> str:

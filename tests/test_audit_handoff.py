@@ -131,11 +131,7 @@ def test_async_trail_delivers_every_event_from_many_threads(tmp_path: Path) -> N
     def work(context: ExecutionContext) -> None:
         statuses.extend(gateway.invoke("add", support.CALL, context=context).status for _ in range(200))
 
-    threads = [threading.Thread(target=work, args=(c,)) for c in contexts]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    support.in_threads(work, contexts)
     trail.flush()
     assert statuses == [Status.SUCCESS] * 1600
     for context in contexts:

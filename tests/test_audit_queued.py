@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import gc
 import sqlite3
-import threading
 import uuid
 from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
@@ -20,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from audit_scale_support import in_threads
 from toolbox import Effect, ExecutionContext, Gateway, Governance, RiskClass, Status, tool
 from toolbox.audit import AuditEvent, AuditMode, AuditTrail, EventType, SqliteSink
 from toolbox.audit.batch import CallSubject, Closing, Opening
@@ -217,11 +217,7 @@ def test_governed_calls_from_many_threads_are_stored_redacted_in_order(tmp_path:
             arguments = {"user": "ann", "api_key": SECRET, "attempt": attempt, "purpose": "Log in"}
             statuses.append(gateway.invoke("login", arguments, context=context).status)
 
-    threads = [threading.Thread(target=work, args=(c,)) for c in contexts]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    in_threads(work, contexts)
     trail.flush()
     assert statuses == [Status.SUCCESS] * 800
     assert calls_run == 800

@@ -24,7 +24,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import date, datetime, timedelta
 from datetime import time as dt_time
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, Protocol, final, overload
+from typing import TYPE_CHECKING, Any, Protocol, cast, final, overload
 from uuid import UUID
 
 from toolbox.audit.events import (
@@ -50,6 +50,7 @@ __all__ = [
     "call_event",
     "immutable_copy",
     "response_row",
+    "rows_of",
 ]
 
 _BUILD_LOCK = threading.Lock()
@@ -428,3 +429,10 @@ def _common_row(
 
 #: The batch types, for a type test cheaper than ``isinstance(x, LazyBatch)`` (an ABC check).
 LAZY_BATCHES = frozenset({Opening, Closing})
+
+
+def rows_of(events: Sequence[AuditEvent]) -> list[dict[str, Any]]:
+    """``events`` in storage form (new dicts); a call's batch makes them without event objects."""
+    if type(events) in LAZY_BATCHES:  # a type test, not isinstance: ABC checks are slow
+        return cast(LazyBatch, events).storage_rows()
+    return [event.as_dict() for event in events]

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from itertools import chain
 from typing import Any, final
 
-from toolbox.audit.batch import LAZY_BATCHES, CallSubject, Closing, Opening, response_row
+from toolbox.audit.batch import CallSubject, Closing, Opening, response_row, rows_of
 from toolbox.audit.events import AuditEvent
 from toolbox.audit.redaction import Redaction
 
@@ -125,10 +125,8 @@ class QueuedCalls:
                     rows += Closing(self._opening(opening), *outcome).fresh_rows()
                 else:
                     rows.append(response_row(request, *outcome))
-            elif type(item) in LAZY_BATCHES:
-                rows += item.storage_rows()  # type: ignore[attr-defined]
             else:
-                rows += [event.as_dict() for event in item]  # type: ignore[attr-defined]
+                rows += rows_of(item)  # type: ignore[arg-type]
         return rows
 
     def batches(self, items: Sequence[object]) -> list[Sequence[AuditEvent]]:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from operator import itemgetter
-from typing import Any, cast
+from typing import Any
 
 try:
     from sqlalchemy import (
@@ -38,7 +38,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 
 from pydantic import ValidationError
 
-from toolbox.audit.batch import LAZY_BATCHES, LazyBatch
+from toolbox.audit.batch import rows_of
 from toolbox.audit.events import FIELDS, GENESIS_HASH, AuditEvent, AuditRecord
 from toolbox.audit.group import GroupCommit
 from toolbox.audit.sink import AuditQuery, AuditSinkError, chain_dicts
@@ -143,7 +143,7 @@ class SqlSink:
         """
         if not events:
             return
-        rows = _storage_rows(events)  # in the caller: its own bad event fails only it
+        rows = rows_of(events)  # in the caller: its own bad event fails only it
         self._ensure_ready()
         self._group.submit(rows)
 
@@ -152,7 +152,7 @@ class SqlSink:
         if type(self).append is not SqlSink.append:  # a subclass's own append sees every write, as before
             self.append([event for events in batches for event in events])
             return
-        rows = [row for events in batches for row in _storage_rows(events)]
+        rows = [row for events in batches for row in rows_of(events)]
         if rows:
             self._ensure_ready()
             self._group.submit(rows)
@@ -467,13 +467,6 @@ def storage_values(chained: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     for row in chained:
         row["rule_ids"] = _rule_ids_text(row["rule_ids"])
     return list(map(_VALUES, chained))
-
-
-def _storage_rows(events: Sequence[AuditEvent]) -> list[dict[str, Any]]:
-    """``events`` in storage form; a call's batch makes them without event objects."""
-    if type(events) in LAZY_BATCHES:  # a type test, not isinstance: ABC checks are slow
-        return cast(LazyBatch, events).storage_rows()
-    return [event.as_dict() for event in events]
 
 
 def _rule_ids_text(rule_ids: Sequence[str]) -> str:
