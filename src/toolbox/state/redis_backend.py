@@ -24,7 +24,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar, final
+from typing import Any, Protocol, TypeVar, cast, final
 
 from toolbox.pipeline.grants import PendingApproval
 from toolbox.pipeline.state_ports import (
@@ -191,7 +191,7 @@ class RedisState:
     def _listen(self) -> None:
         closed = self._closed
         while not closed.is_set():
-            pubsub = self._client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
+            pubsub = _open_pubsub(self._client)
             try:
                 pubsub.subscribe(self._layout.kill_channel)
                 self._notify()
@@ -286,3 +286,18 @@ class RedisState:
             listener.join(timeout=_LISTEN * 3)
         self._listener = None
         self._client.close()
+
+
+class _PubSub(Protocol):
+    """What the listener uses of redis-py's PubSub."""
+
+    def subscribe(self, *channels: str) -> None: ...
+    def get_message(self, *, timeout: float) -> object: ...
+    def close(self) -> None: ...
+
+
+def _open_pubsub(client: redis.Redis) -> _PubSub:
+    # redis-py types pubsub() from 8.x on and leaves it untyped before: going through a
+    # typed callable keeps mypy --strict clean on both sides of the supported range.
+    opener = cast("Callable[..., _PubSub]", client.pubsub)
+    return opener(ignore_subscribe_messages=True)

@@ -1,0 +1,32 @@
+# Shared by the scripts: `step NAME COMMAND...` prints "== NAME", runs the command and prints
+# how long it took, so a slow set-up shows where its time goes.
+step() {
+    local name="$1" started elapsed
+    shift
+    echo "== $name"
+    started=${EPOCHREALTIME/./}
+    "$@"
+    elapsed=$(( (${EPOCHREALTIME/./} - started) / 100000 ))
+    echo "   $name: $((elapsed / 10)).$((elapsed % 10)) s"
+}
+
+# The uv release the lock was written with (uv.lock's format and `uv sync --frozen` agree).
+UV_VERSION="0.13.9"
+export UV_PYTHON_DOWNLOADS=never   # use the machine's Python, never fetch one
+
+# Print the path of a uv of UV_VERSION: one on PATH, else one installed from the package index
+# into .tools/uv (pip --target). Prints nothing when neither works: the caller falls back to pip.
+find_uv() {
+    if command -v uv >/dev/null && [ "$(uv --version 2>/dev/null | cut -d' ' -f2)" = "$UV_VERSION" ]; then
+        command -v uv
+        return
+    fi
+    if [ ! -x .tools/uv/bin/uv ] || [ "$(.tools/uv/bin/uv --version 2>/dev/null | cut -d' ' -f2)" != "$UV_VERSION" ]; then
+        rm -rf .tools/uv
+        "$PYTHON" -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --target .tools/uv "uv==$UV_VERSION" >&2 \
+            || return 0
+    fi
+    if .tools/uv/bin/uv --version >/dev/null 2>&1; then
+        echo "$PWD/.tools/uv/bin/uv"
+    fi
+}
