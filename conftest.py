@@ -1,9 +1,13 @@
-"""Settings shared by every test directory: the Hypothesis profiles.
+"""Settings shared by every test directory: the test tiers and the Hypothesis profiles.
 
-Property tests run with a bounded example count and keep their example database in a
-fixed folder outside the tree (``TOOLBOX_HYPOTHESIS_DB``, default
-``~/.cache/toolbox/hypothesis``), so a failing example found once is tried first next time
-without leaving files in the checkout. ``CI=true`` selects the ``ci`` profile.
+Tiers: the default tier is what CI runs on every change; ``pytest --full`` (``scripts/test
+--full``) also runs the tests marked ``full``: load tests at full size, every multi-process
+race, wheel and documentation-site builds. Both must pass before a release.
+
+Property tests run with a bounded example count and keep their example database inside the
+checkout (``.hypothesis/``, ignored by git; ``TOOLBOX_HYPOTHESIS_DB`` moves it), so a failing
+example found once is tried first next time, without sharing it across checkouts.
+``CI=true`` selects the ``ci`` profile.
 """
 
 from __future__ import annotations
@@ -11,10 +15,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
-_DATABASE = Path(os.environ.get("TOOLBOX_HYPOTHESIS_DB", Path.home() / ".cache" / "toolbox" / "hypothesis"))
+_DATABASE = Path(os.environ.get("TOOLBOX_HYPOTHESIS_DB", Path(__file__).parent / ".hypothesis" / "examples"))
 
 settings.register_profile(
     "dev",
@@ -25,3 +30,28 @@ settings.register_profile(
 )
 settings.register_profile("ci", settings.get_profile("dev"), max_examples=200, print_blob=True)
 settings.load_profile(os.environ.get("TOOLBOX_HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--full",
+        action="store_true",
+        default=False,
+        help="also run the tests marked `full` (load at full size, every race, builds)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "full: runs only in the full tier (pytest --full), required before a release"
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect (never skip) the full tier's tests unless --full was given."""
+    if config.getoption("--full"):
+        return
+    kept = [item for item in items if item.get_closest_marker("full") is None]
+    if len(kept) != len(items):
+        config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+        items[:] = kept
