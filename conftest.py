@@ -51,7 +51,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Deselect (never skip) the full tier's tests unless --full was given."""
     if config.getoption("--full"):
         return
-    kept = [item for item in items if item.get_closest_marker("full") is None]
-    if len(kept) != len(items):
-        config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+    kept: list[pytest.Item] = []
+    deselected: list[pytest.Item] = []
+    for item in items:
+        (deselected if item.get_closest_marker("full") else kept).append(item)
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
         items[:] = kept
