@@ -42,6 +42,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # tests/tiers.py reads the tier from the environment, so helper modules and xdist workers agree.
+    os.environ["TOOLBOX_TEST_TIER"] = "full" if config.getoption("--full") else "default"
     config.addinivalue_line(
         "markers", "full: runs only in the full tier (pytest --full), required before a release"
     )

@@ -2,7 +2,7 @@
 
 This is what README.md ("Install into your project") and docs/providers.md
 ("Building and publishing a provider") tell users to do, offline: the wheels
-are built without build isolation (hatchling comes from requirements-dev.txt)
+are built without build isolation (hatchling comes from the dev lock)
 and installed without an index. The fresh environment borrows only the
 third-party dependencies (pydantic, httpx, ...) from the dev environment's
 site-packages, through a ``.pth`` line; the dev environment's own ``.pth``
@@ -19,6 +19,9 @@ import zipfile
 from pathlib import Path
 
 import pytest
+
+# Builds (wheels, the docs site) run in the full tier, before a release (CONTRIBUTING.md).
+pytestmark = pytest.mark.full
 
 ROOT = Path(__file__).resolve().parent.parent
 PROJECTS = {
