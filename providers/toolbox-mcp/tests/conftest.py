@@ -220,7 +220,8 @@ def shared_http_server() -> Iterator[HttpServer]:
             record.headers.append({k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]})
         await app(scope, receive, send)
 
-    server = uvicorn.Server(uvicorn.Config(recording, host="127.0.0.1", port=port, log_level="warning"))
+    config = uvicorn.Config(recording, host="127.0.0.1", port=port, log_level="warning", ws="none")
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     end = time.monotonic() + 15

@@ -238,6 +238,10 @@ def _allows_non_finite(info: FieldInfo) -> bool:
         if isinstance(item, FieldInfo):  # Annotated[float, Field(allow_inf_nan=True)]
             pending.extend(item.metadata)
             continue
+        # pydantic before 2.14 keeps Field(allow_inf_nan=True) as a general metadata object, not
+        # an AllowInfNan: read the setting, whatever holds it.
+        if getattr(item, "allow_inf_nan", None) is True:
+            return True
         pending.extend(typing.get_args(item))
         pending.extend(getattr(item, "__metadata__", ()))
     return False
