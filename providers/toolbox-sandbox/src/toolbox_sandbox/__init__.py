@@ -14,6 +14,7 @@ from toolbox_sandbox._limits import Limits
 from toolbox_sandbox._options import SandboxOptions
 from toolbox_sandbox._profile import SandboxProfile
 from toolbox_sandbox._result import EgressAttempt, ExportedFile, SandboxResult
+from toolbox_sandbox._support import SandboxSupport, probe
 from toolbox_sandbox._tool import SandboxTool
 
 __all__ = [
@@ -26,6 +27,8 @@ __all__ = [
     "SandboxOptions",
     "SandboxProfile",
     "SandboxResult",
+    "SandboxSupport",
     "SandboxTool",
     "SandboxUnavailableError",
+    "probe",
 ]

@@ -25,6 +25,13 @@ INSIDE_SOURCE = (Path(__file__).with_name("_inside.py")).read_text(encoding="utf
 #: The port of the egress relay on the sandbox's own loopback.
 PROXY_PORT = 3128
 _SANDBOX_ID = "1000"
+# A minimal /dev: the five harmless devices and the descriptor links, no terminal, no /dev/shm.
+_DEV = ["--size", "65536", "--tmpfs", "/dev"]
+for _device in ("null", "zero", "full", "random", "urandom"):
+    _DEV += ["--dev-bind", f"/dev/{_device}", f"/dev/{_device}"]
+for _index, _stream in enumerate(("stdin", "stdout", "stderr")):
+    _DEV += ["--symlink", f"/proc/self/fd/{_index}", f"/dev/{_stream}"]
+_DEV += ["--symlink", "/proc/self/fd", "/dev/fd"]
 
 
 @final
@@ -97,7 +104,7 @@ def bwrap_command(
     command += view.arguments
     for path in profile.read_write:
         command += ["--bind", path, path]
-    command += ["--proc", "/proc", "--dev", "/dev"]
+    command += ["--proc", "/proc", *_DEV]
     command += ["--size", str(limits.scratch_bytes), "--tmpfs", "/scratch"]
     command += _file_mounts(inputs.files)
     if inputs.code_fd is not None:
@@ -106,7 +113,9 @@ def bwrap_command(
         command += ["--ro-bind", inputs.proxy_socket, "/run/egress.sock"]
     if inputs.seccomp_fd is not None:
         command += ["--seccomp", str(inputs.seccomp_fd)]
-    command += ["--remount-ro", "/", "--chdir", "/scratch"]
+    for read_only in ("/dev", *view.masks, "/"):
+        command += ["--remount-ro", read_only]
+    command += ["--chdir", "/scratch"]
     rlimits = (
         limits.cpu_seconds,
         limits.memory_bytes,

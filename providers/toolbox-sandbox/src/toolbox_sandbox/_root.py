@@ -92,22 +92,29 @@ class RootView:
 
     arguments: tuple[str, ...]
     programs: frozenset[str]
+    masks: tuple[str, ...] = ()
+    """Empty tmpfs mounts that hide a directory (site-packages); remounted read-only at the end."""
 
 
-def _mount_path(path: str, seen: set[str], arguments: list[str]) -> None:
+def _mount_path(path: str, seen: set[str], arguments: list[str], *, whole_directories: bool = True) -> None:
     """Mount ``path`` read-only at the same place; a link becomes a link to its (mounted) target.
 
     A path already visible (mounted, or inside a mounted directory) is left alone.
+    With ``whole_directories`` False a link to a directory is recreated without
+    mounting the directory: on merged-/usr systems ``/lib -> usr/lib``, and only
+    the library directories below ``/usr/lib`` are mounted, not all of it.
     """
     if any(path == done or path.startswith(done.rstrip("/") + "/") for done in seen):
         return
-    seen.add(path)
     if os.path.islink(path):
+        seen.add(path)
         target = os.readlink(path)
         arguments += ["--symlink", target, path]
         resolved = os.path.normpath(os.path.join(os.path.dirname(path), target))
-        _mount_path(resolved, seen, arguments)
+        if whole_directories or not os.path.isdir(resolved):
+            _mount_path(resolved, seen, arguments, whole_directories=whole_directories)
     elif os.path.exists(path):
+        seen.add(path)
         arguments += ["--ro-bind", path, path]
 
 
@@ -124,12 +131,14 @@ def root_view(python: str, programs: tuple[str, ...], read_only: tuple[str, ...]
     if found.multiarch:
         library_dirs.append(f"/usr/lib/{found.multiarch}")
     for directory in library_dirs:
-        _mount_path(directory, seen, arguments)
+        _mount_path(directory, seen, arguments, whole_directories=False)
     _mount_path(found.stdlib, seen, arguments)
+    masked = []
     for hidden in ("site-packages", "dist-packages"):
         inside = os.path.join(found.stdlib, hidden)
         if os.path.isdir(inside):
-            arguments += ["--tmpfs", inside]
+            arguments += ["--size", "4096", "--tmpfs", inside]
+            masked.append(inside)
     if found.library is not None:
         _mount_path(found.library, seen, arguments)
     allowed = {python, found.real}
@@ -141,4 +150,4 @@ def root_view(python: str, programs: tuple[str, ...], read_only: tuple[str, ...]
         allowed.add(program)
     for path in read_only:
         _mount_path(path, seen, arguments)
-    return RootView(tuple(arguments), frozenset(allowed))
+    return RootView(tuple(arguments), frozenset(allowed), tuple(masked))
