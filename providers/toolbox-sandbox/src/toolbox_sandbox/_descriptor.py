@@ -10,9 +10,9 @@ SANDBOX_ACKNOWLEDGEMENT = Acknowledgement(env="TOOLBOX_SANDBOX_ACK", value="allo
 """Set ``TOOLBOX_SANDBOX_ACK=allow-sandboxed-code`` to approve running code for a deployment."""
 
 
-def descriptor_for(effect: Effect) -> ToolDescriptor:
+def descriptor_for(effect: Effect, *, requires_approval: bool = False) -> ToolDescriptor:
     """The descriptor with both operations declared ``effect`` (UNSAFE, or IDEMPOTENT when every
-    profile is declared read-only to the world)."""
+    profile is declared read-only to the world), each needing an approval if ``requires_approval``."""
     return ToolDescriptor(
         name="sandbox",
         version="0.1.0",
@@ -24,11 +24,13 @@ def descriptor_for(effect: Effect) -> ToolDescriptor:
                 name="run_python",
                 effect=effect,
                 summary="Run Python code in a sandbox; returns exit code, output, times and exported files.",
+                requires_approval=requires_approval,
             ),
             OperationDescriptor(
                 name="run",
                 effect=effect,
                 summary="Run a program the profile allows in a sandbox; returns exit code, output and files.",
+                requires_approval=requires_approval,
             ),
         ),
     )

@@ -11,7 +11,7 @@ from toolbox.descriptor import describe_validation_error
 from toolbox_sandbox._limits import MIB
 from toolbox_sandbox._profile import PROFILE_NAME, SandboxProfile
 
-__all__ = ["SandboxOptions", "all_read_only_world", "parse_options"]
+__all__ = ["SandboxOptions", "declared", "parse_options"]
 
 _Size = Annotated[int, Field(strict=True, ge=1, le=256 * MIB)]
 
@@ -38,6 +38,9 @@ class SandboxOptions(BaseModel):
     """Largest ``stdin`` plus ``files`` a call may pass, together."""
     max_input_files: Annotated[int, Field(strict=True, ge=0, le=256)] = 32
     """Most ``files`` a call may pass."""
+    require_approval: Annotated[bool, Field(strict=True)] = False
+    """Every call needs a human approval bound to its exact code (or argv), inputs and profile.
+    Read from the policy file's ``[tools.sandbox]`` when the tool is registered."""
 
     @model_validator(mode="after")
     def _names(self) -> SandboxOptions:
@@ -66,10 +69,13 @@ def parse_options(raw: Mapping[str, Any]) -> SandboxOptions:
         raise ValueError(f"invalid sandbox options ({describe_validation_error(exc)}): {_USAGE}") from None
 
 
-def all_read_only_world(raw: Mapping[str, Any]) -> bool:
-    """Whether ``raw`` (a ``[tools.sandbox]`` table) is valid and every profile declares read_only_world."""
+def declared(raw: Mapping[str, Any]) -> tuple[bool, bool]:
+    """What a ``[tools.sandbox]`` table declares for the descriptor: (every profile is
+    read_only_world, approval required). An invalid table declares (False, True): UNSAFE and
+    approved, the safe side, until the tool reports the error when it is built."""
     try:
         options = SandboxOptions.model_validate(dict(raw))
     except ValidationError:
-        return False  # the tool reports the error when it is built; UNSAFE meanwhile
-    return all(p.read_only_world for p in options.profiles.values())
+        return False, True
+    read_only = "profiles" in raw and all(p.read_only_world for p in options.profiles.values())
+    return read_only, options.require_approval

@@ -54,8 +54,9 @@ class SandboxTool:
         """Build the tool from ``runtime.options``.
 
         Raises:
-            ValueError: the options are invalid, or the descriptor declares the operations
-                ``IDEMPOTENT`` while a profile is not ``read_only_world``.
+            ValueError: the options are invalid, the descriptor declares the operations
+                ``IDEMPOTENT`` while a profile is not ``read_only_world``, or the options ask for
+                ``require_approval`` the descriptor (built from the policy file) does not carry.
         """
         self._runtime = runtime
         self._options = parse_options(runtime.options)
@@ -65,6 +66,12 @@ class SandboxTool:
             raise ValueError(
                 f"the sandbox operations are declared {declared.value} (from the policy file's profiles), "
                 "but the profiles in effect are not all read_only_world; declare them in [tools.sandbox]"
+            )
+        approved = all(op.requires_approval for op in runtime.descriptor.operations)
+        if self._options.require_approval and not approved:
+            raise ValueError(
+                "require_approval is read when the tool is registered, from the policy file's "
+                "[tools.sandbox]: set it there (or add a REQUIRE_APPROVAL guardrail for tool 'sandbox')"
             )
 
     @property
@@ -130,11 +137,12 @@ class SandboxTool:
             files=pairs,
         )
         # What governance decides and an approval binds: the exact code or argv, the digest of
-        # every input, the profile, and how it will be confined.
+        # every input, the profile, and how it will be confined. The code is "source" here: a
+        # name like "code" is masked as a secret (OAuth's ?code=) in records and approval requests.
         arguments: dict[str, Any] = {"profile": name}
         if code is not None:
-            arguments["code"] = code.decode("utf-8", "surrogatepass")
-            arguments["code_sha256"] = _digest(code)
+            arguments["source"] = code.decode("utf-8", "surrogatepass")
+            arguments["source_sha256"] = _digest(code)
         else:
             arguments["argv"] = list(argv)
         arguments["stdin_sha256"] = _digest(given)
