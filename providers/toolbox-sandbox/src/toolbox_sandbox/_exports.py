@@ -1,6 +1,7 @@
 """Reading what the sandbox's init wrote to the export descriptor: untrusted, so parsed with caps.
 
-The stream is a sequence of records: ``F`` (a file: a 2-byte name length, the
+The stream starts with ``S`` (written by the init before anything else: the
+sandbox was built and started), then a sequence of records: ``F`` (a file: a 2-byte name length, the
 name, an 8-byte size, the content), ``M`` (the code ended with a MemoryError),
 ``T`` (the export caps were reached) and ``E`` (the end). Anything else, or a
 file that breaks the caps or names a path outside the scratch directory, makes
@@ -17,7 +18,10 @@ from typing import final
 
 from toolbox_sandbox._result import ExportedFile
 
-__all__ = ["Exports", "parse_exports"]
+__all__ = ["MAX_NAME_BYTES", "Exports", "parse_exports"]
+
+#: The longest exported path, in UTF-8 bytes (the init skips longer ones).
+MAX_NAME_BYTES = 1024
 
 
 @final
@@ -26,6 +30,7 @@ class Exports:
     """The parsed stream."""
 
     files: list[ExportedFile] = field(default_factory=list)
+    started: bool = False
     memory_error: bool = False
     truncated: bool = False
     complete: bool = False
@@ -46,7 +51,8 @@ def _safe_name(raw: bytes) -> str | None:
 def parse_exports(data: bytes, *, max_files: int, max_bytes: int) -> Exports:
     """Parse ``data``; an invalid stream yields no files and ``valid=False``."""
     out = Exports()
-    at, total = 0, 0
+    out.started = data[:1] == b"S"
+    at, total = (1, 0) if out.started else (0, 0)
     while at < len(data):
         kind = data[at : at + 1]
         at += 1
@@ -65,6 +71,9 @@ def parse_exports(data: bytes, *, max_files: int, max_bytes: int) -> Exports:
             break
         (length,) = struct.unpack_from(">H", data, at)
         at += 2
+        if length > MAX_NAME_BYTES:
+            out.valid = False
+            break
         name = _safe_name(data[at : at + length])
         at += length
         if name is None or at + 8 > len(data):

@@ -84,44 +84,53 @@ def _matches(path, patterns):
     return any(fnmatchcase(path, p) for p in patterns)
 
 
+def _read_regular(full, budget):
+    """The content of the regular file ``full`` (never through a link); None to skip it;
+    False when it is larger than ``budget``."""
+    try:
+        fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if info.st_mode & 0o170000 != 0o100000:  # regular files only
+            return None
+        if info.st_size > budget:
+            return False
+        data = b""
+        while len(data) < info.st_size:
+            chunk = os.read(fd, info.st_size - len(data))
+            if not chunk:
+                break
+            data += chunk
+        return data
+    finally:
+        os.close(fd)
+
+
 def _export(patterns, max_files, max_bytes, memory_error):
     import struct
 
-    out = []
-    if memory_error:
-        out.append(b"M")
-    budget, count = max_bytes, 0
-    for top, dirs, files in os.walk(_SCRATCH):
-        dirs.sort()
-        for name in sorted(files):
-            full = os.path.join(top, name)
-            rel = os.path.relpath(full, _SCRATCH)
-            if not _matches(rel, patterns):
-                continue
-            try:
-                fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-            except OSError:
-                continue
-            try:
-                info = os.fstat(fd)
-                if not (info.st_mode & 0o170000 == 0o100000):  # regular files only
-                    continue
-                if count >= max_files or info.st_size > budget:
-                    out.append(b"T")
-                    return out
-                data = b""
-                while len(data) < info.st_size:
-                    chunk = os.read(fd, info.st_size - len(data))
-                    if not chunk:
-                        break
-                    data += chunk
-            finally:
-                os.close(fd)
+    out = [b"M"] if memory_error else []
+    found = []
+    for top, _, files in os.walk(_SCRATCH):
+        for name in files:
+            rel = os.path.relpath(os.path.join(top, name), _SCRATCH)
             name_bytes = rel.encode("utf-8", "surrogateescape")
-            out.append(b"F" + struct.pack(">H", len(name_bytes)) + name_bytes)
-            out.append(struct.pack(">Q", len(data)) + data)
-            budget -= len(data)
-            count += 1
+            if len(name_bytes) <= 1024 and _matches(rel, patterns):  # _exports.MAX_NAME_BYTES
+                found.append((rel, name_bytes))
+    budget, count = max_bytes, 0
+    for rel, name_bytes in sorted(found):
+        data = _read_regular(os.path.join(_SCRATCH, rel), budget)
+        if data is None:
+            continue
+        if data is False or count >= max_files:
+            out.append(b"T")
+            break
+        out.append(b"F" + struct.pack(">H", len(name_bytes)) + name_bytes)
+        out.append(struct.pack(">Q", len(data)) + data)
+        budget -= len(data)
+        count += 1
     return out
 
 
@@ -175,6 +184,7 @@ def _run_program(argv, export_fd):
 def main():
     mode, limits, caps, patterns, port, export_fd = sys.argv[1:7]
     fd = int(export_fd)
+    os.write(fd, b"S")  # the sandbox is built and this init runs: the supervisor's proof of a start
     _limit(*(int(v) for v in limits.split(",")))
     max_files, max_bytes = (int(v) for v in caps.split(","))
     if int(port):

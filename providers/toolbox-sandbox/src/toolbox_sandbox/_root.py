@@ -122,7 +122,8 @@ def root_view(python: str, programs: tuple[str, ...], read_only: tuple[str, ...]
     """The root for a profile: libraries, interpreter, standard library, programs, extra paths.
 
     Raises:
-        SandboxSetupError: the interpreter or a program is missing or not executable.
+        SandboxSetupError: the interpreter or a program is missing or not executable, or a
+            read-only path does not exist.
     """
     found = interpreter(python)
     arguments: list[str] = []
@@ -149,5 +150,7 @@ def root_view(python: str, programs: tuple[str, ...], read_only: tuple[str, ...]
         _mount_path(program, seen, arguments)
         allowed.add(program)
     for path in read_only:
+        if not os.path.exists(path):
+            raise SandboxSetupError(f"the profile's read_only path {path} does not exist")
         _mount_path(path, seen, arguments)
     return RootView(tuple(arguments), frozenset(allowed), tuple(masked))

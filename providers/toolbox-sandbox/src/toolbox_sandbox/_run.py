@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import functools
-import json
 import os
 import signal
 from collections.abc import Iterator
@@ -79,22 +78,6 @@ def _descriptors() -> Iterator[list[int]]:
         for fd in opened:
             with contextlib.suppress(OSError):
                 os.close(fd)
-
-
-def _started(status: bytes) -> bool:
-    """Whether bubblewrap reported the child started (its status stream is JSON documents)."""
-    decoder, text, at = json.JSONDecoder(), status.decode("utf-8", "replace"), 0
-    while True:
-        while at < len(text) and text[at].isspace():
-            at += 1
-        if at >= len(text):
-            return False
-        try:
-            document, at = decoder.raw_decode(text, at)
-        except ValueError:
-            return False
-        if isinstance(document, dict) and "child-pid" in document:
-            return True
 
 
 def _unavailable(request: Request, finished: Finished) -> SandboxUnavailableError:
@@ -170,9 +153,9 @@ def execute(request: Request) -> SandboxResult:
             command, stdin_fd=stdin_fd, pass_fds=passed, pipes=pipes, identity=identity, limits=limits
         )
         egress = proxy.attempts if proxy is not None else ()
-    if not _started(finished.status):
-        raise _unavailable(request, finished)
     exports = parse_exports(finished.exports, max_files=limits.export_files, max_bytes=limits.export_bytes)
+    if not exports.started and finished.killed_for is None:
+        raise _unavailable(request, finished)
     return SandboxResult(
         exit_code=finished.returncode,
         stdout=finished.stdout.decode("utf-8", "replace"),

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import IO, final
 
+from toolbox_sandbox._exports import MAX_NAME_BYTES
 from toolbox_sandbox._limits import LimitName, Limits
 
 __all__ = ["Finished", "Pipes", "supervise"]
@@ -248,4 +249,4 @@ def _pipe(stream: IO[bytes] | None) -> int:
 
 def _export_cap(limits: Limits) -> int:
     # The content, plus each file's record header (type, name length, name, size), plus the markers.
-    return limits.export_bytes + limits.export_files * (1 + 2 + 1024 + 8) + 16
+    return limits.export_bytes + limits.export_files * (1 + 2 + MAX_NAME_BYTES + 8) + 16
