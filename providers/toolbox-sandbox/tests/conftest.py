@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from sandbox_support import ACK, ALLOW_SANDBOX, TIGHT, Host
+
 from toolbox import Tools
 from toolbox_sandbox import SandboxTool, plugin, probe
 

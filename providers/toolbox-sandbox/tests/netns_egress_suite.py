@@ -8,10 +8,11 @@ import http.server
 import json
 import socket
 import threading
+from typing import ClassVar
 
 import pytest
-
 from sandbox_support import ACK, ALLOW_SANDBOX
+
 from toolbox.testing import build_tools
 from toolbox_http import EgressPolicy
 from toolbox_sandbox import SandboxTool, plugin
@@ -26,9 +27,9 @@ def _own_namespace():
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
-    seen: list[tuple[str, str, str | None]] = []
+    seen: ClassVar[list[tuple[str, str, str | None]]] = []
 
-    def do_GET(self) -> None:  # noqa: N802 - the standard library's name
+    def do_GET(self) -> None:
         Handler.seen.append((self.command, self.path, self.headers.get("Host")))
         body = json.dumps({"rates": {"EUR": 0.9}}).encode()
         self.send_response(200)
@@ -56,7 +57,9 @@ def test_an_allowed_host_is_reached_through_the_proxy(remote):
         hosts=("rates.test",), allow_networks=("10.99.0.0/24",), resolver=lambda host, port: [REMOTE]
     )
     profile = {"network": "egress", "egress": egress, "limits": {"wall_seconds": 20.0}}
-    tools = build_tools(plugin, policy=ALLOW_SANDBOX, env=ACK, options={"sandbox": {"profiles": {"default": profile}}})
+    tools = build_tools(
+        plugin, policy=ALLOW_SANDBOX, env=ACK, options={"sandbox": {"profiles": {"default": profile}}}
+    )
     code = f"""
 import json, urllib.request
 with urllib.request.urlopen("http://rates.test:{remote}/latest?base=USD", timeout=5) as response:
@@ -64,5 +67,7 @@ with urllib.request.urlopen("http://rates.test:{remote}/latest?base=USD", timeou
 """
     result = tools.get(SandboxTool).run_python(code).audit_as("Fetch rates").execute()
     assert (result.exit_code, result.stdout) == (0, "0.9\n"), result.stderr
-    assert [(a.method, a.host, a.port, a.allowed) for a in result.egress] == [("GET", "rates.test", remote, True)]
+    assert [(a.method, a.host, a.port, a.allowed) for a in result.egress] == [
+        ("GET", "rates.test", remote, True)
+    ]
     assert Handler.seen == [("GET", "/latest?base=USD", f"rates.test:{remote}")]

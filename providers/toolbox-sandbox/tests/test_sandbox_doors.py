@@ -21,8 +21,8 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import DeferredToolRequests
-
 from sandbox_support import ACK
+
 from toolbox import (
     ApprovalRequired,
     Effect,
@@ -141,7 +141,9 @@ def test_a_grant_for_one_call_does_not_run_another(gateway: Gateway, sink: Memor
 def test_a_used_grant_does_not_run_twice(gateway: Gateway, sink: MemorySink):
     held = gateway.invoke("sandbox.run_python", ARGS, context=CONTEXT)
     grant = grant_for(held)
-    assert gateway.invoke("sandbox.run_python", ARGS, context=CONTEXT, approval=grant).status is Status.SUCCESS
+    assert (
+        gateway.invoke("sandbox.run_python", ARGS, context=CONTEXT, approval=grant).status is Status.SUCCESS
+    )
     again = gateway.invoke("sandbox.run_python", ARGS, context=CONTEXT, approval=grant)
     assert (again.status, again.reason_code) == (Status.DENIED, "APPROVAL_INVALID")
     assert runs(sink) == ["APPROVAL_REQUIRED", "SUCCESS", "DENIED"]
@@ -170,7 +172,9 @@ def test_typed_door_raises_approval_required_then_runs_with_the_grant(gateway: G
     other = sandbox.run_python(OTHER, stdin="hello").audit_as("Something else")
     with pytest.raises(PermissionError):
         other.execute(approval=grant)
-    result = sandbox.run_python(CODE, stdin="hello").audit_as("Upper-case the greeting").execute(approval=grant)
+    result = (
+        sandbox.run_python(CODE, stdin="hello").audit_as("Upper-case the greeting").execute(approval=grant)
+    )
     assert result.stdout == "5\n" and tools.executions(SandboxTool) == 1
     assert runs(sink) == ["APPROVAL_REQUIRED", "DENIED", "SUCCESS"]
 
@@ -179,7 +183,11 @@ def test_by_name_denies_a_program_the_profile_does_not_list(gateway: Gateway, si
     refused = gateway.invoke(
         "sandbox.run", {"argv": ["/bin/sh", "-c", "id"], "audit_as": "Run a shell"}, context=CONTEXT
     )
-    assert (refused.status, refused.reason_code, refused.rule) == (Status.DENIED, "SANDBOX_DENIED", "sandbox:programs")
+    assert (refused.status, refused.reason_code, refused.rule) == (
+        Status.DENIED,
+        "SANDBOX_DENIED",
+        "sandbox:programs",
+    )
     assert refused.attempts == 0
     decisions = [(e.decision, e.reason_code) for e in sink.records if e.type is EventType.GOVERNANCE_DECISION]
     assert decisions == [("DENY", "SANDBOX_DENIED")]
@@ -210,7 +218,10 @@ def test_mcp_client_runs_code_when_no_approval_is_required(tmp_path: Path, sandb
     path.write_text(POLICY.replace("require_approval = true", ""), encoding="utf-8")
     sink = MemorySink()
     gateway = Gateway.load(
-        policy=ToolPolicy.from_file(path), providers=[plugin], discover=False, env=ACK,
+        policy=ToolPolicy.from_file(path),
+        providers=[plugin],
+        discover=False,
+        env=ACK,
         governance=Governance(audit=AuditTrail(sink)),
     )
 
@@ -247,7 +258,9 @@ class Script:
 def test_pydantic_ai_defers_for_approval_then_runs_the_approved_code(gateway: Gateway, sink: MemorySink):
     script = Script([ToolCallPart(tool_name="sandbox__run_python", args=ARGS, tool_call_id="s1")])
     agent: Agent[Any, Any] = Agent(
-        FunctionModel(script), deps_type=object, toolsets=[GovernedToolset(gateway)],
+        FunctionModel(script),
+        deps_type=object,
+        toolsets=[GovernedToolset(gateway)],
         output_type=[str, DeferredToolRequests],
     )
     first = asyncio.run(agent.run("go", deps=CONTEXT))
@@ -257,8 +270,11 @@ def test_pydantic_ai_defers_for_approval_then_runs_the_approved_code(gateway: Ga
     assert runs(sink) == ["APPROVAL_REQUIRED"]
     grant = HmacApprover(SECRET).grant(request, approved_by="ops@acme")
     second = asyncio.run(
-        agent.run(message_history=first.all_messages(), deferred_tool_results=deferred_results(approved={"s1": grant}),
-                  deps=CONTEXT)
+        agent.run(
+            message_history=first.all_messages(),
+            deferred_tool_results=deferred_results(approved={"s1": grant}),
+            deps=CONTEXT,
+        )
     )
     assert second.output == "done"
     returned = [p for p in script.seen if p.part_kind == "tool-return"]

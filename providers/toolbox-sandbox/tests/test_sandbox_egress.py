@@ -17,8 +17,8 @@ import threading
 from pathlib import Path
 
 import pytest
-
 from sandbox_support import Host
+
 from toolbox_http import EgressPolicy
 from toolbox_sandbox import SandboxTool
 
@@ -92,7 +92,9 @@ def test_loopback_is_refused_through_the_proxy_and_directly(sandbox_tools, host:
         hosts=("127.0.0.1", "localhost", "db.test"),
         resolver=lambda host, port: ["127.0.0.1"],
     )
-    code = FETCH + f"""
+    code = (
+        FETCH
+        + f"""
 print(json.dumps({{
     "pg": fetch("http://127.0.0.1:5432/"),
     "redis": fetch("http://localhost:6379/"),
@@ -101,6 +103,7 @@ print(json.dumps({{
     "direct": direct({listener.port}),
 }}))
 """
+    )
     result = tool.run_python(code).audit_as("Try the host's services").execute()
     seen = json.loads(result.stdout)
     assert seen["pg"] == seen["redis"] == seen["named"] == 403, seen
@@ -124,7 +127,9 @@ def test_hosts_ports_schemes_and_methods_outside_the_policy_are_refused(sandbox_
         methods=("GET",),
         resolver=lambda host, port: ["203.0.113.7"],
     )
-    code = FETCH + """
+    code = (
+        FETCH
+        + """
 import urllib.request
 post = urllib.request.Request("http://api.test:443/", data=b"x", method="POST")
 print(json.dumps({
@@ -134,6 +139,7 @@ print(json.dumps({
     "connect": fetch("https://api.test/"),
 }))
 """
+    )
     result = tool.run_python(code).audit_as("Try the policy's edges").execute()
     seen = json.loads(result.stdout)
     assert seen["host"] == seen["port"] == seen["method"] == 403, seen

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import importlib_metadata
 import pytest
+from sandbox_support import ACK, ALLOW_SANDBOX
 
 import toolbox_sandbox
-from sandbox_support import ACK, ALLOW_SANDBOX
 from toolbox import (
     AcknowledgementRequiredError,
     Effect,
@@ -59,14 +59,22 @@ def test_the_hook_reads_effect_and_approval_from_the_policy(table, effect, appro
 def test_unavailable_without_the_provider(make_tools):
     tools = make_tools(policy=ALLOW_SANDBOX, env=ACK)
     assert_denied(
-        lambda: tools.get(SandboxTool), tools, SandboxTool, error=ToolUnavailableError, reason_code="TOOL_UNAVAILABLE"
+        lambda: tools.get(SandboxTool),
+        tools,
+        SandboxTool,
+        error=ToolUnavailableError,
+        reason_code="TOOL_UNAVAILABLE",
     )
 
 
 def test_standard_policy_denies_the_privileged_sandbox(make_tools):
     tools = make_tools(plugin, policy=ToolPolicy.standard(), env=ACK)
     error = assert_denied(
-        lambda: tools.get(SandboxTool), tools, SandboxTool, error=ToolPolicyDeniedError, reason_code="POLICY_DENIED"
+        lambda: tools.get(SandboxTool),
+        tools,
+        SandboxTool,
+        error=ToolPolicyDeniedError,
+        reason_code="POLICY_DENIED",
     )
     assert "allow('sandbox')" in str(error)
 

@@ -18,8 +18,8 @@ import threading
 import time
 
 import pytest
-
 from sandbox_support import Host
+
 from toolbox_sandbox import SandboxTool
 
 CANARY = "canary-secret-7f3a9c"
@@ -50,12 +50,15 @@ def attempt(call):
 def test_reads_of_host_secrets_fail(sandbox, host: Host):
     """/etc/shadow, the host's home, the project's venv and the host's files do not exist inside."""
     venv = os.path.dirname(os.path.dirname(sys.executable))
-    code = PROBE + f"""
+    code = (
+        PROBE
+        + f"""
 paths = ["/etc/shadow", "/etc/passwd", "/root", "/home", {venv!r}, {str(host.sentinel)!r}, "/work"]
 print(json.dumps({{p: attempt(lambda p=p: open(p).read() if "." in p.rsplit("/", 1)[-1] else os.listdir(p))
                   for p in paths}}))
 print(json.dumps(sorted(os.listdir("/"))))
 """
+    )
     result = run(sandbox, code)
     assert result.exit_code == 0, result.stderr
     lines = [line for line in result.stdout.splitlines() if line.strip()]
@@ -68,7 +71,9 @@ print(json.dumps(sorted(os.listdir("/"))))
 def test_other_processes_environ_and_a_canary_secret_stay_out(sandbox, host: Host, monkeypatch):
     """The parent's environment (a canary) reaches no process inside, and /proc shows only the sandbox."""
     monkeypatch.setenv("TOOLBOX_SANDBOX_CANARY", CANARY)
-    code = PROBE + f"""
+    code = (
+        PROBE
+        + f"""
 import glob
 environs = {{}}
 for path in glob.glob("/proc/[0-9]*/environ"):
@@ -77,6 +82,7 @@ print(json.dumps({{"env": dict(os.environ), "pids": sorted(glob.glob("/proc/[0-9
                   "host_pid": attempt(lambda: open("/proc/{os.getpid()}/environ", "rb").read()),
                   "environs": environs}}))
 """
+    )
     result = run(sandbox, code)
     seen = outcome(result)
     # Only what the profile lists (nothing here) and bubblewrap's PWD.
@@ -89,11 +95,14 @@ print(json.dumps({{"env": dict(os.environ), "pids": sorted(glob.glob("/proc/[0-9
 
 def test_writes_outside_scratch_fail(sandbox, host: Host):
     """The root, the library directories and the code itself are read-only; /scratch is the only place."""
-    code = PROBE + """
+    code = (
+        PROBE
+        + """
 targets = ["/evil", "/usr/lib/evil", "/sandbox/main.py", "/proc/sys/kernel/hostname", "/dev/evil"]
 print(json.dumps({t: attempt(lambda t=t: open(t, "w").write("x")) for t in targets}))
 print(json.dumps(attempt(lambda: open("/scratch/fine.txt", "w").write("x"))))
 """
+    )
     result = run(sandbox, code)
     lines = [line for line in result.stdout.splitlines() if line.strip()]
     attempts = json.loads(lines[0])
@@ -138,7 +147,9 @@ def test_loopback_services_and_dns_are_unreachable(sandbox, host: Host):
     server = threading.Thread(target=_serve_once, args=(listener, accepted, stop))
     server.start()
     try:
-        code = PROBE + f"""
+        code = (
+            PROBE
+            + f"""
 import socket
 def connect(port):
     return socket.create_connection(("127.0.0.1", port), timeout=2).close()
@@ -147,6 +158,7 @@ result["dns"] = attempt(lambda: socket.getaddrinfo("example.com", 443))
 result["interfaces"] = [name for _, name in socket.if_nameindex()]
 print(json.dumps(result))
 """
+        )
         seen = outcome(run(sandbox, code))
     finally:
         stop.set()
@@ -244,7 +256,9 @@ print(len([p for p in os.listdir("/proc") if p.isdigit()]))
 def test_symlink_and_proc_root_tricks_stay_inside(sandbox_tools, host: Host):
     """Links and /proc/*/root lead to the sandbox's own root; an exported link is not followed."""
     tool = sandbox_tools({"default": {"exports": ["*"], "limits": {"wall_seconds": 5.0}}}).get(SandboxTool)
-    code = PROBE + f"""
+    code = (
+        PROBE
+        + f"""
 os.symlink("/etc/shadow", "shadow")
 os.symlink({str(host.sentinel)!r}, "sentinel")
 os.symlink("/proc/self/root", "root")
@@ -258,6 +272,7 @@ seen = {{
 open("real.txt", "w").write("kept")
 print(json.dumps(seen))
 """
+    )
     result = run(tool, code)
     seen = outcome(result)
     assert seen["shadow"].startswith("FileNotFoundError")
@@ -300,8 +315,17 @@ print(json.dumps(seen))
 """
     result = run(sandbox, code)
     seen = outcome(result)
-    for name in ("ptrace_attach", "ptrace_traceme", "process_vm_readv", "unshare_user", "mount", "keyctl",
-                 "bpf", "io_uring_setup", "clone_newns"):
+    for name in (
+        "ptrace_attach",
+        "ptrace_traceme",
+        "process_vm_readv",
+        "unshare_user",
+        "mount",
+        "keyctl",
+        "bpf",
+        "io_uring_setup",
+        "clone_newns",
+    ):
         assert seen[name] == [-1, 1], (name, seen[name])  # EPERM
     assert (seen["seccomp"], seen["no_new_privs"]) == ("2", "1")
     assert seen["capabilities"] == "0000000000000000"
@@ -310,15 +334,18 @@ print(json.dumps(seen))
 
 def test_signalling_the_host_fails(sandbox, host: Host):
     """kill(-1) and kill(host pid) reach no host process; a host process the test started lives on."""
-    victim = subprocess.Popen(["sleep", "30"])  # noqa: S607
+    victim = subprocess.Popen(["sleep", "30"])
     try:
-        code = PROBE + f"""
+        code = (
+            PROBE
+            + f"""
 import signal
 seen = {{"host": attempt(lambda: os.kill({victim.pid}, signal.SIGKILL)),
         "self_test": attempt(lambda: os.kill({os.getpid()}, signal.SIGKILL)),
         "everyone": attempt(lambda: os.kill(-1, signal.SIGKILL))}}
 print(json.dumps(seen))
 """
+        )
         seen = outcome(run(sandbox, code))
         assert seen["host"].startswith("ProcessLookupError") or victim.pid < 3
         assert seen["everyone"].startswith(("OK", "ProcessLookupError"))

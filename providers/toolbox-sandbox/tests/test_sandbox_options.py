@@ -26,9 +26,22 @@ SECRET_VALUE = "s3cr3t-value-never-echoed"
         ({"profiles": {"default": {"env": {"BAD-NAME": SECRET_VALUE}}}}, "environment variable names"),
         ({"profiles": {"default": {"network": "egress"}}}, "egress.hosts"),
         ({"profiles": {"default": {"egress": {"hosts": ["a.example"]}}}}, "network is 'none'"),
-        ({"profiles": {"default": {"read_only_world": True, "network": "egress",
-                                   "egress": {"hosts": ["a.example"]}}}}, "read_only_world needs"),
-        ({"profiles": {"default": {"read_only_world": True, "read_write": ["/srv"]}}}, "read_only_world excludes"),
+        (
+            {
+                "profiles": {
+                    "default": {
+                        "read_only_world": True,
+                        "network": "egress",
+                        "egress": {"hosts": ["a.example"]},
+                    }
+                }
+            },
+            "read_only_world needs",
+        ),
+        (
+            {"profiles": {"default": {"read_only_world": True, "read_write": ["/srv"]}}},
+            "read_only_world excludes",
+        ),
         ({"profiles": {"default": {"limits": {"wall_seconds": 0}}}}, "wall_seconds"),
         ({"profiles": {"default": {"limits": {"memory_bytes": 1024}}}}, "memory_bytes"),
         ({"profiles": {"default": {"limits": {"processes": True}}}}, "processes"),
@@ -108,7 +121,9 @@ def test_by_name_refusals_are_invalid_arguments(sandbox_tools):
     from toolbox.testing import test_context
 
     result = gateway.invoke(
-        "sandbox.run_python", {"code": "", "files": {"../x": "y"}, "audit_as": "Escape"}, context=test_context()
+        "sandbox.run_python",
+        {"code": "", "files": {"../x": "y"}, "audit_as": "Escape"},
+        context=test_context(),
     )
     assert result.status is Status.INVALID_ARGUMENTS
     assert result.attempts == 0

@@ -14,7 +14,11 @@ Arguments after ``-c``: mode (``python`` or ``run``), the limits as
 none), the export descriptor, then for ``run`` the program's argv. Stdlib only, Python 3.8 and later.
 """
 
+from __future__ import annotations
+
+import contextlib
 import os
+import socket
 import sys
 
 _CODE = "/sandbox/main.py"
@@ -22,7 +26,7 @@ _SCRATCH = "/scratch"
 _PROXY_SOCKET = "/run/egress.sock"
 
 
-def _limit(cpu, memory, processes, open_files, file_bytes):
+def _limit(cpu: int, memory: int, processes: int, open_files: int, file_bytes: int) -> None:
     import resource
 
     r = resource
@@ -34,9 +38,7 @@ def _limit(cpu, memory, processes, open_files, file_bytes):
     r.setrlimit(r.RLIMIT_FSIZE, (file_bytes, file_bytes))
 
 
-def _relay(a, b):
-    import socket
-
+def _relay(a: socket.socket, b: socket.socket) -> None:
     try:
         while True:
             data = a.recv(65536)
@@ -46,23 +48,24 @@ def _relay(a, b):
     except OSError:
         pass
     finally:
-        for s in (a, b):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+        for end in (a, b):
+            _shutdown(end)
 
 
-def _forward(port):
+def _shutdown(end: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        end.shutdown(socket.SHUT_RDWR)
+
+
+def _forward(port: int) -> None:
     """Relay 127.0.0.1:port (the sandbox's own loopback) to the supervisor's egress proxy socket."""
-    import socket
     import threading
 
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.bind(("127.0.0.1", port))
     listener.listen(16)
 
-    def serve():
+    def serve() -> None:
         while True:
             client, _ = listener.accept()
             upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -78,15 +81,16 @@ def _forward(port):
     threading.Thread(target=serve, daemon=True).start()
 
 
-def _matches(path, patterns):
+def _matches(path: str, patterns: list[str]) -> bool:
     from fnmatch import fnmatchcase
 
     return any(fnmatchcase(path, p) for p in patterns)
 
 
-def _read_regular(full, budget):
-    """The content of the regular file ``full`` (never through a link); None to skip it;
-    False when it is larger than ``budget``."""
+def _read_regular(full: str, budget: int) -> bytes | None:
+    """The content of the regular file ``full`` (never through a link); None to skip it.
+
+    Raises OverflowError when it is larger than ``budget``."""
     try:
         fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
@@ -96,7 +100,7 @@ def _read_regular(full, budget):
         if info.st_mode & 0o170000 != 0o100000:  # regular files only
             return None
         if info.st_size > budget:
-            return False
+            raise OverflowError(full)
         data = b""
         while len(data) < info.st_size:
             chunk = os.read(fd, info.st_size - len(data))
@@ -108,11 +112,11 @@ def _read_regular(full, budget):
         os.close(fd)
 
 
-def _export(patterns, max_files, max_bytes, memory_error):
+def _export(patterns: list[str], max_files: int, max_bytes: int, memory_error: bool) -> list[bytes]:
     import struct
 
     out = [b"M"] if memory_error else []
-    found = []
+    found: list[tuple[str, bytes]] = []
     for top, _, files in os.walk(_SCRATCH):
         for name in files:
             rel = os.path.relpath(os.path.join(top, name), _SCRATCH)
@@ -121,10 +125,13 @@ def _export(patterns, max_files, max_bytes, memory_error):
                 found.append((rel, name_bytes))
     budget, count = max_bytes, 0
     for rel, name_bytes in sorted(found):
-        data = _read_regular(os.path.join(_SCRATCH, rel), budget)
+        try:
+            data = _read_regular(os.path.join(_SCRATCH, rel), budget)
+        except OverflowError:
+            data, count = b"", max_files  # over the byte cap: the export ends here
         if data is None:
             continue
-        if data is False or count >= max_files:
+        if count >= max_files:
             out.append(b"T")
             break
         out.append(b"F" + struct.pack(">H", len(name_bytes)) + name_bytes)
@@ -134,7 +141,7 @@ def _export(patterns, max_files, max_bytes, memory_error):
     return out
 
 
-def _write_exports(fd, chunks):
+def _write_exports(fd: int, chunks: list[bytes]) -> None:
     try:
         for chunk in [*chunks, b"E"]:
             view = memoryview(chunk)
@@ -145,14 +152,14 @@ def _write_exports(fd, chunks):
         pass
 
 
-def _report(error):
+def _report(error: BaseException) -> None:
     # The traceback as Python prints it, without this file's frame.
     trace = error.__traceback__
     error = error.with_traceback(trace.tb_next if trace is not None else None)
     sys.excepthook(type(error), error, error.__traceback__)
 
 
-def _run_python():
+def _run_python() -> tuple[int, bool]:
     main = type(sys)("__main__")
     main.__file__ = _CODE
     sys.modules["__main__"] = main
@@ -160,19 +167,19 @@ def _run_python():
     try:
         with open(_CODE, "rb") as source:
             code = compile(source.read(), _CODE, "exec")
-        exec(code, main.__dict__)
+        exec(code, main.__dict__)  # noqa: S102 - running the caller's code is the point
     except SystemExit:
         raise
     except MemoryError as error:
         _report(error)
         return 1, True
-    except BaseException as error:
+    except BaseException as error:  # noqa: BLE001 - reported as Python would, then exit 1
         _report(error)
         return 1, False
     return 0, False
 
 
-def _run_program(argv, export_fd):
+def _run_program(argv: list[str], export_fd: int) -> int:
     os.set_inheritable(export_fd, False)
     pid = os.posix_spawn(argv[0], argv, dict(os.environ))
     _, status = os.waitpid(pid, 0)
@@ -181,7 +188,7 @@ def _run_program(argv, export_fd):
     return os.WEXITSTATUS(status)
 
 
-def main():
+def main() -> None:
     mode, limits, caps, patterns, port, export_fd = sys.argv[1:7]
     fd = int(export_fd)
     os.write(fd, b"S")  # the sandbox is built and this init runs: the supervisor's proof of a start

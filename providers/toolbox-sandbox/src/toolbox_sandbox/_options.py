@@ -46,7 +46,9 @@ class SandboxOptions(BaseModel):
     def _names(self) -> SandboxOptions:
         for name in self.profiles:
             if not PROFILE_NAME.match(name):
-                raise ValueError(f"profile names are lowercase letters, digits, '-' and '_' ({name!r} is not)")
+                raise ValueError(
+                    f"profile names are lowercase letters, digits, '-' and '_' ({name!r} is not)"
+                )
         if self.default_profile not in self.profiles:
             raise ValueError(f"default_profile {self.default_profile!r} is not one of the profiles")
         if not self.bwrap.startswith("/"):

@@ -115,6 +115,10 @@ class SandboxProfile(BaseModel):
         if self.network == "egress" and not self.egress.hosts:
             raise ValueError("network = 'egress' needs egress.hosts: list the hosts the code may reach")
         for network in self.egress.allow_networks:
-            if any(network.overlaps(loopback) for loopback in _LOOPBACK if loopback.version == network.version):
-                raise ValueError("egress.allow_networks may not include loopback: the host's services stay out")
+            if any(
+                network.overlaps(loopback) for loopback in _LOOPBACK if loopback.version == network.version
+            ):
+                raise ValueError(
+                    "egress.allow_networks may not include loopback: the host's services stay out"
+                )
         return self

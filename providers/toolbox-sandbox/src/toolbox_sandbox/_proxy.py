@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from typing import Literal, final
 
 import httpx
+
 from toolbox_http import AddressGuard, EgressDeniedError
 from toolbox_sandbox._profile import SandboxProfile
 from toolbox_sandbox._result import EgressAttempt
@@ -35,7 +36,9 @@ _HEAD_LIMIT = 16 * 1024
 _MAX_CONNECTIONS = 16
 _MAX_RECORDS = 256
 _TIMEOUT = 10.0
-_HOP_HEADERS = frozenset({"connection", "keep-alive", "proxy-connection", "proxy-authorization", "te", "upgrade"})
+_HOP_HEADERS = frozenset(
+    {"connection", "keep-alive", "proxy-connection", "proxy-authorization", "te", "upgrade"}
+)
 
 
 def _parse_target(method: str, target: str) -> tuple[str, httpx.URL]:
@@ -63,7 +66,7 @@ class EgressProxy:
         if identity is not None:  # only the run's user may reach the socket
             os.chown(self._directory, 0, identity[1])
             os.chown(self.socket_path, 0, identity[1])
-            os.chmod(self._directory, 0o710)
+            os.chmod(self._directory, 0o710)  # noqa: S103 - root and the run's group only
             os.chmod(self.socket_path, 0o660)
         self._lock = threading.Lock()
         self._open: set[socket.socket] = set()
@@ -75,7 +78,9 @@ class EgressProxy:
 
     @classmethod
     @contextlib.contextmanager
-    def for_profile(cls, profile: SandboxProfile, identity: tuple[int, int] | None) -> Iterator[EgressProxy | None]:
+    def for_profile(
+        cls, profile: SandboxProfile, identity: tuple[int, int] | None
+    ) -> Iterator[EgressProxy | None]:
         """A running proxy for an ``egress`` profile (None for ``network = "none"``), stopped on exit."""
         if profile.network != "egress":
             yield None

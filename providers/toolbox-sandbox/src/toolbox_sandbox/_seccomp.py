@@ -106,20 +106,20 @@ _CLONE_NAMESPACES |= 0x40000000 | 0x00000080
 _TIOCSTI, _TIOCLINUX = 0x5412, 0x541C
 
 
+#: One instruction before assembly: opcode, constant, jump-if-true and jump-if-false labels.
+_Op = tuple[int, int, "str | None", "str | None"]
+
+
 def supported() -> bool:
     """Whether this machine's architecture has a filter (x86-64 only)."""
     return platform.machine() in ("x86_64", "AMD64")
-
-
-def _op(code: int, k: int, jt: int = 0, jf: int = 0) -> tuple[int, int, int, int]:
-    return (code, jt, jf, k)
 
 
 def filter_program() -> bytes:
     """The filter as bubblewrap's ``--seccomp FD`` reads it: ``struct sock_filter`` entries."""
     deny, allow, nosys, kill = "deny", "allow", "nosys", "kill"
     # (opcode, k, jump-if-true label, jump-if-false label); a label is resolved to an offset below.
-    body: list[tuple[int, int, str | None, str | None]] = [
+    body: list[_Op] = [
         (_LD_W_ABS, _ARCH, None, None),
         (_JEQ_K, _AUDIT_ARCH_X86_64, None, kill),
         (_LD_W_ABS, _NR, None, None),
@@ -131,7 +131,7 @@ def filter_program() -> bytes:
         (_JEQ_K, _CLONE, "clone", None),
         (_JEQ_K, _IOCTL, "ioctl", allow),
     ]
-    labels = {
+    labels: dict[str, list[_Op]] = {
         "clone": [(_LD_W_ABS, _ARG0_LOW, None, None), (_JSET_K, _CLONE_NAMESPACES, deny, allow)],
         "ioctl": [
             (_LD_W_ABS, _ARG1_LOW, None, None),

@@ -182,9 +182,6 @@ def supervise(
     """Run ``command`` to its end or its limit and return what it produced."""
     started = time.monotonic()
     deadline = started + limits.wall_seconds
-    user: dict[str, object] = {}
-    if identity is not None:
-        user = {"user": identity[0], "group": identity[1], "extra_groups": []}
     try:
         process = subprocess.Popen(  # noqa: S603 - an argv list, built by _command
             list(command),
@@ -195,7 +192,9 @@ def supervise(
             close_fds=True,
             pass_fds=tuple(pass_fds),
             start_new_session=True,
-            **user,  # type: ignore[arg-type]
+            user=None if identity is None else identity[0],
+            group=None if identity is None else identity[1],
+            extra_groups=None if identity is None else [],
         )
     finally:
         # Only the child may hold the write ends: the streams end when the sandbox does.

@@ -50,19 +50,43 @@ def probe(bwrap: str = "/usr/bin/bwrap") -> SandboxSupport:
         missing.append(f"bubblewrap is not installed at {bwrap}: apt-get install bubblewrap (as root)")
     else:
         try:
-            done = subprocess.run([bwrap, "--version"], capture_output=True, env={}, timeout=30, check=False)
+            done = subprocess.run(  # noqa: S603 - the configured bubblewrap, asked its version
+                [bwrap, "--version"], capture_output=True, env={}, timeout=30, check=False
+            )
             version = done.stdout.decode("utf-8", "replace").strip() or None
             identity = run_identity()
-            user = {} if identity is None else {"user": identity[0], "group": identity[1], "extra_groups": []}
             trial = subprocess.run(  # noqa: S603 - fixed argv
-                [bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--ro-bind", "/usr", "/usr",
-                 "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/bin", "/bin",
-                 "--proc", "/proc", "--dev", "/dev", "--as-pid-1", "/bin/true"],
+                [
+                    bwrap,
+                    "--unshare-all",
+                    "--unshare-user",
+                    "--disable-userns",
+                    "--ro-bind",
+                    "/usr",
+                    "/usr",
+                    "--symlink",
+                    "usr/lib",
+                    "/lib",
+                    "--symlink",
+                    "usr/lib64",
+                    "/lib64",
+                    "--symlink",
+                    "usr/bin",
+                    "/bin",
+                    "--proc",
+                    "/proc",
+                    "--dev",
+                    "/dev",
+                    "--as-pid-1",
+                    "/bin/true",
+                ],
                 capture_output=True,
                 env={},
                 timeout=30,
                 check=False,
-                **user,  # type: ignore[arg-type]
+                user=None if identity is None else identity[0],
+                group=None if identity is None else identity[1],
+                extra_groups=None if identity is None else [],
             )
             namespaces = trial.returncode == 0
             if not namespaces:
@@ -70,7 +94,8 @@ def probe(bwrap: str = "/usr/bin/bwrap") -> SandboxSupport:
                 missing.append(
                     "bubblewrap could not create user, mount, PID, IPC, UTS and network namespaces "
                     f"({said[-1] if said else 'no message'}): enable unprivileged user namespaces "
-                    "(sysctl user.max_user_namespaces > 0; on Debian kernels kernel.unprivileged_userns_clone=1)"
+                    "(sysctl user.max_user_namespaces > 0; on Debian kernels also "
+                    "kernel.unprivileged_userns_clone=1)"
                 )
         except (OSError, subprocess.SubprocessError) as exc:
             missing.append(f"bubblewrap could not be run ({type(exc).__name__})")

@@ -88,7 +88,9 @@ class SandboxTool:
             ValueError: an argument is invalid or over its cap, or the profile is unknown.
         """
         data = check_code(code, self._options)
-        return self._intent("run_python", "python", data, (), stdin, files, profile)
+        return self._intent(
+            "run_python", mode="python", code=data, argv=(), stdin=stdin, files=files, profile=profile
+        )
 
     def run(
         self, argv: _Argv, stdin: _Stdin = "", files: _Files = None, profile: _Profile = None
@@ -100,11 +102,14 @@ class SandboxTool:
             ValueError: an argument is invalid or over its cap, or the profile is unknown.
         """
         arguments = check_argv(argv)
-        return self._intent("run", "run", None, arguments, stdin, files, profile)
+        return self._intent(
+            "run", mode="run", code=None, argv=arguments, stdin=stdin, files=files, profile=profile
+        )
 
     def _intent(
         self,
         operation: str,
+        *,
         mode: Literal["python", "run"],
         code: bytes | None,
         argv: tuple[str, ...],
@@ -163,4 +168,3 @@ class SandboxTool:
 
     def __repr__(self) -> str:
         return f"SandboxTool(profiles={sorted(self._options.profiles)!r})"
-
