@@ -16,9 +16,9 @@ none), the export descriptor, then for ``run`` the program's argv. Stdlib only, 
 
 from __future__ import annotations
 
-import contextlib
-import os
-import socket
+# Only what every run needs is imported here, each paid at every start: posix and sys are built
+# in (``os`` is not loaded under -S and costs milliseconds); the rest is imported where it is used.
+import posix
 import sys
 
 _CODE = "/sandbox/main.py"
@@ -38,28 +38,28 @@ def _limit(cpu: int, memory: int, processes: int, open_files: int, file_bytes: i
     r.setrlimit(r.RLIMIT_FSIZE, (file_bytes, file_bytes))
 
 
-def _relay(a: socket.socket, b: socket.socket) -> None:
-    try:
-        while True:
-            data = a.recv(65536)
-            if not data:
-                break
-            b.sendall(data)
-    except OSError:
-        pass
-    finally:
-        for end in (a, b):
-            _shutdown(end)
-
-
-def _shutdown(end: socket.socket) -> None:
-    with contextlib.suppress(OSError):
-        end.shutdown(socket.SHUT_RDWR)
-
-
 def _forward(port: int) -> None:
     """Relay 127.0.0.1:port (the sandbox's own loopback) to the supervisor's egress proxy socket."""
+    import contextlib
+    import socket
     import threading
+
+    def shutdown(end: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            end.shutdown(socket.SHUT_RDWR)
+
+    def relay(a: socket.socket, b: socket.socket) -> None:
+        try:
+            while True:
+                data = a.recv(65536)
+                if not data:
+                    break
+                b.sendall(data)
+        except OSError:
+            pass
+        finally:
+            shutdown(a)
+            shutdown(b)
 
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.bind(("127.0.0.1", port))
@@ -76,7 +76,7 @@ def _forward(port: int) -> None:
                 upstream.close()
                 continue
             for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=_relay, args=(a, b), daemon=True).start()
+                threading.Thread(target=relay, args=(a, b), daemon=True).start()
 
     threading.Thread(target=serve, daemon=True).start()
 
@@ -91,6 +91,8 @@ def _read_regular(full: str, budget: int) -> bytes | None:
     """The content of the regular file ``full`` (never through a link); None to skip it.
 
     Raises OverflowError when it is larger than ``budget``."""
+    import os
+
     try:
         fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
@@ -113,6 +115,7 @@ def _read_regular(full: str, budget: int) -> bytes | None:
 
 
 def _export(patterns: list[str], max_files: int, max_bytes: int, memory_error: bool) -> list[bytes]:
+    import os
     import struct
 
     out = [b"M"] if memory_error else []
@@ -146,8 +149,8 @@ def _write_exports(fd: int, chunks: list[bytes]) -> None:
         for chunk in [*chunks, b"E"]:
             view = memoryview(chunk)
             while view:
-                view = view[os.write(fd, view) :]
-        os.close(fd)
+                view = view[posix.write(fd, view) :]
+        posix.close(fd)
     except OSError:
         pass
 
@@ -180,6 +183,8 @@ def _run_python() -> tuple[int, bool]:
 
 
 def _run_program(argv: list[str], export_fd: int) -> int:
+    import os
+
     os.set_inheritable(export_fd, False)
     pid = os.posix_spawn(argv[0], argv, dict(os.environ))
     _, status = os.waitpid(pid, 0)
@@ -191,7 +196,7 @@ def _run_program(argv: list[str], export_fd: int) -> int:
 def main() -> None:
     mode, limits, caps, patterns, port, export_fd = sys.argv[1:7]
     fd = int(export_fd)
-    os.write(fd, b"S")  # the sandbox is built and this init runs: the supervisor's proof of a start
+    posix.write(fd, b"S")  # the sandbox is built and this init runs: the supervisor's proof of a start
     _limit(*(int(v) for v in limits.split(",")))
     max_files, max_bytes = (int(v) for v in caps.split(","))
     if int(port):

@@ -31,7 +31,6 @@ __all__ = ["Finished", "Pipes", "supervise"]
 
 _CHUNK = 65536
 _STATUS_CAP = 64 * 1024
-_REAP_POLL = 0.005
 _KILL_GRACE = 2.0
 _CHILD_PID = re.compile(rb'"child-pid"\s*:\s*(\d+)')
 
@@ -138,14 +137,23 @@ def _kill(pid: int, init: _Init) -> tuple[int, float]:
 
 
 def _reap(pid: int, deadline: float) -> tuple[int, float] | None:
-    """Wait for ``pid`` until ``deadline``: its wait status and CPU seconds, or None if still running."""
-    while True:
+    """Wait for ``pid`` until ``deadline``: its wait status and CPU seconds, or None if still running.
+
+    The wait is on a pidfd (readable when the process ends), so an ended run is reaped at once.
+    """
+    with contextlib.suppress(ChildProcessError):
         found, status, usage = os.wait4(pid, os.WNOHANG)
         if found == pid:
             return status, usage.ru_utime + usage.ru_stime
-        if time.monotonic() >= deadline:
-            return None
-        time.sleep(_REAP_POLL)
+    pidfd = os.pidfd_open(pid)
+    try:
+        with selectors.DefaultSelector() as selector:
+            selector.register(pidfd, selectors.EVENT_READ)
+            selector.select(max(0.0, deadline - time.monotonic()))
+        found, status, usage = os.wait4(pid, os.WNOHANG)
+    finally:
+        os.close(pidfd)
+    return (status, usage.ru_utime + usage.ru_stime) if found == pid else None
 
 
 def _drain(streams: dict[int, _Stream], status_fd: int, init: _Init, deadline: float) -> LimitName | None:
