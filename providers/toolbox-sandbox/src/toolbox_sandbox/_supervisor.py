@@ -27,7 +27,10 @@ from typing import IO, final
 from toolbox_sandbox._exports import MAX_NAME_BYTES
 from toolbox_sandbox._limits import LimitName, Limits
 
-__all__ = ["Finished", "Pipes", "supervise"]
+__all__ = ["SETPRIV", "Finished", "Pipes", "supervise"]
+
+#: util-linux's setpriv, which starts bubblewrap as a run's fresh user (when toolbox is root).
+SETPRIV = "/usr/bin/setpriv"
 
 _CHUNK = 65536
 _STATUS_CAP = 64 * 1024
@@ -190,9 +193,10 @@ def supervise(
     """Run ``command`` to its end or its limit and return what it produced."""
     started = time.monotonic()
     deadline = started + limits.wall_seconds
+    argv, switch = _as_user(command, identity)
     try:
         process = subprocess.Popen(  # noqa: S603 - an argv list, built by _command
-            list(command),
+            argv,
             stdin=stdin_fd,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -200,9 +204,9 @@ def supervise(
             close_fds=True,
             pass_fds=tuple(pass_fds),
             start_new_session=True,
-            user=None if identity is None else identity[0],
-            group=None if identity is None else identity[1],
-            extra_groups=None if identity is None else [],
+            user=None if switch is None else switch[0],
+            group=None if switch is None else switch[1],
+            extra_groups=None if switch is None else [],
         )
     finally:
         # Only the child may hold the write ends: the streams end when the sandbox does.
@@ -246,6 +250,22 @@ def supervise(
         cpu_seconds=reaped[1],
         killed_for=killed_for,
     )
+
+
+def _as_user(
+    command: Sequence[str], identity: tuple[int, int] | None
+) -> tuple[list[str], tuple[int, int] | None]:
+    """The argv that starts ``command`` as ``identity``, and the ids Popen must switch to itself.
+
+    util-linux's ``setpriv`` switches in the child: Popen then starts it with vfork, where
+    switching ids itself would make it copy the whole (large) calling process with fork.
+    """
+    if identity is None:
+        return list(command), None
+    if not os.access(SETPRIV, os.X_OK):
+        return list(command), identity
+    uid, gid = identity
+    return [SETPRIV, f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--", *command], None
 
 
 def _pipe(stream: IO[bytes] | None) -> int:
