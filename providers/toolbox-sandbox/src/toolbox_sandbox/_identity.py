@@ -9,6 +9,7 @@ process's own user (the namespaces still separate it).
 
 from __future__ import annotations
 
+import functools
 import os
 import secrets
 
@@ -20,6 +21,7 @@ ID_COUNT = 0x1000_0000
 """How many ids the range holds."""
 
 
+@functools.cache
 def _initial_user_namespace() -> bool:
     try:
         with open("/proc/self/uid_map", encoding="ascii") as mapping:

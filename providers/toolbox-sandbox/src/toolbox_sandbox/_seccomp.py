@@ -14,6 +14,7 @@ the result says so (``seccomp=False``).
 
 from __future__ import annotations
 
+import functools
 import platform
 import struct
 
@@ -115,6 +116,7 @@ def supported() -> bool:
     return platform.machine() in ("x86_64", "AMD64")
 
 
+@functools.cache
 def filter_program() -> bytes:
     """The filter as bubblewrap's ``--seccomp FD`` reads it: ``struct sock_filter`` entries."""
     deny, allow, nosys, kill = "deny", "allow", "nosys", "kill"
