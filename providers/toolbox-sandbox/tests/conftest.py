@@ -27,9 +27,9 @@ def sandbox_support() -> None:
 
 
 @pytest.fixture
-def host(tmp_path: Path, sandbox_support: None) -> Iterator[Host]:
+def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sandbox_support: None) -> Iterator[Host]:
     """The host's state, checked unchanged after the test."""
-    state = Host(tmp_path)
+    state = Host(tmp_path, monkeypatch)
     yield state
     state.assert_unchanged()
 
