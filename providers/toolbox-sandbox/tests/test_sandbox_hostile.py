@@ -372,3 +372,27 @@ def test_code_that_attacks_the_supervisor_gets_a_result(sandbox, host: Host, cod
     result = run(sandbox, code)
     assert result.files == ()  # nothing exported, and the forged stream yields no file
     assert result.stderr == "" or "Traceback" in result.stderr or "FileNotFoundError" in result.stderr
+
+
+def test_no_descriptor_is_inherited_but_the_export_stream(sandbox_tools, host: Host):
+    """The code holds stdin, stdout, stderr and the export descriptor; a program started by run
+    holds only the first three. Nothing of the host (sockets, the audit database) is open."""
+    tool = sandbox_tools({"default": {"limits": {"wall_seconds": 10.0}}}).get(SandboxTool)
+    listing = """
+import json, os
+found = []
+for fd in os.listdir("/proc/self/fd"):
+    try:
+        found.append(os.readlink(f"/proc/self/fd/{fd}"))
+    except OSError:
+        pass  # the directory listdir had open
+print(json.dumps(sorted(found)))
+"""
+    python = json.loads(run(tool, listing).stdout)
+    program = tool.run(["/usr/bin/python3", "-c", listing]).audit_as("List descriptors").execute()
+    started = json.loads(program.stdout)
+    assert len(python) == 4 and len(started) == 3
+    for held in (python, started):
+        assert sum(t.startswith("/memfd:toolbox-sandbox-stdin") for t in held) == 1
+        assert all(t.startswith(("pipe:", "/memfd:toolbox-sandbox-stdin")) for t in held), held
+    assert sum(t.startswith("pipe:") for t in python) == 3  # stdout, stderr and the export stream
