@@ -31,7 +31,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         Handler.seen.append((self.command, self.path, self.headers.get("Host")))
-        body = json.dumps({"rates": {"EUR": 0.9}}).encode()
+        body = b"x" * 200_000 if self.path == "/big" else json.dumps({"rates": {"EUR": 0.9}}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -71,3 +71,23 @@ with urllib.request.urlopen("http://rates.test:{remote}/latest?base=USD", timeou
         ("GET", "rates.test", remote, True)
     ]
     assert Handler.seen == [("GET", "/latest?base=USD", f"rates.test:{remote}")]
+
+
+def test_the_proxy_stops_relaying_past_egress_bytes(remote):
+    egress = EgressPolicy(
+        hosts=("rates.test",), allow_networks=("10.99.0.0/24",), resolver=lambda host, port: [REMOTE]
+    )
+    profile = {"network": "egress", "egress": egress, "limits": {"wall_seconds": 20.0, "egress_bytes": 65536}}
+    tools = build_tools(
+        plugin, policy=ALLOW_SANDBOX, env=ACK, options={"sandbox": {"profiles": {"default": profile}}}
+    )
+    code = f"""
+import urllib.request
+try:
+    with urllib.request.urlopen("http://rates.test:{remote}/big", timeout=5) as response:
+        print(len(response.read()))
+except Exception as error:
+    print(type(error).__name__)
+"""
+    result = tools.get(SandboxTool).run_python(code).audit_as("Fetch too much").execute()
+    assert result.stdout.strip() == "IncompleteRead", result.stdout + result.stderr

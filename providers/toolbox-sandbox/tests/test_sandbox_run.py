@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import shutil
+import tempfile
 import threading
+from pathlib import Path
 
 import pytest
 from sandbox_support import ACK, ALLOW_SANDBOX
@@ -175,3 +178,22 @@ def test_a_missing_bubblewrap_or_interpreter_is_reported_and_runs_nothing(sandbo
     with pytest.raises(SandboxUnavailableError, match="Can't find source path /nonexistent/rw"):
         tools.get(SandboxTool).run_python("print(1)").audit_as("Nothing").execute()
     assert tools.executions(SandboxTool) == 1  # started, and failed before any code ran
+
+
+def test_a_read_write_directory_is_the_only_host_path_the_code_changes(sandbox_tools, host, request):
+    # The run's fresh user must reach and write it: not below pytest's private temporary directory.
+    shared = Path(tempfile.mkdtemp(prefix="sandbox-rw-"))
+    shared.chmod(0o777)
+    request.addfinalizer(lambda: shutil.rmtree(shared))
+    tool = sandbox_tools({"default": {"read_write": [str(shared)]}}).get(SandboxTool)
+    code = f"open({str(shared / 'out.txt')!r}, 'w').write('written')\nopen({str(host.sentinel)!r}, 'w')"
+    result = run(tool, code)
+    assert (shared / "out.txt").read_text() == "written"
+    assert result.exit_code == 1 and "FileNotFoundError" in result.stderr  # the sentinel is not there
+
+
+def test_run_reports_a_program_ended_by_a_signal_in_the_shell_convention(sandbox_tools, host):
+    tool = sandbox_tools().get(SandboxTool)
+    code = "import os, signal\nos.kill(os.getpid(), signal.SIGTERM)"
+    result = tool.run(["/usr/bin/python3", "-c", code]).audit_as("End by a signal").execute()
+    assert (result.exit_code, result.limit) == (128 + 15, None)
