@@ -197,3 +197,12 @@ def test_run_reports_a_program_ended_by_a_signal_in_the_shell_convention(sandbox
     code = "import os, signal\nos.kill(os.getpid(), signal.SIGTERM)"
     result = tool.run(["/usr/bin/python3", "-c", code]).audit_as("End by a signal").execute()
     assert (result.exit_code, result.limit) == (128 + 15, None)
+
+
+def test_without_setpriv_popen_switches_to_the_fresh_user_itself(sandbox, host, monkeypatch):
+    from toolbox_sandbox import _supervisor
+
+    monkeypatch.setattr(_supervisor, "SETPRIV", "/nonexistent/setpriv")
+    result = run(sandbox, "import os\nprint(os.getuid())")
+    assert (result.exit_code, result.stdout) == (0, "1000\n")
+    assert len(host.uids) == 1  # a fresh host user all the same (the fixture checks none is left)
