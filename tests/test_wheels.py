@@ -29,6 +29,7 @@ PROJECTS = {
     "providers/toolbox-http": "toolbox_http",
     "providers/toolbox-fs": "toolbox_fs",
     "providers/toolbox-mcp": "toolbox_mcp",
+    "providers/toolbox-sandbox": "toolbox_sandbox",
 }
 
 
@@ -68,8 +69,10 @@ def test_each_wheel_ships_its_package_types_licence_and_entry_point(wheels):
         "toolbox_http",
         "toolbox_mcp",
         "toolbox_registry",
+        "toolbox_sandbox",
     ]
-    for wheel, package in zip(wheels, ["toolbox_fs", "toolbox_http", "toolbox_mcp", "toolbox"], strict=True):
+    packages = ["toolbox_fs", "toolbox_http", "toolbox_mcp", "toolbox", "toolbox_sandbox"]
+    for wheel, package in zip(wheels, packages, strict=True):
         names = zipfile.ZipFile(wheel).namelist()
         assert f"{package}/__init__.py" in names
         assert f"{package}/py.typed" in names
@@ -95,7 +98,12 @@ def test_installed_wheels_import_from_the_venv_and_run_the_cli(venv):
         assert where.startswith(str(venv)), f"{package} imported from {where}, not from its wheel"
     discovered = json.loads(run(python, "-c", PROBE).stdout)
     assert discovered == {
-        "tools": {"calculator": "toolbox-registry", "fs": "toolbox-fs", "http": "toolbox-http"},
+        "tools": {
+            "calculator": "toolbox-registry",
+            "fs": "toolbox-fs",
+            "http": "toolbox-http",
+            "sandbox": "toolbox-sandbox",
+        },
         "broken": [],
     }
     assert "usage: toolbox" in run(toolbox, "--help").stdout
