@@ -18,6 +18,12 @@ consumes the grant atomically, so exactly one of the processes racing with it
 runs the call. Grants signed by an `Approver` keep working; with a shared
 `LimitStore` they are single-use across the fleet too.
 
+A request is submitted only after the audit trail recorded it (a STRICT
+trail that cannot record it refuses the call as AUDIT_UNAVAILABLE and
+nothing waits in the store), and a grant is consumed by `GrantRedemption`,
+which spends after every other check and after the audit trail stored the
+call's request: a call refused anywhere else keeps its grant.
+
 A model retrying an APPROVAL_REQUIRED call in a loop does not fill the store:
 the identical request still pending is answered with its existing id, and a
 principal with ``max_pending`` requests waiting is DENIED/APPROVAL_QUEUE_FULL
@@ -38,6 +44,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol, final
 
 from toolbox.errors import ConfigurationError
+from toolbox.pipeline.audit_hooks import audit_unavailable
 from toolbox.pipeline.fingerprint import keyed_fingerprint
 from toolbox.pipeline.grants import Approval, ApprovalRequest, PendingApproval
 from toolbox.pipeline.guardrails import GuardrailAction, Guardrails
@@ -269,14 +276,7 @@ class ApprovalCheck:
         fp = fingerprint(invocation, self._key)
         grant = invocation.approval
         if grant is None:
-            request = self._request(invocation, rules, fp)
-            if self._store is None:
-                return self._required(invocation, request, rules, request.id)
-            try:
-                stored = self._submit(self._pending(invocation, request))
-            except (StateUnavailableError, ApprovalQueueFullError) as exc:
-                return _refused(invocation, exc)
-            return self._required(invocation, request, rules, stored)
+            return self._ask(invocation, rules, fp)
         try:
             problem = self._problem(grant, fp)
         except StateUnavailableError:
@@ -284,26 +284,25 @@ class ApprovalCheck:
         return None if problem is None else invocation.denied("APPROVAL_INVALID", "approval", problem)
 
     async def acall(self, invocation: Invocation) -> ToolResult | None:
-        """The async door: the store's submit, consume and reads run on a worker thread."""
+        """The async door: the store's reads (and a consume, without a redemption step) off the loop."""
         rules = self._required_by(invocation)
         if not rules:
             return None
         fp = fingerprint(invocation, self._key)
         grant = invocation.approval
         if grant is None:
-            request = self._request(invocation, rules, fp)
-            if self._store is None:
-                return self._required(invocation, request, rules, request.id)
-            try:
-                stored = await off_loop(self._submit, self._pending(invocation, request))
-            except (StateUnavailableError, ApprovalQueueFullError) as exc:
-                return _refused(invocation, exc)
-            return self._required(invocation, request, rules, stored)
+            return self._ask(invocation, rules, fp)
         try:
             problem = await off_loop(self._problem, grant, fp)
         except StateUnavailableError:
             return _unavailable(invocation)
         return None if problem is None else invocation.denied("APPROVAL_INVALID", "approval", problem)
+
+    def _ask(self, invocation: Invocation, rules: tuple[str, ...], fp: str) -> ToolResult:
+        """APPROVAL_REQUIRED; the request is submitted once the audit trail recorded it (`_Submission`)."""
+        request = self._request(invocation, rules, fp)
+        invocation.commit = _Submission(self, self._pending(invocation, request) if self._store else None)
+        return self._required(invocation, request, rules, request.id)
 
     def _request(self, invocation: Invocation, rules: tuple[str, ...], fp: str) -> ApprovalRequest:
         ctx = invocation.context
@@ -443,6 +442,8 @@ class GrantRedemption:
 
     name = "approval_redemption"
     per_attempt = False
+    #: Consumed after the audit request: a call refused by any other check keeps its grant.
+    spends = True
     __slots__ = ("_check", "blocks")
 
     def __init__(self, check: ApprovalCheck) -> None:
@@ -480,6 +481,55 @@ class GrantRedemption:
         except StateUnavailableError:
             return _unavailable(invocation)
         return None if problem is None else invocation.denied("APPROVAL_INVALID", "approval", problem)
+
+
+@final
+class _Submission:
+    """An approval request's pending-queue slot, taken once the audit trail recorded the request.
+
+    Under a STRICT (or ASYNC) trail a request that could not be recorded is
+    refused as AUDIT_UNAVAILABLE and never submitted: nobody can be asked to
+    approve what the trail does not show. The store's refusals (queue full,
+    unavailable) replace the result too.
+    """
+
+    __slots__ = ("_check", "_pending")
+
+    def __init__(self, check: ApprovalCheck, pending: PendingApproval | None) -> None:
+        self._check = check
+        self._pending = pending
+
+    def settle(self, invocation: Invocation, result: ToolResult) -> ToolResult:
+        """Submit the request (without a store, nothing to submit); the result to return."""
+        if result.audit_failed:
+            return audit_unavailable(invocation)
+        if self._pending is None:
+            return result
+        try:
+            stored = self._check._submit(self._pending)
+        except (StateUnavailableError, ApprovalQueueFullError) as exc:
+            return _refused(invocation, exc)
+        return _naming(result, stored)
+
+    async def asettle(self, invocation: Invocation, result: ToolResult) -> ToolResult:
+        """`settle` with the store's submit on a worker thread."""
+        if result.audit_failed:
+            return audit_unavailable(invocation)
+        if self._pending is None:
+            return result
+        try:
+            stored = await off_loop(self._check._submit, self._pending)
+        except (StateUnavailableError, ApprovalQueueFullError) as exc:
+            return _refused(invocation, exc)
+        return _naming(result, stored)
+
+
+def _naming(result: ToolResult, stored: str) -> ToolResult:
+    """``result``, its request renamed ``stored`` when the identical request already waits under that id."""
+    request = result.approval
+    if request is not None and stored != request.id:
+        result.approval = dataclasses.replace(request, id=stored)
+    return result
 
 
 def _refused(invocation: Invocation, exc: StateUnavailableError | ApprovalQueueFullError) -> ToolResult:

@@ -312,6 +312,8 @@ class BudgetCheck:
 
     name = "budget"
     per_attempt = False
+    #: Counted after the audit request, so a call refused by any other check spends nothing.
+    spends = True
     __slots__ = ()
 
     def __call__(self, invocation: Invocation) -> ToolResult | None:

@@ -12,6 +12,7 @@ from toolbox.pipeline.result import Status, ToolResult
 
 if TYPE_CHECKING:
     from toolbox.pipeline.grants import Approval
+    from toolbox.pipeline.interceptor import Commit
 
 __all__ = ["Invocation"]
 
@@ -51,6 +52,8 @@ class Invocation:
     opening: Any = None
     #: The exception behind an ERROR or UNCERTAIN_EFFECT result, for the typed door.
     error: BaseException | None = None
+    #: What waits for this call's outcome to be recorded (an approval request's submission).
+    commit: Commit | None = None
 
     def __init__(
         self,

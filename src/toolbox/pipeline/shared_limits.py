@@ -132,6 +132,8 @@ class SharedLimits:
 
     name = "shared_limits"
     per_attempt = False
+    #: Counted after the audit request, so a call refused by any other check spends nothing.
+    spends = True
     __slots__ = ("_budgets", "_fail_open_rates", "_rates", "_store", "blocks")
 
     def __init__(
