@@ -135,7 +135,7 @@ class MethodRoute:
                 self._subject,  # type: ignore[arg-type]  # set whenever the trail is
                 invocation.context,
                 record.intent_text,
-                invocation.arguments,
+                invocation.bound_arguments(),
             )
             if opening is None:
                 return pipeline.finish(invocation, audit_unavailable(invocation))

@@ -488,8 +488,8 @@ class AuditTrail:
 
 
 def _arguments(invocation: Invocation) -> Mapping[str, Any]:
-    arguments = invocation.arguments
-    return arguments if isinstance(arguments, Mapping) else {}
+    """What the payload describes: the call's bound arguments (`toolbox.binding`)."""
+    return invocation.bound_arguments()
 
 
 def _decided_by(invocation: Invocation) -> tuple[str, ...]:

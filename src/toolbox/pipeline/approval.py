@@ -112,12 +112,13 @@ def _canonical(value: object) -> str:
 def fingerprint(invocation: Invocation, key: bytes) -> str:
     """HMAC-SHA256 under ``key`` over tool, operation, every argument value, tenant and principal.
 
-    The arguments are the full view governance decided on (never a redacted
-    copy), in `toolbox.pipeline.fingerprint.canonical_encoding`.
+    The arguments are the call's bound arguments, every declared parameter
+    (`toolbox.binding`; never a redacted copy), in
+    `toolbox.pipeline.fingerprint.canonical_encoding`.
     """
     ctx = invocation.context
     return keyed_fingerprint(
-        key, invocation.tool, invocation.operation, invocation.arguments, ctx.tenant, ctx.principal
+        key, invocation.tool, invocation.operation, invocation.bound_arguments(), ctx.tenant, ctx.principal
     )
 
 
@@ -310,7 +311,7 @@ class ApprovalCheck:
             id=uuid.uuid4().hex,
             tool=invocation.tool,
             operation=invocation.operation,
-            arguments=_redact(invocation.arguments, self._redaction),
+            arguments=_redact(invocation.bound_arguments(), self._redaction),
             fingerprint=fp,
             rules=rules,
             tenant=ctx.tenant,

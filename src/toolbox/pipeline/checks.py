@@ -123,8 +123,9 @@ class KillSwitch:
         store = self._store
         assert store is not None
         now = _monotonic()
+        switches: Mapping[str | None, KillEntry] | None
         try:
-            switches: Mapping[str | None, KillEntry] | None = dict(store.engaged())
+            answer = dict(store.engaged())
         except Exception as exc:  # noqa: BLE001 - any failure of the store stops calls (fail closed)
             read_at, last = self._last_good
             # The last answer stays in force for max_stale seconds after it was read, then calls stop.
@@ -133,7 +134,8 @@ class KillSwitch:
                 held = "last switches kept" if switches is not None else "calls refused"
                 LOGGER.warning("kill switch store unavailable (%s): %s", type(exc).__name__, held)
         else:
-            self._last_good = (now, switches)
+            switches = answer
+            self._last_good = (now, answer)
         self._cache = (now, switches)
 
     def _switches(self) -> Mapping[str | None, KillEntry] | None:

@@ -7,7 +7,7 @@ from typing import Protocol, runtime_checkable
 from toolbox.pipeline.invocation import Invocation
 from toolbox.pipeline.result import ToolResult
 
-__all__ = ["Commit", "Interceptor", "spends"]
+__all__ = ["Interceptor", "spends"]
 
 
 @runtime_checkable
@@ -34,19 +34,3 @@ class Interceptor(Protocol):
 def spends(check: object) -> bool:
     """Whether ``check`` consumes something when it admits a call (``spends = True``)."""
     return getattr(check, "spends", False) is True
-
-
-class Commit(Protocol):
-    """What a check leaves to be done once the call's outcome is recorded (`Invocation.commit`).
-
-    An approval request is submitted to the approval store only after the
-    audit trail recorded it: ``settle`` gets the recorded result and returns it,
-    or the result that replaces it (AUDIT_UNAVAILABLE when it was not recorded,
-    a refusal of the store).
-    """
-
-    def settle(self, invocation: Invocation, result: ToolResult) -> ToolResult:
-        """Do what waited for the record; the result to return."""
-
-    async def asettle(self, invocation: Invocation, result: ToolResult) -> ToolResult:
-        """`settle` for the async door (a store's I/O off the event loop)."""

@@ -132,9 +132,11 @@ class ApprovalDesk:
         AUDIT_UNAVAILABLE and the request stays pending.
         """
         pending = await self.visible(request_id, identity, trace_id)
-        decide = {"approve": approve, "decided_by": identity.principal, "reason": reason}
+        by = identity.principal
         # The store's own rules, checked first so that only a decision it can take is recorded.
-        check = lambda: decided_record(pending, request_id, now=time.time(), **decide)  # noqa: E731
+        check = lambda: decided_record(  # noqa: E731
+            pending, request_id, approve=approve, decided_by=by, reason=reason, now=time.time()
+        )
         await self._decision(check, pending, trace_id, identity)
         request = pending.request
         recorded = await self._audit.decided(
@@ -156,7 +158,7 @@ class ApprovalDesk:
                 trace_id=pending.run_id,
             )
         # The store decides again, atomically: a racing decision is refused there (and audited).
-        take = lambda: self.store.decide(request_id, **decide)  # noqa: E731
+        take = lambda: self.store.decide(request_id, approve=approve, decided_by=by, reason=reason)  # noqa: E731
         return await self._decision(take, pending, trace_id, identity)
 
     async def _decision(
