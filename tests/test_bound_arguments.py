@@ -231,3 +231,99 @@ def test_a_bind_mapping_that_leaves_out_a_parameter_is_refused_at_load(
         gateway.tools_for(_ctx()).get("acme.payments")
     assert message in str(missing.value)
     assert RUNS == []
+
+
+# -- attacks on the binding ---------------------------------------------------------------------
+
+
+def test_concurrent_calls_each_bind_their_own_arguments() -> None:
+    """Threads calling one tool instance at once: each intent carries its own call's arguments."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    gateway, _ = _gateway()
+    ctx = _ctx()
+    grant = _grant_for(gateway, ctx, {"to": "alice", "cents": 100})
+    payments = gateway.tools_for(ctx).get(Payments)
+
+    def attempt(index: int) -> str:
+        to, cents = ("alice", 100) if index == 0 else (f"mallory{index}", index)
+        try:
+            return payments.pay(to, cents).audit_as("Pay").execute(approval=grant)
+        except ToolDeniedError as refused:
+            return refused.reason_code
+
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(attempt, range(32)))
+    assert answers[0] == "done" and set(answers[1:]) == {"APPROVAL_INVALID"}
+    assert RUNS == [("pay", ("alice", 100))]
+
+
+class Relay(Payments):
+    """An operation whose method calls another operation method first: each binds its own call."""
+
+    __slots__ = ()
+
+    def pay(self, to: str, cents: int) -> WriteIntent[str]:
+        self.invoice(f"check-{to}")  # an intent built and dropped: another operation's call
+        return super().pay(to, cents)
+
+
+def test_a_nested_operation_call_does_not_rebind_the_outer_one() -> None:
+    sink = MemorySink()
+    gateway = Gateway.load(
+        providers=[ToolProvider(Relay, PAYMENTS)],
+        discover=False,
+        env={},
+        governance=Governance(approver=APPROVER, audit=AuditTrail(sink, fallback_path=None)),
+    )
+    relay = gateway.tools_for(_ctx()).get(Relay)
+    with pytest.raises(ApprovalRequired) as asked:
+        relay.pay("alice", 100).audit_as("Pay").execute()
+    assert dict(asked.value.request.arguments) == {"to": "alice", "cents": 100}
+
+
+def test_a_factorys_own_class_binds_its_calls_too() -> None:
+    """A factory may build an instance of another class than tool_type: its methods are bound on build."""
+
+    class Subclassed(Payments):
+        __slots__ = ()
+
+        def pay(self, to: str, cents: int) -> WriteIntent[str]:  # an override of its own
+            return self._runtime.write_intent("pay", lambda: _ran("pay", (to, cents)))
+
+    gateway = Gateway.load(
+        providers=[ToolProvider(Payments, PAYMENTS, factory=Subclassed)],
+        discover=False,
+        env={},
+        governance=Governance(approver=APPROVER),
+    )
+    payments = gateway.tools_for(_ctx()).get(Payments)
+    assert type(payments) is Subclassed
+    with pytest.raises(ApprovalRequired) as asked:
+        payments.pay("alice", 100).audit_as("Pay").execute()
+    assert dict(asked.value.request.arguments) == {"to": "alice", "cents": 100}
+
+
+def test_fs_binds_a_write_by_its_digest_and_never_stores_the_content(tmp_path: Any) -> None:
+    import toolbox_fs.plugin
+    from toolbox import ToolPolicy
+    from toolbox_fs import FsTool
+
+    sink = MemorySink()
+    gateway = Gateway.load(
+        policy=ToolPolicy.standard().allow("fs"),
+        providers=[toolbox_fs.plugin],
+        discover=False,
+        env={"TOOLBOX_FS_ACK": "allow-fs-within-roots"},
+        options={"fs": {"roots": [str(tmp_path)]}},
+        governance=Governance(audit=AuditTrail(sink, fallback_path=None)),
+    )
+    ctx = _ctx()
+    secret_text = "the quarterly numbers, not for the log"
+    written = gateway.tools_for(ctx).get(FsTool).write("notes.txt", secret_text).audit_as("Save").execute()
+    assert written == len(secret_text)
+    by_name = gateway.invoke("fs.write", {"path": "b.txt", "data": secret_text, "audit_as": "Save"}, context=ctx)
+    assert by_name.status is Status.SUCCESS
+    stored = " ".join(str(e.model_dump()) for e in sink.read_trace(ctx.run_id))
+    assert secret_text not in stored
+    assert "sha256:" + hashlib.sha256(secret_text.encode()).hexdigest() in stored

@@ -144,16 +144,13 @@ class _Bound:
         # The plain function is public (fn.function), so its calls carry no permit check.
         runtime.guarded = False
 
-    def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-        try:
-            return self.binder.bind(args, kwargs)
-        except ValueError as exc:
-            raise ValueError(f"{self.function.__name__}(): {exc}") from None
-
     def call(self, *args: Any, **kwargs: Any) -> ReadIntent[Any] | WriteIntent[Any]:
         """Intent to call the function with these arguments (checked against its signature)."""
         function = self.function
-        arguments = self._bind(args, kwargs)
+        try:
+            arguments = self.binder.bind(args, kwargs)
+        except ValueError as exc:
+            raise ValueError(f"{function.__name__}(): {exc}") from None
         runtime = self._runtime
         kind = ReadIntent if self.effect is Effect.READ_ONLY else WriteIntent
         if self.is_async:
