@@ -322,7 +322,8 @@ def test_fs_binds_a_write_by_its_digest_and_never_stores_the_content(tmp_path: A
     secret_text = "the quarterly numbers, not for the log"
     written = gateway.tools_for(ctx).get(FsTool).write("notes.txt", secret_text).audit_as("Save").execute()
     assert written == len(secret_text)
-    by_name = gateway.invoke("fs.write", {"path": "b.txt", "data": secret_text, "audit_as": "Save"}, context=ctx)
+    saved = {"path": "b.txt", "data": secret_text, "audit_as": "Save"}
+    by_name = gateway.invoke("fs.write", saved, context=ctx)
     assert by_name.status is Status.SUCCESS
     stored = " ".join(str(e.model_dump()) for e in sink.read_trace(ctx.run_id))
     assert secret_text not in stored
