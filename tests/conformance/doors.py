@@ -168,7 +168,10 @@ class Mcp(Door):
                     return None
                 return await client.call_tool(wire, given)
 
-        result = world.run(main())
+        return self._outcome(world.run(main()))
+
+    @staticmethod
+    def _outcome(result: Any) -> Outcome:
         if result is None:
             return Outcome("DENIED", "NOT_OFFERED", shown="not listed")
         shown = repr(result.model_dump())
@@ -180,29 +183,31 @@ class Mcp(Door):
         return Outcome(status, reason, data.get("approval"), shown)
 
 
+def service_app(world: World) -> tuple[Any, dict[str, str]]:
+    """The service (`toolbox serve`) over the world's tools and governance, and each principal's API key."""
+    cached = getattr(world, "_service", None)
+    if cached is not None:
+        return cached  # type: ignore[no-any-return]
+    key_file = world.directory / "keys.toml"
+    users = {p: {"tenant": TENANT, "roles": ["caller", "approver"]} for p in world.principals}
+    keys = write_api_keys(key_file, users)
+    app = create_app(
+        policy=world.style.policy,
+        authenticator=CredentialAuthenticator(api_keys=ApiKeyFile(key_file)),
+        providers=world.style.providers,
+        discover=False,
+        env={},
+        governance=world.governance(),
+        console=False,
+    )
+    world._service = (app, keys)  # type: ignore[attr-defined]
+    return app, keys
+
+
 class Rest(Door):
     """The service's REST API (`toolbox serve`), in process through httpx's ASGI transport."""
 
     name = "rest"
-
-    def _client(self, world: World) -> tuple[Any, dict[str, str]]:
-        cached = getattr(world, "_rest", None)
-        if cached is not None:
-            return cached  # type: ignore[no-any-return]
-        key_file = world.directory / "keys.toml"
-        users = {p: {"tenant": TENANT, "roles": ["caller", "approver"]} for p in world.principals}
-        keys = write_api_keys(key_file, users)
-        app = create_app(
-            policy=world.style.policy,
-            authenticator=CredentialAuthenticator(api_keys=ApiKeyFile(key_file)),
-            providers=world.style.providers,
-            discover=False,
-            env={},
-            governance=world.governance(),
-            console=False,
-        )
-        world._rest = (app, keys)  # type: ignore[attr-defined]
-        return app, keys
 
     def grant(self, world: World, request: Any) -> Any:
         """The service's flow: a second person approves in the store; the caller names the approval."""
@@ -210,7 +215,7 @@ class Rest(Door):
         return request["id"]
 
     def call(self, world, context, logical, arguments, *, intent=INTENT, grant=None):  # type: ignore[no-untyped-def]
-        app, keys = self._client(world)
+        app, keys = service_app(world)
         body: dict[str, Any] = {"arguments": _with_intent(logical, arguments, intent)}
         if grant is not None:
             body["approval_id"] = grant
@@ -231,6 +236,44 @@ class Rest(Door):
         status = str(data.get("tool_status") or "DENIED")
         reason = data.get("error_code") if status == "INVALID_ARGUMENTS" else data.get("reason_code")
         return Outcome(status, reason, shown=response.text)
+
+
+class McpHttp(Mcp):
+    """The service's ``/mcp`` endpoint on a live loopback server, the official client over streamable HTTP."""
+
+    name = "mcp_http"
+
+    def with_toolset(self, world: World, tools: list[str]) -> Mcp:
+        raise AssertionError("a toolset over HTTP is a credential's (see the table)")
+
+    def call(self, world, context, logical, arguments, *, intent=INTENT, grant=None):  # type: ignore[no-untyped-def]
+        import httpx2
+        from mcp.client.streamable_http import streamable_http_client
+
+        from service_support import LiveServer
+
+        assert grant is None
+        url = getattr(world, "_live", None)
+        if url is None:
+            live = LiveServer(service_app(world)[0])
+            world.closers.append(live.stop)
+            url = world._live = live.url  # type: ignore[attr-defined]
+        key = service_app(world)[1][context.principal]
+        wire = to_wire_name(world.style.by_name(logical))
+        given = _with_intent(logical, arguments, intent)
+
+        async def main() -> Any:
+            headers = {"Authorization": f"Bearer {key}"}
+            async with (
+                httpx2.AsyncClient(headers=headers, timeout=30) as http,
+                Client(streamable_http_client(url + "/mcp", http_client=http)) as client,
+            ):
+                listed = {tool.name for tool in (await client.list_tools()).tools}
+                if wire not in listed:
+                    return None
+                return await client.call_tool(wire, given)
+
+        return self._outcome(world.run(main()))
 
 
 def _text_outcome(text: str) -> Outcome:

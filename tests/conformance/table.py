@@ -39,6 +39,7 @@ DOORS: dict[str, Callable[[], doors.Door]] = {
     "by_name": doors.ByName,
     "by_name_async": doors.ByNameAsync,
     "mcp": doors.Mcp,
+    "mcp_http": doors.McpHttp,
     "rest": doors.Rest,
     "pydantic_ai": doors.PydanticAI,
     "openai_agents": doors.OpenAIAgents,
@@ -93,6 +94,12 @@ EXCLUDED: tuple[Exclusion, ...] = (
         promise="delegation_narrowing",
         door="rest",
     ),
+    Exclusion(
+        "an MCP-over-HTTP caller's context is built from its credential, never delegated in process; "
+        "a credential's toolset narrows it instead (toolset_scoping)",
+        promise="delegation_narrowing",
+        door="mcp_http",
+    ),
     *(
         Exclusion(
             "a toolset scopes a credential at the service and MCP doors; an in-process caller narrows "
@@ -112,6 +119,12 @@ EXCLUDED: tuple[Exclusion, ...] = (
         "a credential's toolset over REST needs the policy's [mcp.toolsets]: tests/test_service_toolsets.py",
         promise="toolset_scoping",
         door="rest",
+        applies=True,
+    ),
+    Exclusion(
+        "a credential's toolset at /mcp needs the policy's [mcp.toolsets]: tests/test_service_toolsets.py",
+        promise="toolset_scoping",
+        door="mcp_http",
         applies=True,
     ),
     Exclusion(

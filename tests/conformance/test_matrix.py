@@ -18,6 +18,8 @@ from conformance.world import World, world
 
 #: The store x door product the default tier runs on every store (the rest run with --full).
 _EVERY_STORE = {("by_name", "function"), ("by_name", "class_based")}
+#: Doors whose cells run only with --full: a live server and a new HTTP session per call.
+_FULL_ONLY = {"mcp_http"}
 
 
 def _cells() -> Iterator[object]:
@@ -27,7 +29,7 @@ def _cells() -> Iterator[object]:
                 for promise in PROMISES:
                     if why_not(promise, door, style, store) is not None:
                         continue
-                    default = store == "memory" or (door, style) in _EVERY_STORE
+                    default = door not in _FULL_ONLY and (store == "memory" or (door, style) in _EVERY_STORE)
                     marks = () if default else (pytest.mark.full,)
                     yield pytest.param(
                         promise, door, style, store, marks=marks, id=f"{promise}-{door}-{style}-{store}"
