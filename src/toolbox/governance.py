@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any, final
 from toolbox.audit.redaction import Redaction
 from toolbox.audit.trail import AuditTrail
 from toolbox.errors import ConfigurationError
-from toolbox.pipeline.approval import ApprovalCheck, Approver, use_cleaner
+from toolbox.pipeline.approval import ApprovalCheck, Approver
+from toolbox.pipeline.approval_display import use_cleaner
 from toolbox.pipeline.arguments import ArgumentLimits, ArgumentValidation
 from toolbox.pipeline.audit_hooks import AuditHook
 from toolbox.pipeline.authorization import AuthorizationCheck, Authorizer, InvocationAuthorizer, RolePolicy

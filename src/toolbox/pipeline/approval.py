@@ -36,14 +36,15 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import hmac
-import json
 import secrets
 import time
 import uuid
-from collections.abc import Mapping
-from typing import Any, Protocol, final
+from typing import Protocol, final
 
 from toolbox.errors import ConfigurationError
+from toolbox.pipeline.approval_display import Cleaner
+from toolbox.pipeline.approval_display import canonical_text as _canonical
+from toolbox.pipeline.approval_display import shown_arguments as _redact
 from toolbox.pipeline.audit_hooks import audit_unavailable
 from toolbox.pipeline.fingerprint import keyed_fingerprint
 from toolbox.pipeline.grants import Approval, ApprovalRequest, PendingApproval
@@ -60,7 +61,6 @@ from toolbox.pipeline.state_ports import (
     StateUnavailableError,
 )
 from toolbox.pipeline.used_grants import USED, UsedGrants
-from toolbox.redact import MASK
 
 __all__ = [
     "Approval",
@@ -72,41 +72,7 @@ __all__ = [
     "fingerprint",
 ]
 
-_MAX_SHOWN = 200
 _MAX_ID = 256
-
-
-class Cleaner(Protocol):
-    """Masks the secrets in a value shown to a human (`toolbox.audit.Redaction` is one)."""
-
-    def clean(self, value: object) -> object:
-        """``value`` with its secrets masked."""
-
-
-@final
-class MaskAll:
-    """Masks every value: what approval requests show until a redaction is installed."""
-
-    __slots__ = ()
-
-    def clean(self, value: object) -> object:
-        """`MASK`, whatever ``value`` is."""
-        return MASK
-
-
-# The audit trail's redaction, which toolbox.governance installs (the chain never imports the
-# audit package); until then every value is masked.
-_cleaner: Cleaner = MaskAll()
-
-
-def use_cleaner(cleaner: Cleaner) -> None:
-    """Set how approval requests mask arguments; `toolbox.Governance` installs the audit trail's."""
-    global _cleaner  # noqa: PLW0603 - installed once by the layer above, at import
-    _cleaner = cleaner
-
-
-def _canonical(value: object) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=repr, ensure_ascii=False)
 
 
 def fingerprint(invocation: Invocation, key: bytes) -> str:
@@ -120,23 +86,6 @@ def fingerprint(invocation: Invocation, key: bytes) -> str:
     return keyed_fingerprint(
         key, invocation.tool, invocation.operation, invocation.bound_arguments(), ctx.tenant, ctx.principal
     )
-
-
-def _redact(arguments: Mapping[str, Any], cleaner: Cleaner | None = None) -> dict[str, Any]:
-    # The same redaction as the audit trail: nested secrets, URLs, forms and bearer strings are masked.
-    cleaned = (cleaner or _cleaner).clean(dict(arguments))
-    if not isinstance(cleaned, dict):
-        return {key: MASK for key in arguments}
-    return {key: _shorten(value) for key, value in cleaned.items()}
-
-
-def _shorten(value: object) -> object:
-    if isinstance(value, str):
-        return value if len(value) <= _MAX_SHOWN else value[:_MAX_SHOWN] + "..."
-    if isinstance(value, (dict, list)):
-        text = _canonical(value)
-        return value if len(text) <= _MAX_SHOWN else text[:_MAX_SHOWN] + "..."
-    return value
 
 
 class Approver(Protocol):

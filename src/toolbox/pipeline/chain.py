@@ -23,8 +23,6 @@ loop (`toolbox.pipeline.offload`); every other check runs as on the sync door.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import contextvars
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, final
@@ -32,7 +30,7 @@ from typing import TYPE_CHECKING, Any, final
 from toolbox.context import ExecutionContext, OperationRecord
 from toolbox.descriptor import RiskClass
 from toolbox.dispatch import arun_dispatched, run_dispatched
-from toolbox.errors import InvalidArgumentsError, ToolTimeoutError
+from toolbox.errors import InvalidArgumentsError
 from toolbox.pipeline.attempts import PLAIN_RESULTS, AttemptOutcomes
 from toolbox.pipeline.audit_hooks import AuditHook, CallRecorder, audit_unavailable
 from toolbox.pipeline.checks import KillSwitch
@@ -42,6 +40,7 @@ from toolbox.pipeline.outcomes import OutcomeMappers
 from toolbox.pipeline.paths import Plan, typed_fast_path
 from toolbox.pipeline.result import Status, ToolResult
 from toolbox.pipeline.retry import Reconciler, RetryPolicy, is_transient_result
+from toolbox.pipeline.timed import OperationTimeoutError, await_within, call_within
 
 if TYPE_CHECKING:
     from toolbox.pipeline.ports import CallRuntime
@@ -55,8 +54,6 @@ __all__ = [
     "Plan",
     "audit_unavailable",
 ]
-
-_EXECUTOR: concurrent.futures.ThreadPoolExecutor | None = None
 
 
 def _always(invocation: Invocation) -> bool:
@@ -75,17 +72,6 @@ class Fallback:
 
     def __init__(self, result: ToolResult) -> None:
         self.result = result
-
-
-class OperationTimeoutError(ToolTimeoutError):
-    """The governed per-operation timeout elapsed."""
-
-
-def _executor() -> concurrent.futures.ThreadPoolExecutor:
-    global _EXECUTOR  # noqa: PLW0603 - one lazily created pool for timed sync calls
-    if _EXECUTOR is None:
-        _EXECUTOR = concurrent.futures.ThreadPoolExecutor(thread_name_prefix="toolbox-timed")
-    return _EXECUTOR
 
 
 @final
@@ -265,14 +251,7 @@ class Pipeline:
         timeout = plan.timeout
         if timeout is None:
             return run_dispatched(invocation.tool, call)
-        # The worker thread runs in a copy of this context, so it sees the permit set there.
-        future = _executor().submit(contextvars.copy_context().run, run_dispatched, invocation.tool, call)
-        try:
-            return future.result(timeout=timeout)
-        except concurrent.futures.TimeoutError:
-            raise OperationTimeoutError(
-                f"{invocation.tool}.{invocation.operation} did not finish within {timeout} s"
-            ) from None
+        return call_within(invocation.tool, invocation.operation, call, timeout)
 
     def _dispatch(
         self, invocation: Invocation, plan: Plan, pending: ToolResult | float | None = None
@@ -437,12 +416,7 @@ class Pipeline:
         timeout = plan.timeout
         if timeout is None:
             return await awaitable
-        try:
-            return await asyncio.wait_for(awaitable, timeout)
-        except asyncio.TimeoutError:
-            raise OperationTimeoutError(
-                f"{invocation.tool}.{invocation.operation} did not finish within {timeout} s"
-            ) from None
+        return await await_within(invocation.tool, invocation.operation, awaitable, timeout)
 
     async def _adispatch(
         self, invocation: Invocation, plan: Plan, pending: ToolResult | float | None = None
