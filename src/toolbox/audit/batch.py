@@ -324,7 +324,7 @@ class Closing(LazyBatch):
 
     SIZE = 1
 
-    __slots__ = ("attempt", "duration", "opening", "reason_code", "status", "timestamp")
+    __slots__ = ("attempt", "duration", "opening", "reason_code", "rules", "status", "timestamp")
 
     def __init__(  # noqa: PLR0917 - positional on purpose: built on the hot path
         self,
@@ -334,6 +334,7 @@ class Closing(LazyBatch):
         duration: float | None,
         attempt: int,
         timestamp: float,
+        rules: tuple[str, ...] = (),
     ) -> None:
         self._events = None
         self._rows = None
@@ -343,6 +344,8 @@ class Closing(LazyBatch):
         self.duration = duration
         self.attempt = attempt
         self.timestamp = timestamp
+        #: Rules that decided after the opening was stored (a spend's warning, e.g. a fail-open rate).
+        self.rules = rules
 
     def _make(self) -> list[AuditEvent]:
         o = self.opening
@@ -357,6 +360,7 @@ class Closing(LazyBatch):
                 reason_code=self.reason_code,
                 duration=self.duration,
                 attempt=self.attempt,
+                rule_ids=self.rules,
             )
         ]
 
@@ -368,7 +372,10 @@ class Closing(LazyBatch):
         else:
             request = opened[2]  # its INVOCATION_REQUEST: no decision, rules nor payload
         outcome = (self.status, self.reason_code, self.duration, self.attempt, self.timestamp)
-        return [response_row(request, *outcome)]
+        row = response_row(request, *outcome)
+        if self.rules:
+            row["rule_ids"] = self.rules
+        return [row]
 
 
 def response_row(  # noqa: PLR0917 - a Closing's fields, in order

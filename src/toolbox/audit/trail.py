@@ -309,7 +309,10 @@ class AuditTrail:
         status, reason = result.status.value, result.reason_code or result.error_code
         opening = invocation.opening
         if opening is not None:
-            closing = Closing(opening, status, reason, record.duration, record.attempts, time.time())
+            # A spend after the opening may add a warning (a fail-open rate limit): its rule goes here.
+            late = _decided_by(invocation) if invocation.warnings else ()
+            late = tuple(rule for rule in late if rule not in opening.rules) if late else late
+            closing = Closing(opening, status, reason, record.duration, record.attempts, time.time(), late)
             if not self.store_closing(closing):
                 result.audit_failed = True
             return
@@ -319,7 +322,10 @@ class AuditTrail:
             return
         if not self._store(events) and not self._best_effort:
             result.audit_failed = True
-            self._keep(events)
+            if invocation.commit is None:
+                self._keep(events)
+            # else: its effect waits on this record (an approval request): the chain refuses the call
+            # as AUDIT_UNAVAILABLE instead, and that outcome is what the fallback file keeps.
 
     def _refusal(self, invocation: Invocation, result: ToolResult) -> list[AuditEvent]:
         """The events of a call refused before its opening was stored."""
@@ -482,8 +488,8 @@ class AuditTrail:
 
 
 def _arguments(invocation: Invocation) -> Mapping[str, Any]:
-    arguments = invocation.arguments
-    return arguments if isinstance(arguments, Mapping) else {}
+    """What the payload describes: the call's bound arguments (`toolbox.binding`)."""
+    return invocation.bound_arguments()
 
 
 def _decided_by(invocation: Invocation) -> tuple[str, ...]:
