@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, final
 
@@ -21,7 +22,7 @@ from toolbox.pipeline.interceptor import Interceptor
 from toolbox.pipeline.outcomes import OutcomeMapper, OutcomeMappers
 from toolbox.pipeline.retry import Reconciler, RetryPolicy
 from toolbox.pipeline.shared_limits import SharedLimits
-from toolbox.pipeline.state_ports import DEFAULT_MAX_PENDING
+from toolbox.pipeline.state_ports import DEFAULT_MAX_PENDING, Clock
 from toolbox.state.config import GovernanceState
 
 if TYPE_CHECKING:
@@ -57,6 +58,9 @@ class Governance:
         state: where the kill switches, shared budgets, rate limits and approvals live
             (`toolbox.state.GovernanceState`); a policy file's ``[state]`` builds one.
             None: this process alone, today's behaviour (docs/fleet.md).
+        clock: wall-clock seconds the chain reads for deadlines, approval requests and grants
+            (``time.time``); tests pass a `toolbox.testing.ManualClock` and move time instead of
+            sleeping (give the state stores the same clock).
     """
 
     __slots__ = ("_settings",)
@@ -80,6 +84,7 @@ class Governance:
         audit_hooks: Sequence[AuditHook] = (),
         audit: AuditTrail | None = None,
         state: GovernanceState | None = None,
+        clock: Clock = time.time,
     ) -> None:
         for interceptor in interceptors:
             if not isinstance(interceptor, Interceptor):
@@ -106,6 +111,7 @@ class Governance:
             "audit_hooks": tuple(audit_hooks),
             "audit": audit,
             "state": state,
+            "clock": clock,
         }
         # Fail at configuration time, not on the first call.
         Guardrails(self._settings["guardrails"], mode=guardrail_mode)
@@ -164,7 +170,7 @@ class Governance:
             ),
             DelegationCheck(),
             AccessCheck(),
-            DeadlineCheck(),
+            DeadlineCheck(s["clock"]),
             ArgumentValidation(s["limits"]),
         ]
         if authorizers:
@@ -184,6 +190,7 @@ class Governance:
             limits=state.limits if state is not None and state.backend != "memory" else None,
             request_ttl=state.approval_ttl if state is not None else 3600.0,
             max_pending=state.max_pending_approvals if state is not None else DEFAULT_MAX_PENDING,
+            clock=s["clock"],
         )
         checks.append(approval)
         checks.append(BudgetCheck())

@@ -56,6 +56,7 @@ from toolbox.pipeline.state_ports import (
     DEFAULT_MAX_PENDING,
     ApprovalQueueFullError,
     ApprovalStore,
+    Clock,
     LimitStore,
     Quota,
     StateUnavailableError,
@@ -105,12 +106,17 @@ class Approver(Protocol):
 class HmacApprover:
     """Issues and verifies HMAC-signed grants with a secret only the application holds."""
 
-    __slots__ = ("_fingerprint_key", "_secret")
+    __slots__ = ("_clock", "_fingerprint_key", "_secret")
 
-    def __init__(self, secret: bytes) -> None:
+    def __init__(self, secret: bytes, *, clock: Clock = time.time) -> None:
+        """Args:
+        secret: at least 16 random bytes, held by the application only.
+        clock: wall-clock seconds a grant's expiry counts from (tests: `toolbox.testing.ManualClock`).
+        """
         if not isinstance(secret, bytes) or len(secret) < 16:
             raise ValueError("the approval secret must be at least 16 random bytes")
         self._secret = secret
+        self._clock = clock
         self._fingerprint_key = hmac.new(secret, b"toolbox approval fingerprint", hashlib.sha256).digest()
 
     @property
@@ -124,7 +130,7 @@ class HmacApprover:
 
     def grant(self, request: ApprovalRequest, *, approved_by: str, ttl_seconds: float = 900.0) -> Approval:
         """Approve ``request`` on behalf of ``approved_by`` for ``ttl_seconds``."""
-        expires_at = time.time() + ttl_seconds
+        expires_at = self._clock() + ttl_seconds
         signature = self._sign(request.id, request.fingerprint, approved_by, expires_at)
         return Approval(request.id, request.fingerprint, approved_by, expires_at, signature)
 
@@ -144,6 +150,7 @@ class ApprovalCheck:
     per_attempt = False
     __slots__ = (
         "_approver",
+        "_clock",
         "_deferred",
         "_guardrails",
         "_key",
@@ -167,6 +174,7 @@ class ApprovalCheck:
         limits: LimitStore | None = None,
         request_ttl: float = 3600.0,
         max_pending: int = DEFAULT_MAX_PENDING,
+        clock: Clock = time.time,
     ) -> None:
         """Args:
         approver: verifies signed grants (`HmacApprover`); None: only the store's grants.
@@ -178,8 +186,10 @@ class ApprovalCheck:
         limits: counts signed grants once fleet-wide (`LimitStore`); None: once per process.
         request_ttl: seconds a submitted request waits for a decision.
         max_pending: requests one principal may have pending in the ``store`` at once (0: no bound).
+        clock: wall-clock seconds grants and requests expire by (`Governance(clock=...)`).
         """
         self._approver = approver
+        self._clock = clock
         self._guardrails = guardrails
         # None: the redaction installed by toolbox.governance (use_cleaner), read per request.
         self._redaction = redaction
@@ -265,6 +275,7 @@ class ApprovalCheck:
             rules=rules,
             tenant=ctx.tenant,
             principal=ctx.principal,
+            created_at=self._clock(),
         )
 
     def _submit(self, pending: PendingApproval) -> str:
@@ -326,7 +337,7 @@ class ApprovalCheck:
             return "the approval was not granted by the configured approver"
         if not hmac.compare_digest(grant.fingerprint, fp):
             return "the approval was granted for other arguments, another tool or another principal"
-        if not grant.expires_at > time.time():  # NaN is expired too
+        if not grant.expires_at > self._clock():  # NaN is expired too
             return "the approval has expired"
         if self._limits is None and self._used.used(grant.request_id):
             return USED
@@ -338,10 +349,10 @@ class ApprovalCheck:
             return self._redeem(grant, fp)
         if self._limits is not None:
             # Once across the fleet: a counter of one, kept until the grant has expired.
-            ttl = max(grant.expires_at - time.time(), 0.001) + 60.0
+            ttl = max(grant.expires_at - self._clock(), 0.001) + 60.0
             used = Quota(f"grant:{hashlib.sha256(grant.request_id.encode()).hexdigest()}", 1, ttl, "approval")
             return None if self._limits.admit([used], []) is None else "the approval was already used"
-        return self._used.spend(grant.request_id, expires_at=grant.expires_at)
+        return self._used.spend(grant.request_id, expires_at=grant.expires_at, now=self._clock())
 
     def _inspect(self, grant: Approval, fp: str) -> str | None:
         """Whether the store holds an approved, unexpired grant for this call; consumes nothing."""
@@ -350,7 +361,7 @@ class ApprovalCheck:
         if not isinstance(grant.request_id, str) or len(grant.request_id) > _MAX_ID:
             return "the approval names no approval request"
         pending = store.get(grant.request_id)
-        return _why_not(pending, fp, approved_ok=True)
+        return _why_not(pending, fp, self._clock(), approved_ok=True)
 
     def _redeem(self, grant: Approval, fp: str) -> str | None:
         """Consume the store's grant for this call: None exactly once, else why not."""
@@ -360,15 +371,15 @@ class ApprovalCheck:
             return "the approval names no approval request"
         if store.consume(grant.request_id, fp):
             return None
-        return _why_not(store.get(grant.request_id), fp, approved_ok=False)
+        return _why_not(store.get(grant.request_id), fp, self._clock(), approved_ok=False)
 
 
-def _why_not(pending: PendingApproval | None, fp: str, *, approved_ok: bool) -> str | None:
+def _why_not(pending: PendingApproval | None, fp: str, now: float, *, approved_ok: bool) -> str | None:
     if pending is None:
         return "the approval names no approval request"
     if not hmac.compare_digest(pending.request.fingerprint, fp):
         return "the approval was granted for other arguments, another tool or another principal"
-    if approved_ok and pending.state == "approved" and pending.expires_at > time.time():
+    if approved_ok and pending.state == "approved" and pending.expires_at > now:
         return None
     return {
         "pending": "the approval request has not been decided yet",

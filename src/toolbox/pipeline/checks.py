@@ -8,14 +8,13 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping
-from datetime import datetime, timezone
 from typing import Any, final
 
 from toolbox.errors import ToolDeniedError, ToolUnavailableError
 from toolbox.pipeline.invocation import BY_NAME, Invocation
 from toolbox.pipeline.offload import blocks, submit
 from toolbox.pipeline.result import ToolResult
-from toolbox.pipeline.state_ports import KillEntry, KillSwitchStore
+from toolbox.pipeline.state_ports import Clock, KillEntry, KillSwitchStore
 
 __all__ = ["AccessCheck", "BudgetCheck", "DeadlineCheck", "DelegationCheck", "KillSwitch"]
 
@@ -328,11 +327,14 @@ class DeadlineCheck:
 
     name = "deadline"
     per_attempt = True
-    __slots__ = ()
+    __slots__ = ("_clock",)
+
+    def __init__(self, clock: Clock = time.time) -> None:
+        self._clock = clock
 
     def __call__(self, invocation: Invocation) -> ToolResult | None:
         deadline = invocation.context.deadline
-        if deadline is not None and datetime.now(timezone.utc) >= deadline:
+        if deadline is not None and self._clock() >= deadline.timestamp():
             return invocation.denied(
                 "DEADLINE_EXCEEDED", "context:deadline", "the context's deadline has passed"
             )
