@@ -320,11 +320,15 @@ class Opening(LazyBatch):
 
 @final
 class Closing(LazyBatch):
-    """INVOCATION_RESPONSE of a call whose `Opening` was stored."""
+    """INVOCATION_RESPONSE of a call whose `Opening` was stored.
+
+    ``payload``, when set, is the result's own summary and hash
+    (`toolbox.pipeline.result_summary`), stored as the event's payload fields.
+    """
 
     SIZE = 1
 
-    __slots__ = ("attempt", "duration", "opening", "reason_code", "status", "timestamp")
+    __slots__ = ("attempt", "duration", "opening", "payload", "reason_code", "status", "timestamp")
 
     def __init__(  # noqa: PLR0917 - positional on purpose: built on the hot path
         self,
@@ -343,9 +347,11 @@ class Closing(LazyBatch):
         self.duration = duration
         self.attempt = attempt
         self.timestamp = timestamp
+        self.payload: tuple[str | None, str | None] | None = None
 
     def _make(self) -> list[AuditEvent]:
         o = self.opening
+        summary, digest = self.payload or (None, None)
         return [
             call_event(
                 EventType.INVOCATION_RESPONSE,
@@ -357,6 +363,8 @@ class Closing(LazyBatch):
                 reason_code=self.reason_code,
                 duration=self.duration,
                 attempt=self.attempt,
+                payload_summary=summary,
+                payload_hash=digest,
             )
         ]
 
@@ -368,7 +376,10 @@ class Closing(LazyBatch):
         else:
             request = opened[2]  # its INVOCATION_REQUEST: no decision, rules nor payload
         outcome = (self.status, self.reason_code, self.duration, self.attempt, self.timestamp)
-        return [response_row(request, *outcome)]
+        row = response_row(request, *outcome)
+        if self.payload is not None:
+            row["payload_summary"], row["payload_hash"] = self.payload
+        return [row]
 
 
 def response_row(  # noqa: PLR0917 - a Closing's fields, in order

@@ -39,6 +39,7 @@ from toolbox.context import ExecutionContext
 from toolbox.errors import ConfigurationError
 from toolbox.pipeline.audit_hooks import audit_unavailable
 from toolbox.pipeline.result import Status, ToolResult
+from toolbox.pipeline.result_summary import result_summary
 
 if TYPE_CHECKING:
     from toolbox.pipeline.invocation import Invocation
@@ -310,6 +311,9 @@ class AuditTrail:
         opening = invocation.opening
         if opening is not None:
             closing = Closing(opening, status, reason, record.duration, record.attempts, time.time())
+            summary = result_summary(result.content) if result.content is not None else None
+            if summary is not None:
+                closing.payload = self.redaction.summary_fields(*summary)
             if not self.store_closing(closing):
                 result.audit_failed = True
             return
