@@ -174,13 +174,9 @@ class TestDatabase:
         table.update(overrides)
         return table
 
-    def policy(
-        self, *, writes: bool = False, allow: tuple[str, ...] = ("sql.shop",), **overrides: Any
-    ) -> ToolPolicy:
-        """A policy configuring the database as ``shop`` and allowing ``allow``."""
+    def policy(self, *, allow: tuple[str, ...] = ("sql.shop",), **overrides: Any) -> ToolPolicy:
+        """A policy configuring the database as ``shop`` and allowing ``allow`` (``writes={}``: the writer)."""
         profile = self.profile(**overrides)
-        if writes and "writes" not in profile:
-            profile["writes"] = {}
         return ToolPolicy(
             default_risks=[RiskClass.MEMORY_ONLY],
             allow=allow,

@@ -240,7 +240,7 @@ def test_hostile_statements_do_not_pass_execute_either(
 ) -> None:
     """execute refuses the same statements (its own rules: one write of an allowed table)."""
     before = shared.checksum()
-    policy = shared.policy(writes=True, allow=("sql.shop", "sql_write.shop"))
+    policy = shared.policy(allow=("sql.shop", "sql_write.shop"), writes={})
     gateway = shared.gateway(policy=policy, env=shared.env(**ACK))
     result = gateway.invoke("sql_write.shop.execute", {"sql": sql, "audit_as": "Probe"}, context=ACME)
     assert result.status is Status.DENIED and result.reason_code is not None

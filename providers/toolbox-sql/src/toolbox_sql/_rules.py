@@ -208,12 +208,12 @@ def _resolve(names: tuple[str, ...], dialect: str) -> Functions:
             except (SqlglotError, RecursionError):
                 continue
             node = select.expressions[0] if isinstance(select, exp.Select) and select.expressions else None
-            if (
-                isinstance(node, exp.Func)
-                and not isinstance(node, exp.Anonymous)
-                and type(node) not in _SYNTAX
-            ):
-                classes.add(type(node))
+            if not isinstance(node, exp.Func):
+                continue
+            # The call, and the conversions sqlglot wraps its arguments in (strftime's TsOrDsToTimestamp).
+            for part in node.walk():
+                if isinstance(part, exp.Func) and not isinstance(part, exp.Anonymous) and type(part) not in _SYNTAX:
+                    classes.add(type(part))
     return Functions(frozenset(classes), frozenset(names))
 
 
