@@ -65,7 +65,9 @@ __all__ = [
     "fingerprint",
 ]
 
-_MAX_SHOWN = 200
+# Each shown value is cut past this many characters: enough for an approver to read a whole SQL
+# statement (toolbox-sql), bounded so a huge argument cannot flood a request.
+_MAX_SHOWN = 2000
 _MAX_ID = 256
 
 

@@ -142,6 +142,7 @@ def _sqlite_write(  # noqa: PLR0917 - one write's settings, in order
     cap: int,
 ) -> SqlResult:
     guard.calls, guard.deadline = plan.calls, time.monotonic() + seconds
+    guard.schema_change = plan.kind not in ("INSERT", "UPDATE", "DELETE")
     try:
         driver.execute("BEGIN IMMEDIATE")
         before = driver.total_changes
@@ -161,7 +162,7 @@ def _sqlite_write(  # noqa: PLR0917 - one write's settings, in order
         _commit(lambda: driver.execute("COMMIT"))
         return result
     finally:
-        guard.calls, guard.deadline = frozenset(), None
+        guard.calls, guard.deadline, guard.schema_change = frozenset(), None, False
 
 
 def _commit(commit: Any) -> None:

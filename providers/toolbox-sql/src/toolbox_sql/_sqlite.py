@@ -33,7 +33,7 @@ _SCHEMAS: Final = frozenset({"main", None})
 class SqliteGuard:
     """One connection's authorizer and deadline; armed with a statement's calls before it runs."""
 
-    __slots__ = ("_ddl", "_reads", "_writes", "calls", "deadline")
+    __slots__ = ("_ddl", "_reads", "_writes", "calls", "deadline", "schema_change")
 
     def __init__(self, profile: DatabaseConfig, *, writer: bool) -> None:
         self._reads: dict[str, frozenset[str]] = {
@@ -58,6 +58,8 @@ class SqliteGuard:
         self.calls: frozenset[str] = frozenset()
         #: ``time.monotonic()`` past which the running statement is interrupted; None: no statement.
         self.deadline: float | None = None
+        #: The statement about to run is DDL the profile allows (``ddl = true``, writer only).
+        self.schema_change = False
 
     def authorize(
         self, action: int, first: str | None, second: str | None, schema: str | None, _: Any
@@ -65,6 +67,9 @@ class SqliteGuard:
         """The authorizer callback (see the module docstring)."""
         if action in (sqlite3.SQLITE_SELECT, sqlite3.SQLITE_TRANSACTION):
             return _OK
+        if self.schema_change and self._ddl:
+            # DDL the checks allowed: SQLite edits its schema table and calls its own helpers.
+            return _OK if self._ddl_step(action, first, second, schema) else _DENY
         if schema not in _SCHEMAS:
             return _DENY
         if action == sqlite3.SQLITE_READ:
@@ -75,11 +80,18 @@ class SqliteGuard:
         if action in (sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE, sqlite3.SQLITE_DELETE):
             written = self._writes.get((action, first or ""))
             if written is None:
-                return _OK if first in self._ddl and first == "sqlite_master" else _DENY
+                return _DENY
             return _OK if action != sqlite3.SQLITE_UPDATE or (second or "") in written else _DENY
-        if action in _DDL_ACTIONS:
-            return _OK if first in self._ddl or second in self._ddl else _DENY
         return _DENY
+
+    def _ddl_step(self, action: int, first: str | None, second: str | None, schema: str | None) -> bool:
+        if action in _DDL_ACTIONS:
+            # ALTER TABLE names (schema, table); the others (table or index, table).
+            return (second if action == sqlite3.SQLITE_ALTER_TABLE else first) in self._ddl or second in self._ddl
+        if action == sqlite3.SQLITE_FUNCTION:
+            return True
+        touched = first or ""
+        return touched in _SCHEMA_TABLES or touched in self._ddl or action == sqlite3.SQLITE_REINDEX
 
     def progress(self) -> int:
         """The progress handler: non-zero interrupts the statement."""
@@ -91,6 +103,7 @@ _DDL_ACTIONS: Final = frozenset(
     {sqlite3.SQLITE_CREATE_TABLE, sqlite3.SQLITE_CREATE_INDEX, sqlite3.SQLITE_DROP_TABLE}
     | {sqlite3.SQLITE_ALTER_TABLE}
 )
+_SCHEMA_TABLES: Final = frozenset({"sqlite_master", "sqlite_temp_master"})
 
 
 #: Where a connection's guard is kept in its pool record's ``info``.

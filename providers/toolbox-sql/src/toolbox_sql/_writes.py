@@ -233,6 +233,7 @@ def check_ddl(
                 reason_code="SQL_TABLE_NOT_ALLOWED",
                 rule="sql:table",
             )
-        qualify_table(table, schema)
+        if not (dialect == "sqlite" and isinstance(table.parent, exp.Index)):
+            qualify_table(table, schema)  # SQLite names an index's schema on the index, not its table
         names.add(table.name)
     return CheckedWrite(label, tuple(sorted(names)), False)
