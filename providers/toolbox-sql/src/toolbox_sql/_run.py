@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy.exc import DBAPIError
 
 from toolbox.context import ExecutionContext
+from toolbox.dispatch import require_dispatch
 from toolbox.errors import ToolConnectionError
 from toolbox.redact import MASK
 from toolbox_sql._database import Database
@@ -57,7 +58,12 @@ def _seconds(database: Database, context: ExecutionContext) -> float:
 def run_query(
     database: Database, plan: Plan, parameters: Mapping[str, Any], context: ExecutionContext
 ) -> SqlResult:
-    """Run a query's plan on the reader pool and take its rows within the caps."""
+    """Run a query's plan on the reader pool and take its rows within the caps.
+
+    Raises:
+        toolbox.GovernanceBypassError: called outside the chain's dispatch of the database's reader.
+    """
+    require_dispatch(database.read_tool)
     config = database.config
     bound = _bound(plan, parameters, context)
     seconds = _seconds(database, context)
@@ -95,7 +101,12 @@ def run_query(
 def run_write(
     database: Database, plan: Plan, parameters: Mapping[str, Any], context: ExecutionContext
 ) -> SqlResult:
-    """Run a write's plan in one transaction on the writer pool; roll it back past ``max_affected_rows``."""
+    """Run a write's plan in one transaction on the writer pool; roll it back past ``max_affected_rows``.
+
+    Raises:
+        toolbox.GovernanceBypassError: called outside the chain's dispatch of the database's writer.
+    """
+    require_dispatch(database.write_tool)
     config = database.config
     writes = config.writes
     cap = writes.max_affected_rows if writes is not None else 0

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict
 from sqlalchemy import inspect
 from sqlalchemy.exc import SQLAlchemyError
 
+from toolbox.dispatch import require_dispatch
 from toolbox_sql._database import Database
 
 __all__ = ["ColumnInfo", "SchemaCache", "SqlSchema", "TableInfo"]
@@ -75,7 +76,8 @@ class SchemaCache:
         self._lock = threading.Lock()
 
     def get(self) -> SqlSchema:
-        """The schema, read now if this is the first call."""
+        """The schema, read now if this is the first call (inside the chain's dispatch only)."""
+        require_dispatch(self._database.read_tool)
         with self._lock:
             if self._schema is None:
                 self._schema = _read(self._database)
