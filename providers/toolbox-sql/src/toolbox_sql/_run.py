@@ -167,7 +167,8 @@ def _sqlite_write(  # noqa: PLR0917 - one write's settings, in order
             if affected > cap and plan.kind in ("INSERT", "UPDATE", "DELETE"):
                 raise _too_many(affected, cap)
         except BaseException:
-            driver.execute("ROLLBACK")
+            if driver.in_transaction:  # an interrupted statement's transaction is already rolled back
+                driver.execute("ROLLBACK")
             raise
         result = collect(columns, returned, max_rows=max_rows, max_bytes=max_bytes, rows_affected=affected)
         _commit(lambda: driver.execute("COMMIT"))
