@@ -19,6 +19,22 @@ def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TestDatabase]
         yield database
 
 
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def _module_database(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[TestDatabase]:
+    folder = tmp_path_factory.mktemp(f"shop-{request.param}")
+    with database_of(request.param, folder) as database:
+        yield database
+
+
+@pytest.fixture
+def reads(_module_database: TestDatabase) -> Iterator[TestDatabase]:
+    """The shop database on each engine, shared by a module's tests that only read (they check so)."""
+    yield _module_database
+    _module_database.close_gateways()
+
+
 @pytest.fixture
 def sqlite_db(tmp_path: Path) -> Iterator[TestDatabase]:
     """The shop database on SQLite only (for what only SQLite has: its authorizer, files)."""

@@ -25,10 +25,10 @@ def _events(sink: MemorySink) -> list[dict[str, object]]:
     return [e.model_dump(mode="json") for e in sink.read_trace(ACME.run_id)]
 
 
-def test_a_query_is_audited_by_its_statement_and_summarised_by_its_rows(db: TestDatabase) -> None:
+def test_a_query_is_audited_by_its_statement_and_summarised_by_its_rows(reads: TestDatabase) -> None:
     """Intent: the normalised SQL and parameters. Response: rows=, bytes=, the hash of the rows."""
     sink = MemorySink()
-    gateway = db.gateway(sink=sink)
+    gateway = reads.gateway(sink=sink)
     sql = "select   customer, total from orders -- who paid\n where total > :min order by total"
     result = gateway.invoke(
         "sql.shop.query", {"sql": sql, "params": {"min": 50}, "purpose": "Top"}, context=ACME
@@ -57,10 +57,10 @@ def test_a_query_is_audited_by_its_statement_and_summarised_by_its_rows(db: Test
     assert verify_chain(events) == []
 
 
-def test_secret_parameters_are_masked_in_the_audit_trail(db: TestDatabase) -> None:
+def test_secret_parameters_are_masked_in_the_audit_trail(reads: TestDatabase) -> None:
     """A parameter named like a secret is bound and used, but stored masked (approvals show it masked)."""
     sink = MemorySink()
-    gateway = db.gateway(sink=sink)
+    gateway = reads.gateway(sink=sink)
     result = gateway.invoke(
         "sql.shop.query",
         {
@@ -101,11 +101,13 @@ def test_no_audit_event_holds_a_row(db: TestDatabase) -> None:
 
 
 @pytest.mark.parametrize(("mode", "summary"), [("HASH", False), ("NONE", False), ("SUMMARY", True)])
-def test_the_trails_payload_mode_applies(db: TestDatabase, mode: str, summary: bool) -> None:
+def test_the_trails_payload_mode_applies(reads: TestDatabase, mode: str, summary: bool) -> None:
     """HASH keeps only hashes, NONE nothing, SUMMARY both."""
     sink = MemorySink()
     trail = AuditTrail(sink, fallback_path=None, redaction=Redaction.of(payload=mode))
-    with Tools.load(ACME, policy=db.policy(), env=db.env(), governance=Governance(audit=trail)) as tools:
+    with Tools.load(
+        ACME, policy=reads.policy(), env=reads.env(), governance=Governance(audit=trail)
+    ) as tools:
         tools.get("sql.shop").query("SELECT count(*) AS n FROM orders").purpose("Count").execute()
     (response,) = [e for e in sink.read_trace(ACME.run_id) if e.type is EventType.INVOCATION_RESPONSE]
     assert (response.payload_summary is not None) is summary

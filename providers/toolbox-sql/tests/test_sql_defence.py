@@ -104,7 +104,8 @@ def test_the_timeout_also_holds_for_writes(db: TestDatabase, database: Any) -> N
     slow = (
         f"UPDATE {db.prefix}orders SET status = 'x' WHERE id IN (SELECT 1 FROM pg_sleep(30))"
         if db.kind == "postgres"
-        else "UPDATE orders SET status = 'x' WHERE id IN (SELECT a.n FROM big a, big b, big c WHERE a.n + b.n + c.n < 0)"
+        else "UPDATE orders SET status = 'x' WHERE id IN "
+        "(SELECT a.n FROM big a, big b, big c WHERE a.n + b.n + c.n < 0)"
     )
     with pytest.raises(SqlTimeoutError):
         _write(database, slow)
@@ -139,12 +140,12 @@ def test_one_statement_reaches_the_server(db: TestDatabase, database: Any) -> No
 def test_sqlite_authorizer_refuses_outside_the_profile(
     sqlite_db: TestDatabase, sql: str, calls: frozenset[str]
 ) -> None:
-    """SQLite's own authorizer: tables, columns, functions, ATTACH and PRAGMA outside the profile fail to prepare."""
+    """SQLite's own authorizer: tables, columns, functions, ATTACH, PRAGMA outside the profile fail to prepare."""
     gateway = sqlite_db.gateway()
     before = sqlite_db.checksum()
     with Tools(gateway.catalog, ACME) as tools:
         database = type(tools.get("sql.shop")).database
-        with pytest.raises(SqlExecutionError, match="not authorized|prohibited"):
+        with pytest.raises(SqlExecutionError, match=r"not authorized|prohibited"):
             _query(database, sql, calls=calls)
     assert sqlite_db.checksum() == before
 
@@ -166,13 +167,13 @@ def test_sqlite_authorizer_holds_the_writer_to_the_profile(sqlite_db: TestDataba
     before = sqlite_db.checksum()
     with Tools(gateway.catalog, ACME) as tools:
         database = type(tools.get("sql_write.shop")).database
-        with pytest.raises(SqlExecutionError, match="not authorized|prohibited"):
+        with pytest.raises(SqlExecutionError, match=r"not authorized|prohibited"):
             _write(database, sql)
     assert sqlite_db.checksum() == before
 
 
 def test_the_runner_refuses_outside_the_chain(db: TestDatabase, database: Any) -> None:
-    """run_query, run_write, schema reads and an intent's call raise GovernanceBypassError outside a dispatch."""
+    """run_query, run_write, schema reads and an intent's call raise GovernanceBypassError outside the chain."""
     before = db.checksum()
     with pytest.raises(GovernanceBypassError):
         run_query(database, _raw("SELECT 1"), {}, ACME)
@@ -219,7 +220,7 @@ def reader_role(pg_db: TestDatabase) -> Iterator[str]:
 def test_the_least_privilege_role_refuses_what_it_was_not_granted(
     pg_db: TestDatabase, reader_role: str
 ) -> None:
-    """Connected as the documented role: governed queries work; a column it was not granted fails at the server."""
+    """As the documented role: governed queries work; a column it was not granted fails at the server."""
     url = pg_db.url.replace("postgres@", f"{reader_role}@")
     gateway = pg_db.gateway(policy=pg_db.policy(), env={"SHOP_DATABASE_URL": url})
     ok = gateway.invoke(

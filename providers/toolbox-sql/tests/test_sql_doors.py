@@ -1,4 +1,4 @@
-"""The SQL tools are governed on every door: typed (sync and async), by name (sync and async), MCP, pydantic-ai.
+"""The SQL tools are governed on every door: typed and by name (sync and async), MCP, pydantic-ai.
 
 On each door: an allowed query returns the tenant's rows; a hostile one is
 refused with its reason code, runs zero times and is audited; a write waits
@@ -56,10 +56,10 @@ def _deny_events(sink: MemorySink, run_id: str) -> list[str | None]:
     ]
 
 
-def test_typed_door_sync_and_async(db: TestDatabase, runs: list[str]) -> None:
+def test_typed_door_sync_and_async(reads: TestDatabase, runs: list[str]) -> None:
     """execute() and aexecute() return the same rows; a refusal raises before an intent."""
     sink = MemorySink()
-    gateway = db.gateway(sink=sink)
+    gateway = reads.gateway(sink=sink)
     with Tools(gateway.catalog, ACME) as tools:
         shop: SqlTool = tools.get("sql.shop")
         sync = shop.query("SELECT count(*) AS n FROM orders").purpose("Count").execute()
@@ -72,10 +72,10 @@ def test_typed_door_sync_and_async(db: TestDatabase, runs: list[str]) -> None:
     assert _deny_events(sink, ACME.run_id) == ["SQL_NOT_ONE_STATEMENT"]
 
 
-def test_by_name_sync_and_async(db: TestDatabase, runs: list[str]) -> None:
+def test_by_name_sync_and_async(reads: TestDatabase, runs: list[str]) -> None:
     """invoke() and ainvoke(), by dotted and wire name."""
     sink = MemorySink()
-    gateway = db.gateway(sink=sink)
+    gateway = reads.gateway(sink=sink)
     ok = gateway.invoke(
         "sql__shop__query",
         {"sql": "SELECT customer FROM orders WHERE id = 1", "purpose": "Who"},
@@ -99,10 +99,10 @@ def test_by_name_sync_and_async(db: TestDatabase, runs: list[str]) -> None:
     assert _deny_events(sink, ACME.run_id) == ["SQL_NOT_ONE_STATEMENT"]
 
 
-def test_mcp_official_client(db: TestDatabase, runs: list[str]) -> None:
+def test_mcp_official_client(reads: TestDatabase, runs: list[str]) -> None:
     """Over MCP: listed by wire name, rows as structured content, refusals as errors, approvals asked."""
     sink = MemorySink()
-    gateway = db.gateway(policy=db.policy(allow=BOTH, writes={}), sink=sink, env=db.env(**ACK))
+    gateway = reads.gateway(policy=reads.policy(allow=BOTH, writes={}), sink=sink, env=reads.env(**ACK))
     operator = ExecutionContext(tenant="acme", principal="desktop")
 
     async def steps(client: Client) -> tuple[Any, ...]:
@@ -187,9 +187,9 @@ def test_pydantic_ai_agent(db: TestDatabase, runs: list[str]) -> None:
     assert "SQL_NOT_ONE_STATEMENT" in _deny_events(sink, ACME.run_id)
 
 
-def test_typed_write_needs_the_grant(db: TestDatabase, runs: list[str]) -> None:
+def test_typed_write_needs_the_grant(reads: TestDatabase, runs: list[str]) -> None:
     """The typed door's execute raises ApprovalRequired (nothing runs) until it has a grant."""
-    gateway = db.gateway(policy=db.policy(allow=BOTH, writes={}), env=db.env(**ACK))
+    gateway = reads.gateway(policy=reads.policy(allow=BOTH, writes={}), env=reads.env(**ACK))
     with Tools(gateway.catalog, ACME) as tools:
         intent = tools.get("sql_write.shop").execute("DELETE FROM orders WHERE id = :id", {"id": 3})
         with pytest.raises(ApprovalRequired):

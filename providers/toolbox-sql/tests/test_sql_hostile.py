@@ -9,8 +9,6 @@ same afterwards. The typed door refuses the same inputs with the same codes.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,7 +18,7 @@ from toolbox import Status, Tools
 from toolbox.audit import EventType, MemorySink
 from toolbox_sql import SqlDeniedError
 
-from .sql_support import ACK, ACME, TestDatabase, database_of
+from .sql_support import ACK, ACME, TestDatabase
 
 UNPARSABLE = "SQL_UNPARSABLE"
 ONE = "SQL_NOT_ONE_STATEMENT"
@@ -155,16 +153,6 @@ HOSTILE: list[tuple[str, str, set[str]]] = [
 ]
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgres"])
-def shared(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[TestDatabase]:
-    """One database per engine for the whole module: refused statements change nothing (checked)."""
-    folder: Path = tmp_path_factory.mktemp(request.param)
-    with database_of(request.param, folder) as database:
-        yield database
-
-
 @pytest.fixture
 def runs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every statement the tool sent to a database from now on."""
@@ -184,12 +172,12 @@ def runs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     ("sql", "codes"), [pytest.param(sql, codes, id=case) for case, sql, codes in HOSTILE]
 )
 def test_hostile_query_is_refused_by_name(
-    shared: TestDatabase, runs: list[str], sql: str, codes: set[str]
+    reads: TestDatabase, runs: list[str], sql: str, codes: set[str]
 ) -> None:
     """By name: DENIED, the expected code, zero runs, the DENY decision audited, nothing changed."""
-    before = shared.checksum()
+    before = reads.checksum()
     sink = MemorySink()
-    gateway = shared.gateway(sink=sink)
+    gateway = reads.gateway(sink=sink)
     result = gateway.invoke("sql.shop.query", {"sql": sql, "purpose": "Probe"}, context=ACME)
     assert result.status is Status.DENIED, result
     assert result.reason_code in codes, (result.reason_code, result.message)
@@ -203,18 +191,18 @@ def test_hostile_query_is_refused_by_name(
     ]
     assert [(e.reason_code, e.tool) for e in decisions] == [(result.reason_code, "sql.shop")]
     assert result.rule in decisions[0].rule_ids
-    assert shared.checksum() == before
+    assert reads.checksum() == before
 
 
 @pytest.mark.parametrize(
     ("sql", "codes"), [pytest.param(sql, codes, id=case) for case, sql, codes in HOSTILE]
 )
 def test_hostile_query_is_refused_typed(
-    shared: TestDatabase, runs: list[str], sql: str, codes: set[str]
+    reads: TestDatabase, runs: list[str], sql: str, codes: set[str]
 ) -> None:
     """Typed door: SqlDeniedError before any intent, the same codes, in the trace and the audit trail."""
     sink = MemorySink()
-    gateway = shared.gateway(sink=sink)
+    gateway = reads.gateway(sink=sink)
     with Tools(gateway.catalog, ACME) as tools, pytest.raises(SqlDeniedError) as caught:
         tools.get("sql.shop").query(sql)
     assert caught.value.reason_code in codes
@@ -236,32 +224,32 @@ def test_hostile_query_is_refused_typed(
     ],
 )
 def test_hostile_statements_do_not_pass_execute_either(
-    shared: TestDatabase, runs: list[str], sql: str
+    reads: TestDatabase, runs: list[str], sql: str
 ) -> None:
     """execute refuses the same statements (its own rules: one write of an allowed table)."""
-    before = shared.checksum()
-    policy = shared.policy(allow=("sql.shop", "sql_write.shop"), writes={})
-    gateway = shared.gateway(policy=policy, env=shared.env(**ACK))
+    before = reads.checksum()
+    policy = reads.policy(allow=("sql.shop", "sql_write.shop"), writes={})
+    gateway = reads.gateway(policy=policy, env=reads.env(**ACK))
     result = gateway.invoke("sql_write.shop.execute", {"sql": sql, "audit_as": "Probe"}, context=ACME)
     assert result.status is Status.DENIED and result.reason_code is not None
     assert result.reason_code.startswith("SQL_") and result.attempts == 0 and runs == []
-    assert shared.checksum() == before
+    assert reads.checksum() == before
 
 
-def test_nested_comment_is_read_as_each_engine_reads_it(shared: TestDatabase, runs: list[str]) -> None:
+def test_nested_comment_is_read_as_each_engine_reads_it(reads: TestDatabase, runs: list[str]) -> None:
     """PostgreSQL nests block comments, SQLite does not; sqlglot reads each dialect the same way.
 
     On PostgreSQL the text is one SELECT (the DELETE is inside the comment), and
     what runs is that SELECT regenerated without the comment; SQLite sees a
     second statement (and a stray ``*/``) and refuses the text. Either way nothing is deleted.
     """
-    before = shared.checksum()
-    gateway = shared.gateway()
+    before = reads.checksum()
+    gateway = reads.gateway()
     sql = "SELECT id FROM orders /* /* */ ; DELETE FROM orders; */"
     result = gateway.invoke("sql.shop.query", {"sql": sql, "purpose": "Probe"}, context=ACME)
-    if shared.kind == "postgres":
+    if reads.kind == "postgres":
         assert result.status is Status.SUCCESS and result.content.row_count == 3
         assert runs and "DELETE" not in runs[0] and "/*" not in runs[0]
     else:
         assert result.status is Status.DENIED and result.reason_code in (ONE, UNPARSABLE) and runs == []
-    assert shared.checksum() == before
+    assert reads.checksum() == before

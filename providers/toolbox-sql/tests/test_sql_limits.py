@@ -46,41 +46,41 @@ def _query(db: TestDatabase, sql: str, params: dict[str, Any] | None = None, **p
     )
 
 
-def test_row_cap_stops_the_fetch(db: TestDatabase, pulled: list[int]) -> None:
+def test_row_cap_stops_the_fetch(reads: TestDatabase, pulled: list[int]) -> None:
     """LIMIT :n asks for 2,000 rows; max_rows = 5 takes 5 and pulls one more, no further."""
-    result = _query(db, "SELECT n FROM big ORDER BY n LIMIT :n", {"n": 2000}, max_rows=5)
+    result = _query(reads, "SELECT n FROM big ORDER BY n LIMIT :n", {"n": 2000}, max_rows=5)
     assert result.status is Status.SUCCESS
     assert result.content.rows == ((1,), (2,), (3,), (4,), (5,))
     assert result.content.truncated == "max_rows" and pulled == [6]
 
 
-def test_row_cap_is_also_asked_of_the_database(db: TestDatabase, pulled: list[int]) -> None:
+def test_row_cap_is_also_asked_of_the_database(reads: TestDatabase, pulled: list[int]) -> None:
     """Without a LIMIT of its own, the statement runs with LIMIT max_rows + 1."""
-    result = _query(db, "SELECT a.n FROM big a, big b", max_rows=10)  # 4,000,000 rows if unbounded
+    result = _query(reads, "SELECT a.n FROM big a, big b", max_rows=10)  # 4,000,000 rows if unbounded
     assert result.content.row_count == 10 and result.content.truncated == "max_rows" and pulled == [11]
 
 
-def test_byte_cap_stops_the_fetch(db: TestDatabase, pulled: list[int]) -> None:
+def test_byte_cap_stops_the_fetch(reads: TestDatabase, pulled: list[int]) -> None:
     """Rows of about 110 bytes with max_bytes = 1,024: the rows that fit, then the fetch stops."""
     pad = "x" * 100
-    result = _query(db, f"SELECT n, '{pad}' AS pad FROM big ORDER BY n", max_bytes=1024)
+    result = _query(reads, f"SELECT n, '{pad}' AS pad FROM big ORDER BY n", max_bytes=1024)
     assert result.status is Status.SUCCESS and result.content.truncated == "max_bytes"
     assert 1 <= result.content.row_count < 11 and pulled == [result.content.row_count + 1]
     assert result.content.result_bytes <= 1024
 
 
-def test_a_statement_past_its_timeout_is_cancelled_not_retried(db: TestDatabase) -> None:
+def test_a_statement_past_its_timeout_is_cancelled_not_retried(reads: TestDatabase) -> None:
     """8e9 rows to count, statement_timeout = 0.3 s: ERROR SqlTimeoutError, one attempt, nothing retried."""
-    before = db.checksum()
-    result = _query(db, "SELECT count(*) AS n FROM big a, big b, big c", statement_timeout=0.3)
+    before = reads.checksum()
+    result = _query(reads, "SELECT count(*) AS n FROM big a, big b, big c", statement_timeout=0.3)
     assert (result.status, result.error_code, result.attempts) == (Status.ERROR, "SqlTimeoutError", 1)
     assert "ran longer than" in (result.message or "")
-    assert db.checksum() == before
+    assert reads.checksum() == before
 
 
-def test_the_contexts_deadline_shortens_the_timeout(db: TestDatabase) -> None:
+def test_the_contexts_deadline_shortens_the_timeout(reads: TestDatabase) -> None:
     """A context with a near deadline cuts the statement to it, below the profile's 5 seconds."""
-    gateway = db.gateway()
+    gateway = reads.gateway()
     soon = ExecutionContext(
         tenant="acme", principal="ann", deadline=datetime.now(timezone.utc) + timedelta(seconds=0.5)
     )

@@ -145,28 +145,28 @@ def _plain(value: Any) -> Any:
     ("sql", "params", "expected"), [pytest.param(s, p, e, id=i) for i, s, p, e in QUERIES]
 )
 def test_everyday_queries_pass(
-    db: TestDatabase, sql: str, params: dict[str, Any], expected: list[list[Any]]
+    reads: TestDatabase, sql: str, params: dict[str, Any], expected: list[list[Any]]
 ) -> None:
     """The query runs, on the caller's tenant's rows, and changes nothing."""
-    before = db.checksum()
-    gateway = db.gateway()
+    before = reads.checksum()
+    gateway = reads.gateway()
     result = gateway.invoke(
         "sql.shop.query", {"sql": sql, "params": params, "purpose": "Report"}, context=ACME
     )
     assert result.status is Status.SUCCESS, result.message
     assert [[_plain(v) for v in row] for row in result.content.rows] == expected
     assert result.content.truncated is None
-    assert db.checksum() == before
+    assert reads.checksum() == before
 
 
-def test_explain_passes_and_is_only_a_plan(db: TestDatabase) -> None:
+def test_explain_passes_and_is_only_a_plan(reads: TestDatabase) -> None:
     """EXPLAIN (PostgreSQL: and VERBOSE; SQLite: QUERY PLAN) shows a plan and runs nothing."""
-    before = db.checksum()
-    gateway = db.gateway()
+    before = reads.checksum()
+    gateway = reads.gateway()
     forms = ["EXPLAIN SELECT id FROM orders WHERE total > :t"]
     forms.append(
         "EXPLAIN VERBOSE SELECT id FROM orders"
-        if db.kind == "postgres"
+        if reads.kind == "postgres"
         else "EXPLAIN QUERY PLAN SELECT id FROM orders"
     )
     for sql in forms:
@@ -176,15 +176,15 @@ def test_explain_passes_and_is_only_a_plan(db: TestDatabase) -> None:
         )
         assert result.status is Status.SUCCESS, result.message
         assert result.content.row_count > 0
-    assert db.checksum() == before
+    assert reads.checksum() == before
 
 
-def test_dates_in_each_dialect(db: TestDatabase) -> None:
+def test_dates_in_each_dialect(reads: TestDatabase) -> None:
     """Date functions of each engine's own dialect are allowed by the default list."""
-    gateway = db.gateway()
+    gateway = reads.gateway()
     sql = (
         "SELECT date_trunc('month', CAST(created_at AS TIMESTAMP)) AS m FROM orders WHERE id = 1"
-        if db.kind == "postgres"
+        if reads.kind == "postgres"
         else "SELECT strftime('%Y-%m', created_at) AS m FROM orders WHERE id = 1"
     )
     result = gateway.invoke("sql.shop.query", {"sql": sql, "purpose": "By month"}, context=ACME)
@@ -192,9 +192,9 @@ def test_dates_in_each_dialect(db: TestDatabase) -> None:
     assert str(result.content.rows[0][0]).startswith("2026-01")
 
 
-def test_star_expands_to_the_profile_columns(db: TestDatabase) -> None:
+def test_star_expands_to_the_profile_columns(reads: TestDatabase) -> None:
     """SELECT * returns the allowed columns only: no card number, no tenant."""
-    gateway = db.gateway()
+    gateway = reads.gateway()
     result = gateway.invoke("sql.shop.query", {"sql": "SELECT * FROM orders", "purpose": "All"}, context=ACME)
     assert result.status is Status.SUCCESS
     assert result.content.columns == ("id", "customer", "total", "status", "created_at")

@@ -1,4 +1,5 @@
 from toolbox import Status
+
 from .sql_support import ACME
 
 

@@ -22,7 +22,7 @@ BYPASSES = [
     "SELECT customer FROM orders UNION ALL SELECT name FROM customers",
     "SELECT a.customer FROM orders a JOIN orders b ON b.total > 500",
     "SELECT customer FROM orders a WHERE EXISTS (SELECT 1 FROM orders b WHERE b.total > 500)",
-    "WITH every_order AS (SELECT customer, total FROM orders) SELECT customer FROM every_order WHERE total > 0",
+    "WITH every_order AS (SELECT customer, total FROM orders) SELECT customer FROM every_order",
     "SELECT customer FROM (SELECT customer FROM orders) AS everything",
     "SELECT customer FROM orders WHERE customer = 'x'' OR ''1''=''1'",
     "SELECT customer FROM orders WHERE id IN (SELECT id FROM orders WHERE total > 500) OR TRUE",
@@ -35,18 +35,18 @@ def _values(result: Any) -> set[str]:
 
 
 @pytest.mark.parametrize("sql", BYPASSES)
-def test_no_query_reaches_another_tenants_rows(db: TestDatabase, sql: str) -> None:
+def test_no_query_reaches_another_tenants_rows(reads: TestDatabase, sql: str) -> None:
     """Whatever the statement says, acme's query returns none of globex's values."""
-    gateway = db.gateway()
+    gateway = reads.gateway()
     result = gateway.invoke("sql.shop.query", {"sql": sql, "purpose": "Probe"}, context=ACME)
     assert result.status is Status.SUCCESS, result.message
     assert not _values(result) & set(SECRETS)
     assert all("globex" not in v and v != "gina" for v in _values(result))
 
 
-def test_the_tenant_comes_from_the_context(db: TestDatabase) -> None:
+def test_the_tenant_comes_from_the_context(reads: TestDatabase) -> None:
     """The same statement returns each caller's own rows; sums differ accordingly."""
-    gateway = db.gateway()
+    gateway = reads.gateway()
     sql = "SELECT count(*) AS n, sum(total) AS s FROM orders"
     acme = gateway.invoke("sql.shop.query", {"sql": sql, "purpose": "Sum"}, context=ACME)
     globex = gateway.invoke("sql.shop.query", {"sql": sql, "purpose": "Sum"}, context=GLOBEX)
@@ -54,9 +54,9 @@ def test_the_tenant_comes_from_the_context(db: TestDatabase) -> None:
     assert float(acme.content.rows[0][1]) == 500.5 and float(globex.content.rows[0][1]) == 1004
 
 
-def test_a_tenant_value_with_quotes_is_only_a_value(db: TestDatabase) -> None:
+def test_a_tenant_value_with_quotes_is_only_a_value(reads: TestDatabase) -> None:
     """The tenant is bound as a parameter: a tenant named like an injection matches no row."""
-    gateway = db.gateway()
+    gateway = reads.gateway()
     odd = ExecutionContext(tenant="acme' OR '1'='1", principal="mallory")
     result = gateway.invoke(
         "sql.shop.query", {"sql": "SELECT id FROM orders", "purpose": "Probe"}, context=odd
@@ -73,10 +73,10 @@ def test_a_tenant_value_with_quotes_is_only_a_value(db: TestDatabase) -> None:
     ],
 )
 def test_the_model_cannot_set_the_tenant(
-    db: TestDatabase, arguments: dict[str, Any], code: str | None
+    reads: TestDatabase, arguments: dict[str, Any], code: str | None
 ) -> None:
     """Naming the tenant's parameter, or passing a tenant, is refused before anything runs."""
-    gateway = db.gateway()
+    gateway = reads.gateway()
     call = {"sql": "SELECT id FROM orders", "purpose": "Probe", **arguments}
     result = gateway.invoke("sql.shop.query", call, context=ACME)
     assert result.status in (Status.INVALID_ARGUMENTS, Status.DENIED) and result.attempts == 0
