@@ -140,7 +140,7 @@ def test_one_statement_reaches_the_server(db: TestDatabase, database: Any) -> No
 def test_sqlite_authorizer_refuses_outside_the_profile(
     sqlite_db: TestDatabase, sql: str, calls: frozenset[str]
 ) -> None:
-    """SQLite's own authorizer: tables, columns, functions, ATTACH, PRAGMA outside the profile fail to prepare."""
+    """SQLite's authorizer: tables, columns, functions, ATTACH, PRAGMA outside the profile fail to prepare."""
     gateway = sqlite_db.gateway()
     before = sqlite_db.checksum()
     with Tools(gateway.catalog, ACME) as tools:
@@ -173,7 +173,7 @@ def test_sqlite_authorizer_holds_the_writer_to_the_profile(sqlite_db: TestDataba
 
 
 def test_the_runner_refuses_outside_the_chain(db: TestDatabase, database: Any) -> None:
-    """run_query, run_write, schema reads and an intent's call raise GovernanceBypassError outside the chain."""
+    """run_query, run_write, schema reads and an intent's call refuse outside the chain (bypass error)."""
     before = db.checksum()
     with pytest.raises(GovernanceBypassError):
         run_query(database, _raw("SELECT 1"), {}, ACME)

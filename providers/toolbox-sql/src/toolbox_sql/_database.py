@@ -69,6 +69,9 @@ class Database:
                     raise ValueError(
                         f"sql.{self.name}: the reader's and the writer's URLs name different engines"
                     )
+                if read.get_backend_name() == "sqlite":  # named files, or refused now
+                    _sqlite_path(read, self.name)
+                    _sqlite_path(write, self.name)
                 self._urls = (read, write)
                 self._planner = Planner(
                     self.config,

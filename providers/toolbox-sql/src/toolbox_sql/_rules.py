@@ -212,7 +212,11 @@ def _resolve(names: tuple[str, ...], dialect: str) -> Functions:
                 continue
             # The call, and the conversions sqlglot wraps its arguments in (strftime's TsOrDsToTimestamp).
             for part in node.walk():
-                if isinstance(part, exp.Func) and not isinstance(part, exp.Anonymous) and type(part) not in _SYNTAX:
+                if (
+                    isinstance(part, exp.Func)
+                    and not isinstance(part, exp.Anonymous)
+                    and type(part) not in _SYNTAX
+                ):
                     classes.add(type(part))
     return Functions(frozenset(classes), frozenset(names))
 

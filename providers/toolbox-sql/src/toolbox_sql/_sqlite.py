@@ -87,7 +87,9 @@ class SqliteGuard:
     def _ddl_step(self, action: int, first: str | None, second: str | None, schema: str | None) -> bool:
         if action in _DDL_ACTIONS:
             # ALTER TABLE names (schema, table); the others (table or index, table).
-            return (second if action == sqlite3.SQLITE_ALTER_TABLE else first) in self._ddl or second in self._ddl
+            return (
+                second if action == sqlite3.SQLITE_ALTER_TABLE else first
+            ) in self._ddl or second in self._ddl
         if action == sqlite3.SQLITE_FUNCTION:
             return True
         touched = first or ""
