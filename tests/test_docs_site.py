@@ -25,6 +25,7 @@ PUBLIC_MODULES = (
     "toolbox.integrations.langchain",
     "toolbox_http",
     "toolbox_fs",
+    "toolbox_sql",
 )
 
 

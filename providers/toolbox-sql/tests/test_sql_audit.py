@@ -39,9 +39,9 @@ def test_a_query_is_audited_by_its_statement_and_summarised_by_its_rows(reads: T
     assert json.loads(intent.payload_summary or "{}") == {
         "database": "shop",
         "kind": "SELECT",
-        "params": {"min": 50},
+        "params.min": 50,
         "sql": "SELECT customer, total FROM orders WHERE total > :min ORDER BY total",
-        "tables": ["orders"],
+        "tables": "orders",
     }
     response = next(e for e in events if e.type is EventType.INVOCATION_RESPONSE)
     content = result.content
@@ -127,10 +127,10 @@ def test_an_approval_request_shows_the_statement_and_masks_secrets(db: TestDatab
         "sql_write.shop.execute", {"sql": sql, "params": params, "audit_as": "Void"}, context=ACME
     )
     shown = dict(asked.approval.arguments)
-    assert shown["kind"] == "UPDATE" and shown["tables"] == ["orders"]
+    assert shown["kind"] == "UPDATE" and shown["tables"] == "orders"
     assert shown["statement"].startswith("UPDATE orders SET status = :status, customer = :customer\nWHERE")
     assert "SELECT\n      AVG(total)" in shown["statement"]  # the whole statement, over several lines
-    assert shown["params"]["password"] != "hunter2" and shown["params"]["id"] == 1
+    assert shown["params.password"] != "hunter2" and shown["params.id"] == 1
     grant = APPROVER.grant(asked.approval, approved_by="lead")
     done = gateway.invoke(
         "sql_write.shop.execute",

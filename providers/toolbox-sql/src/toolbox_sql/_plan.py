@@ -10,7 +10,6 @@ or more, a governed query of one row a fraction of that.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Final, final
 
@@ -71,7 +70,7 @@ class Planner:
         self._schema = profile.schema_name or ("main" if dialect == "sqlite" else "public")
         self._functions = Functions.of(profile.functions, dialect)
         self._tools = {Mode.QUERY: read_tool, Mode.WRITE: write_tool}
-        self._cache: OrderedDict[tuple[str, str], Plan | _Refusal] = OrderedDict()
+        self._cache: dict[tuple[str, str], Plan | _Refusal] = {}
         self._lock = threading.Lock()
 
     @property
@@ -97,10 +96,7 @@ class Planner:
 
     def _plan(self, mode: str, sql: str) -> Plan:
         key = (mode, sql)
-        with self._lock:
-            found = self._cache.get(key)
-            if found is not None:
-                self._cache.move_to_end(key)
+        found = self._cache.get(key)  # a dict read needs no lock; the oldest plan is dropped first
         if found is None:
             try:
                 found = self._make(mode, sql)
@@ -109,7 +105,7 @@ class Planner:
             with self._lock:
                 self._cache[key] = found
                 if len(self._cache) > _CACHED:
-                    self._cache.popitem(last=False)
+                    del self._cache[next(iter(self._cache))]
         if isinstance(found, Plan):
             return found
         message, reason, rule = found

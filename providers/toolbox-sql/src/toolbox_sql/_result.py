@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from decimal import Decimal
 from typing import Any, Literal, final
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = ["SqlResult", "collect", "json_value"]
 
@@ -47,27 +47,19 @@ class SqlResult(BaseModel):
     """Why taking stopped early, or None when every row was taken."""
     rows_affected: int | None = Field(default=None)
     """For ``execute``: how many rows the statement changed (None for a query)."""
-    _digest: str = PrivateAttr(default="")
-    _bytes: int = PrivateAttr(default=0)
-
-    @property
-    def result_sha256(self) -> str:
-        """SHA-256 of the columns and rows as JSON (what the audit trail stores, with the count)."""
-        return self._digest
-
-    @property
-    def result_bytes(self) -> int:
-        """Bytes of the rows as JSON."""
-        return self._bytes
+    result_sha256: str = Field(default="", exclude=True)
+    """SHA-256 of the columns and each row as JSON lines (what the audit trail stores); not sent to models."""
+    result_bytes: int = Field(default=0, exclude=True)
+    """Bytes of the rows as JSON; not sent to models."""
 
     def __toolbox_audit_summary__(self) -> tuple[str, str]:
         """``(summary, sha256)`` for the audit trail: counts only, never a value."""
-        parts = [f"rows={self.row_count}", f"columns={len(self.columns)}", f"bytes={self._bytes}"]
+        parts = [f"rows={self.row_count}", f"columns={len(self.columns)}", f"bytes={self.result_bytes}"]
         if self.truncated is not None:
             parts.append(f"truncated={self.truncated}")
         if self.rows_affected is not None:
             parts.append(f"rows_affected={self.rows_affected}")
-        return " ".join(parts), self._digest
+        return " ".join(parts), self.result_sha256
 
     def __repr__(self) -> str:
         shown = f"row_count={self.row_count}, columns={list(self.columns)!r}, truncated={self.truncated!r}"
@@ -123,13 +115,12 @@ def collect(
         digest.update(b"\n")
         digest.update(encoded)
         taken.append(values)
-    result = SqlResult.model_construct(
+    return SqlResult.model_construct(
         columns=tuple(columns),
         rows=tuple(taken),
         row_count=len(taken),
         truncated=truncated,
         rows_affected=rows_affected,
+        result_sha256=digest.hexdigest(),
+        result_bytes=size,
     )
-    result._digest = digest.hexdigest()
-    result._bytes = size
-    return result

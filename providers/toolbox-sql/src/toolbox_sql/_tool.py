@@ -65,13 +65,17 @@ class _DatabaseTool:
         return plan
 
     def _arguments(self, plan: Plan, params: Mapping[str, Any]) -> dict[str, Any]:
-        return {
+        # Scalars only (tables joined, one "params.NAME" key per parameter): the audit trail then
+        # keeps them as they are and redacts them when its events are read, not on the call's path.
+        arguments: dict[str, Any] = {
             "database": type(self).database.name,
             "kind": plan.kind,
             "sql": plan.sql,
-            "tables": list(plan.tables),
-            "params": dict(params),
+            "tables": ",".join(plan.tables),
         }
+        for name, value in params.items():
+            arguments[f"params.{name}"] = value
+        return arguments
 
     def __repr__(self) -> str:
         kind = type(self).__mro__[1].__name__
