@@ -44,11 +44,11 @@ from sqlalchemy import create_engine, text
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from retained import Row, measure_retained  # noqa: E402
+from retained import Row, measure_retained
 
-from toolbox import ExecutionContext, Gateway, Governance, ToolPolicy, Tools  # noqa: E402
-from toolbox.audit import AuditTrail, MemorySink  # noqa: E402
-from toolbox_sql import plugin  # noqa: E402
+from toolbox import ExecutionContext, Gateway, Governance, ToolPolicy, Tools
+from toolbox.audit import AuditTrail, MemorySink
+from toolbox_sql import plugin
 
 SQL = "SELECT id, customer, total FROM orders WHERE id = :id"
 POSTGRES_URL = os.environ.get(
@@ -171,7 +171,7 @@ def main() -> None:
             sampled = measure_retained(rows, repeat=options.repeat, calls=options.calls)
             baseline = sampled[0]
             print(f"\n{engine}")
-            print(f"| row | per call | ratio to [S] |\n|---|---|---|")
+            print("| row | per call | ratio to [S] |\n|---|---|---|")
             for row in sampled:
                 ratio = "" if row is baseline else f"{row.ratio_to(baseline):.2f}x"
                 print(f"| {row.label} | {row.median * 1e6:.1f} us | {ratio} |")
