@@ -68,6 +68,8 @@ def test_public_api_is_explicit() -> None:
         "TableConfig",
         "TableInfo",
         "WritesConfig",
+        "sql_tool",
+        "sql_write_tool",
     ]
     for name in toolbox_sql.__all__:
         assert getattr(toolbox_sql, name) is not None

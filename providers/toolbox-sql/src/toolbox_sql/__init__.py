@@ -21,7 +21,7 @@ from toolbox_sql._errors import (
 )
 from toolbox_sql._result import SqlResult
 from toolbox_sql._schema_info import ColumnInfo, SqlSchema, TableInfo
-from toolbox_sql._tool import Scalar, SqlTool, SqlWriteTool
+from toolbox_sql._tool import Scalar, SqlTool, SqlWriteTool, sql_tool, sql_write_tool
 
 __all__ = [
     "DEFAULT_FUNCTIONS",
@@ -42,4 +42,6 @@ __all__ = [
     "TableConfig",
     "TableInfo",
     "WritesConfig",
+    "sql_tool",
+    "sql_write_tool",
 ]

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 from toolbox.errors import InvalidArgumentsError
 from toolbox.intent import ReadIntent, WriteIntent
 from toolbox.runtime import ToolRuntime
+from toolbox.tools import Tools
 from toolbox_sql._database import Database
 from toolbox_sql._errors import SqlDeniedError
 from toolbox_sql._plan import Plan
@@ -25,7 +26,7 @@ from toolbox_sql._rules import PARAMETER_NAME
 from toolbox_sql._run import run_query, run_write
 from toolbox_sql._schema_info import SchemaCache, SqlSchema
 
-__all__ = ["Scalar", "SqlTool", "SqlWriteTool", "tool_types_for"]
+__all__ = ["Scalar", "SqlTool", "SqlWriteTool", "sql_tool", "sql_write_tool", "tool_types_for"]
 
 #: A value bound to a ``:name`` placeholder.
 Scalar = str | int | float | bool | None
@@ -209,3 +210,27 @@ def tool_types_for(database: Database) -> tuple[type[SqlTool], type[SqlWriteTool
         {"__slots__": (), "database": database, "__module__": __name__},
     )
     return reads, writes
+
+
+def sql_tool(tools: Tools, database: str) -> SqlTool:
+    """``tools.get("sql.<database>")``, typed: the same gates (policy, ...), the same errors.
+
+    Raises:
+        TypeError: the tool of that name is not a toolbox-sql reader.
+    """
+    found = tools.get(f"sql.{database}")
+    if not isinstance(found, SqlTool):
+        raise TypeError(f"sql.{database} is not a toolbox-sql tool")
+    return found
+
+
+def sql_write_tool(tools: Tools, database: str) -> SqlWriteTool:
+    """``tools.get("sql_write.<database>")``, typed (see `sql_tool`).
+
+    Raises:
+        TypeError: the tool of that name is not a toolbox-sql writer.
+    """
+    found = tools.get(f"sql_write.{database}")
+    if not isinstance(found, SqlWriteTool):
+        raise TypeError(f"sql_write.{database} is not a toolbox-sql tool")
+    return found
