@@ -48,9 +48,6 @@ Identifier = Annotated[str, Field(pattern=_IDENTIFIER)]
 Seconds = Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)]
 WriteKind = Literal["insert", "update", "delete"]
 
-#: Functions a query may call when the profile names none: aggregates, windows, strings,
-#: numbers and dates, none with a side effect, none that reads files, sleeps or reaches
-#: another server. Names the engine does not know are refused by the engine itself.
 DEFAULT_FUNCTIONS: tuple[str, ...] = (
     "abs",
     "avg",
@@ -90,6 +87,8 @@ DEFAULT_FUNCTIONS: tuple[str, ...] = (
     "trim",
     "upper",
 )
+"""Functions a query may call when the profile names none: aggregates, windows, strings, numbers
+and dates; none with a side effect, none that reads files, sleeps or reaches another server."""
 
 
 @final

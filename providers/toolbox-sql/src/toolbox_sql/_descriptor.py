@@ -14,8 +14,8 @@ from toolbox_sql._config import DatabaseConfig
 __all__ = ["VERSION", "WRITE_ACK_VALUE", "read_descriptor", "write_acknowledgement", "write_descriptor"]
 
 VERSION = "0.1.0"
-#: The value ``TOOLBOX_SQL_<NAME>_WRITE_ACK`` must hold, unless the profile names its own.
 WRITE_ACK_VALUE = "allow-sql-writes"
+"""The value ``TOOLBOX_SQL_<NAME>_WRITE_ACK`` must hold, unless the profile names its own."""
 
 
 def read_descriptor(name: str, config: DatabaseConfig) -> ToolDescriptor:

@@ -21,7 +21,6 @@ __all__ = [
     "SqlWriteLimitError",
 ]
 
-#: Every reason code a `SqlDeniedError` carries, with what it means.
 REASON_CODES: Final = {
     "SQL_UNPARSABLE": "the text is not SQL the parser can classify (fail closed)",
     "SQL_NOT_ONE_STATEMENT": "empty text, or more than one statement",
@@ -34,6 +33,7 @@ REASON_CODES: Final = {
     "SQL_UNFILTERED_WRITE": "an UPDATE or DELETE without WHERE, which the profile refuses",
     "SQL_TENANT_COLUMN": "a write that sets the tenant column, which toolbox fills from the trusted context",
 }
+"""Every reason code a `SqlDeniedError` carries, with what it means."""
 
 
 @final

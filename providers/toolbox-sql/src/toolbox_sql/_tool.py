@@ -28,8 +28,8 @@ from toolbox_sql._schema_info import SchemaCache, SqlSchema
 
 __all__ = ["Scalar", "SqlTool", "SqlWriteTool", "sql_tool", "sql_write_tool", "tool_types_for"]
 
-#: A value bound to a ``:name`` placeholder.
 Scalar = str | int | float | bool | None
+"""A value bound to a ``:name`` placeholder."""
 
 _MAX_PARAMETERS = 100
 _MAX_TEXT = 65_536
