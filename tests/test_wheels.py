@@ -26,6 +26,7 @@ PROJECTS = {
     "providers/toolbox-http": "toolbox_http",
     "providers/toolbox-fs": "toolbox_fs",
     "providers/toolbox-mcp": "toolbox_mcp",
+    "providers/toolbox-sql": "toolbox_sql",
 }
 
 
@@ -65,8 +66,10 @@ def test_each_wheel_ships_its_package_types_licence_and_entry_point(wheels):
         "toolbox_http",
         "toolbox_mcp",
         "toolbox_registry",
+        "toolbox_sql",
     ]
-    for wheel, package in zip(wheels, ["toolbox_fs", "toolbox_http", "toolbox_mcp", "toolbox"], strict=True):
+    packages = ["toolbox_fs", "toolbox_http", "toolbox_mcp", "toolbox", "toolbox_sql"]
+    for wheel, package in zip(wheels, packages, strict=True):
         names = zipfile.ZipFile(wheel).namelist()
         assert f"{package}/__init__.py" in names
         assert f"{package}/py.typed" in names

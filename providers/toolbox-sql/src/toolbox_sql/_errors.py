@@ -45,10 +45,6 @@ class SqlDeniedError(ToolDeniedError):
         rule: ``sql:<what>``, e.g. ``sql:function`` or ``sql:table``.
     """
 
-    def __init__(self, message: str, *, tool: str, reason_code: str, rule: str) -> None:
-        if reason_code not in REASON_CODES:  # pragma: no cover - a provider bug, caught by tests
-            raise ValueError(f"unknown SQL reason code {reason_code!r}")
-        super().__init__(message, tool=tool, reason_code=reason_code, rule=rule)
 
 
 class SqlExecutionError(ToolExecutionError):
