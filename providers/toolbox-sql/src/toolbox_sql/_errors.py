@@ -46,7 +46,6 @@ class SqlDeniedError(ToolDeniedError):
     """
 
 
-
 class SqlExecutionError(ToolExecutionError):
     """The database refused or failed the statement (its SQLSTATE and message, values masked)."""
 
