@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+import toolbox_sql._tool
 
 from .sql_support import TestDatabase, database_of
 
@@ -49,3 +52,18 @@ def pg_db(tmp_path: Path) -> Iterator[TestDatabase]:
     """The shop database on PostgreSQL only (roles, sessions)."""
     with database_of("postgres", tmp_path) as database:
         yield database
+
+
+@pytest.fixture
+def runs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The kind of every statement the tools send to a database from now on, by any door."""
+    sent: list[str] = []
+    for name in ("run_query", "run_write"):
+        real = getattr(toolbox_sql._tool, name)
+
+        def spy(database: Any, plan: Any, *rest: Any, _real: Any = real) -> Any:
+            sent.append(plan.kind)
+            return _real(database, plan, *rest)
+
+        monkeypatch.setattr(toolbox_sql._tool, name, spy)
+    return sent

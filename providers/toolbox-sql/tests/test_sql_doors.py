@@ -20,7 +20,6 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import DeferredToolRequests
 
-import toolbox_sql._tool
 from toolbox import ApprovalRequired, ExecutionContext, Status, Tools
 from toolbox.audit import EventType, MemorySink
 from toolbox.integrations.pydantic_ai import GovernedToolset, deferred_results
@@ -31,21 +30,6 @@ from .sql_support import ACK, ACME, APPROVER, TestDatabase
 
 HOSTILE = "SELECT id FROM orders; DELETE FROM orders"
 BOTH = ("sql.shop", "sql_write.shop")
-
-
-@pytest.fixture
-def runs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Statements sent to a database, by any door."""
-    sent: list[str] = []
-    for name in ("run_query", "run_write"):
-        real = getattr(toolbox_sql._tool, name)
-
-        def spy(database: Any, plan: Any, *rest: Any, _real: Any = real) -> Any:
-            sent.append(plan.kind)
-            return _real(database, plan, *rest)
-
-        monkeypatch.setattr(toolbox_sql._tool, name, spy)
-    return sent
 
 
 def _deny_events(sink: MemorySink, run_id: str) -> list[str | None]:

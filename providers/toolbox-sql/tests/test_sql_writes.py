@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-import toolbox_sql._tool
 from toolbox import (
     AcknowledgementRequiredError,
     ApprovalRequired,
@@ -27,20 +26,6 @@ from .sql_support import ACK, ACK_ENV, ACME, APPROVER, TestDatabase
 
 BOTH = ("sql.shop", "sql_write.shop")
 UPDATE = "UPDATE orders SET status = :status WHERE id = :id"
-
-
-@pytest.fixture
-def runs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Statements execute sent to a database."""
-    sent: list[str] = []
-    real = toolbox_sql._tool.run_write
-
-    def spy(database: Any, plan: Any, *rest: Any) -> Any:
-        sent.append(plan.text)
-        return real(database, plan, *rest)
-
-    monkeypatch.setattr(toolbox_sql._tool, "run_write", spy)
-    return sent
 
 
 def _gateway(db: TestDatabase, sink: MemorySink | None = None, **writes: Any) -> Any:

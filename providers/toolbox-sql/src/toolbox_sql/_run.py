@@ -85,8 +85,7 @@ def run_query(
         from toolbox_sql._postgres import stream_rows
 
         with driver.cursor() as cursor:
-            if seconds < config.statement_timeout:
-                cursor.execute(f"SET LOCAL statement_timeout = {max(1, int(seconds * 1000))}")
+            _shorten_timeout(cursor, seconds, config.statement_timeout)
             columns, rows = stream_rows(cursor, plan.text, bound)
             try:
                 return collect(columns, rows, max_rows=config.max_rows, max_bytes=config.max_bytes)
@@ -120,8 +119,7 @@ def run_write(
                 driver, connection.info[GUARD], plan, bound, seconds, config.max_rows, config.max_bytes, cap
             )
         with driver.cursor() as cursor:
-            if seconds < config.statement_timeout:
-                cursor.execute(f"SET LOCAL statement_timeout = {max(1, int(seconds * 1000))}")
+            _shorten_timeout(cursor, seconds, config.statement_timeout)
             cursor.execute(plan.text, bound, binary=True)  # the extended protocol: one statement only
             affected = max(cursor.rowcount, 0)
             if affected > cap and plan.kind in ("INSERT", "UPDATE", "DELETE"):
@@ -175,6 +173,12 @@ def _sqlite_write(  # noqa: PLR0917 - one write's settings, in order
         return result
     finally:
         guard.calls, guard.deadline, guard.schema_change = frozenset(), None, False
+
+
+def _shorten_timeout(cursor: Any, seconds: float, configured: float) -> None:
+    """PostgreSQL: a nearer deadline than the session's timeout, for this transaction only."""
+    if seconds < configured:
+        cursor.execute(f"SET LOCAL statement_timeout = {max(1, int(seconds * 1000))}")
 
 
 def _commit(commit: Any) -> None:
