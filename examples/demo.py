@@ -80,8 +80,8 @@ def main() -> None:
         policy = ToolPolicy.standard().allow(HttpTool, FsTool)
         # The demo API listens on 127.0.0.1. HttpTool refuses loopback, private and cloud
         # metadata addresses by default: reaching this local server is an explicit opt-in.
-        local_api = {"egress": {"allow_networks": ["127.0.0.0/8"]}}
-        options = {"fs": {"roots": [reports]}, "http": local_api}
+        local_api: dict[str, object] = {"egress": {"allow_networks": ["127.0.0.0/8"]}}
+        options: dict[str, dict[str, object]] = {"fs": {"roots": [reports]}, "http": local_api}
         tools = Tools.load(ctx, policy=policy, env=env, options=options)
         http = tools.get(HttpTool)
         rates = (

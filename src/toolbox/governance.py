@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any, final
 from toolbox.audit.redaction import Redaction
 from toolbox.audit.trail import AuditTrail
 from toolbox.errors import ConfigurationError
-from toolbox.pipeline.approval import ApprovalCheck, Approver, use_cleaner
+from toolbox.pipeline.approval import ApprovalCheck, Approver
+from toolbox.pipeline.approval_display import use_cleaner
 from toolbox.pipeline.arguments import ArgumentLimits, ArgumentValidation
 from toolbox.pipeline.audit_hooks import AuditHook
 from toolbox.pipeline.authorization import AuthorizationCheck, Authorizer, InvocationAuthorizer, RolePolicy
@@ -159,6 +160,7 @@ class Governance:
                 env=os.environ if env is None else env,
                 store=state.kill if state is not None else None,
                 refresh=state.kill_switch_refresh if state is not None else 1.0,
+                max_stale=state.kill_switch_hold if state is not None else 0.0,
             ),
             DelegationCheck(),
             AccessCheck(),
@@ -171,7 +173,8 @@ class Governance:
         if guardrails is not None:
             checks.append(guardrails)
         checks.extend(s["interceptors"])
-        # Approval and budget come last, so a call refused by any other check spends neither.
+        # The approval check verifies a grant (or asks for one); what is spent comes last and runs
+        # after the audit request (the checks marked ``spends``): a call refused anywhere spends nothing.
         redaction = s["audit"].redaction if s["audit"] is not None else None
         approval = ApprovalCheck(
             s["approver"],

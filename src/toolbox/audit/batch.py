@@ -328,7 +328,7 @@ class Closing(LazyBatch):
 
     SIZE = 1
 
-    __slots__ = ("attempt", "duration", "opening", "payload", "reason_code", "status", "timestamp")
+    __slots__ = ("attempt", "duration", "opening", "payload", "reason_code", "rules", "status", "timestamp")
 
     def __init__(  # noqa: PLR0917 - positional on purpose: built on the hot path
         self,
@@ -338,6 +338,7 @@ class Closing(LazyBatch):
         duration: float | None,
         attempt: int,
         timestamp: float,
+        rules: tuple[str, ...] = (),
     ) -> None:
         self._events = None
         self._rows = None
@@ -348,6 +349,8 @@ class Closing(LazyBatch):
         self.attempt = attempt
         self.timestamp = timestamp
         self.payload: tuple[str | None, str | None] | None = None
+        #: Rules that decided after the opening was stored (a spend's warning, e.g. a fail-open rate).
+        self.rules = rules
 
     def _make(self) -> list[AuditEvent]:
         o = self.opening
@@ -365,6 +368,7 @@ class Closing(LazyBatch):
                 attempt=self.attempt,
                 payload_summary=summary,
                 payload_hash=digest,
+                rule_ids=self.rules,
             )
         ]
 
@@ -379,6 +383,8 @@ class Closing(LazyBatch):
         row = response_row(request, *outcome)
         if self.payload is not None:
             row["payload_summary"], row["payload_hash"] = self.payload
+        if self.rules:
+            row["rule_ids"] = self.rules
         return [row]
 
 

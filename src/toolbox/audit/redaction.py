@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any, final
 from urllib.parse import urlsplit, urlunsplit
 
+from pydantic import SecretBytes, SecretStr
+
 from toolbox.audit.events import canonical, storable_text
 from toolbox.errors import ConfigurationError
 from toolbox.redact import MASK, is_secret_name, normalize_name, redact_query, redact_url
@@ -109,6 +111,8 @@ class Redaction:
             return [self.clean(v, depth + 1) for v in value]
         if isinstance(value, bytes):
             return f"<{len(value)} bytes>"
+        if isinstance(value, (SecretStr, SecretBytes)):
+            return MASK
         if isinstance(value, str):
             if not value.isascii():
                 value = storable_text(value)

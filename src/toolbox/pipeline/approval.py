@@ -18,6 +18,12 @@ consumes the grant atomically, so exactly one of the processes racing with it
 runs the call. Grants signed by an `Approver` keep working; with a shared
 `LimitStore` they are single-use across the fleet too.
 
+A request is submitted only after the audit trail recorded it (a STRICT
+trail that cannot record it refuses the call as AUDIT_UNAVAILABLE and
+nothing waits in the store), and a grant is consumed by `GrantRedemption`,
+which spends after every other check and after the audit trail stored the
+call's request: a call refused anywhere else keeps its grant.
+
 A model retrying an APPROVAL_REQUIRED call in a loop does not fill the store:
 the identical request still pending is answered with its existing id, and a
 principal with ``max_pending`` requests waiting is DENIED/APPROVAL_QUEUE_FULL
@@ -30,14 +36,16 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import hmac
-import json
 import secrets
 import time
 import uuid
-from collections.abc import Mapping
-from typing import Any, Protocol, final
+from typing import Protocol, final
 
 from toolbox.errors import ConfigurationError
+from toolbox.pipeline.approval_display import Cleaner
+from toolbox.pipeline.approval_display import canonical_text as _canonical
+from toolbox.pipeline.approval_display import shown_arguments as _redact
+from toolbox.pipeline.audit_hooks import audit_unavailable
 from toolbox.pipeline.fingerprint import keyed_fingerprint
 from toolbox.pipeline.grants import Approval, ApprovalRequest, PendingApproval
 from toolbox.pipeline.guardrails import GuardrailAction, Guardrails
@@ -53,7 +61,6 @@ from toolbox.pipeline.state_ports import (
     StateUnavailableError,
 )
 from toolbox.pipeline.used_grants import USED, UsedGrants
-from toolbox.redact import MASK
 
 __all__ = [
     "Approval",
@@ -65,72 +72,20 @@ __all__ = [
     "fingerprint",
 ]
 
-# Each shown value is cut past this many characters: enough for an approver to read a whole SQL
-# statement (toolbox-sql), bounded so a huge argument cannot flood a request.
-_MAX_SHOWN = 2000
 _MAX_ID = 256
-
-
-class Cleaner(Protocol):
-    """Masks the secrets in a value shown to a human (`toolbox.audit.Redaction` is one)."""
-
-    def clean(self, value: object) -> object:
-        """``value`` with its secrets masked."""
-
-
-@final
-class MaskAll:
-    """Masks every value: what approval requests show until a redaction is installed."""
-
-    __slots__ = ()
-
-    def clean(self, value: object) -> object:
-        """`MASK`, whatever ``value`` is."""
-        return MASK
-
-
-# The audit trail's redaction, which toolbox.governance installs (the chain never imports the
-# audit package); until then every value is masked.
-_cleaner: Cleaner = MaskAll()
-
-
-def use_cleaner(cleaner: Cleaner) -> None:
-    """Set how approval requests mask arguments; `toolbox.Governance` installs the audit trail's."""
-    global _cleaner  # noqa: PLW0603 - installed once by the layer above, at import
-    _cleaner = cleaner
-
-
-def _canonical(value: object) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=repr, ensure_ascii=False)
 
 
 def fingerprint(invocation: Invocation, key: bytes) -> str:
     """HMAC-SHA256 under ``key`` over tool, operation, every argument value, tenant and principal.
 
-    The arguments are the full view governance decided on (never a redacted
-    copy), in `toolbox.pipeline.fingerprint.canonical_encoding`.
+    The arguments are the call's bound arguments, every declared parameter
+    (`toolbox.binding`; never a redacted copy), in
+    `toolbox.pipeline.fingerprint.canonical_encoding`.
     """
     ctx = invocation.context
     return keyed_fingerprint(
-        key, invocation.tool, invocation.operation, invocation.arguments, ctx.tenant, ctx.principal
+        key, invocation.tool, invocation.operation, invocation.bound_arguments(), ctx.tenant, ctx.principal
     )
-
-
-def _redact(arguments: Mapping[str, Any], cleaner: Cleaner | None = None) -> dict[str, Any]:
-    # The same redaction as the audit trail: nested secrets, URLs, forms and bearer strings are masked.
-    cleaned = (cleaner or _cleaner).clean(dict(arguments))
-    if not isinstance(cleaned, dict):
-        return {key: MASK for key in arguments}
-    return {key: _shorten(value) for key, value in cleaned.items()}
-
-
-def _shorten(value: object) -> object:
-    if isinstance(value, str):
-        return value if len(value) <= _MAX_SHOWN else value[:_MAX_SHOWN] + "..."
-    if isinstance(value, (dict, list)):
-        text = _canonical(value)
-        return value if len(text) <= _MAX_SHOWN else text[:_MAX_SHOWN] + "..."
-    return value
 
 
 class Approver(Protocol):
@@ -271,14 +226,7 @@ class ApprovalCheck:
         fp = fingerprint(invocation, self._key)
         grant = invocation.approval
         if grant is None:
-            request = self._request(invocation, rules, fp)
-            if self._store is None:
-                return self._required(invocation, request, rules, request.id)
-            try:
-                stored = self._submit(self._pending(invocation, request))
-            except (StateUnavailableError, ApprovalQueueFullError) as exc:
-                return _refused(invocation, exc)
-            return self._required(invocation, request, rules, stored)
+            return self._ask(invocation, rules, fp)
         try:
             problem = self._problem(grant, fp)
         except StateUnavailableError:
@@ -286,26 +234,25 @@ class ApprovalCheck:
         return None if problem is None else invocation.denied("APPROVAL_INVALID", "approval", problem)
 
     async def acall(self, invocation: Invocation) -> ToolResult | None:
-        """The async door: the store's submit, consume and reads run on a worker thread."""
+        """The async door: the store's reads (and a consume, without a redemption step) off the loop."""
         rules = self._required_by(invocation)
         if not rules:
             return None
         fp = fingerprint(invocation, self._key)
         grant = invocation.approval
         if grant is None:
-            request = self._request(invocation, rules, fp)
-            if self._store is None:
-                return self._required(invocation, request, rules, request.id)
-            try:
-                stored = await off_loop(self._submit, self._pending(invocation, request))
-            except (StateUnavailableError, ApprovalQueueFullError) as exc:
-                return _refused(invocation, exc)
-            return self._required(invocation, request, rules, stored)
+            return self._ask(invocation, rules, fp)
         try:
             problem = await off_loop(self._problem, grant, fp)
         except StateUnavailableError:
             return _unavailable(invocation)
         return None if problem is None else invocation.denied("APPROVAL_INVALID", "approval", problem)
+
+    def _ask(self, invocation: Invocation, rules: tuple[str, ...], fp: str) -> ToolResult:
+        """APPROVAL_REQUIRED; the request is submitted once the audit trail recorded it (`_Submission`)."""
+        request = self._request(invocation, rules, fp)
+        invocation.commit = _Submission(self, self._pending(invocation, request) if self._store else None)
+        return self._required(invocation, request, rules, request.id)
 
     def _request(self, invocation: Invocation, rules: tuple[str, ...], fp: str) -> ApprovalRequest:
         ctx = invocation.context
@@ -313,7 +260,7 @@ class ApprovalCheck:
             id=uuid.uuid4().hex,
             tool=invocation.tool,
             operation=invocation.operation,
-            arguments=_redact(invocation.arguments, self._redaction),
+            arguments=_redact(invocation.bound_arguments(), self._redaction),
             fingerprint=fp,
             rules=rules,
             tenant=ctx.tenant,
@@ -445,6 +392,8 @@ class GrantRedemption:
 
     name = "approval_redemption"
     per_attempt = False
+    #: Consumed after the audit request: a call refused by any other check keeps its grant.
+    spends = True
     __slots__ = ("_check", "blocks")
 
     def __init__(self, check: ApprovalCheck) -> None:
@@ -482,6 +431,55 @@ class GrantRedemption:
         except StateUnavailableError:
             return _unavailable(invocation)
         return None if problem is None else invocation.denied("APPROVAL_INVALID", "approval", problem)
+
+
+@final
+class _Submission:
+    """An approval request's pending-queue slot, taken once the audit trail recorded the request.
+
+    Under a STRICT (or ASYNC) trail a request that could not be recorded is
+    refused as AUDIT_UNAVAILABLE and never submitted: nobody can be asked to
+    approve what the trail does not show. The store's refusals (queue full,
+    unavailable) replace the result too.
+    """
+
+    __slots__ = ("_check", "_pending")
+
+    def __init__(self, check: ApprovalCheck, pending: PendingApproval | None) -> None:
+        self._check = check
+        self._pending = pending
+
+    def settle(self, invocation: Invocation, result: ToolResult) -> ToolResult:
+        """Submit the request (without a store, nothing to submit); the result to return."""
+        if result.audit_failed:
+            return audit_unavailable(invocation)
+        if self._pending is None:
+            return result
+        try:
+            stored = self._check._submit(self._pending)
+        except (StateUnavailableError, ApprovalQueueFullError) as exc:
+            return _refused(invocation, exc)
+        return _naming(result, stored)
+
+    async def asettle(self, invocation: Invocation, result: ToolResult) -> ToolResult:
+        """`settle` with the store's submit on a worker thread."""
+        if result.audit_failed:
+            return audit_unavailable(invocation)
+        if self._pending is None:
+            return result
+        try:
+            stored = await off_loop(self._check._submit, self._pending)
+        except (StateUnavailableError, ApprovalQueueFullError) as exc:
+            return _refused(invocation, exc)
+        return _naming(result, stored)
+
+
+def _naming(result: ToolResult, stored: str) -> ToolResult:
+    """``result``, its request renamed ``stored`` when the identical request already waits under that id."""
+    request = result.approval
+    if request is not None and stored != request.id:
+        result.approval = dataclasses.replace(request, id=stored)
+    return result
 
 
 def _refused(invocation: Invocation, exc: StateUnavailableError | ApprovalQueueFullError) -> ToolResult:

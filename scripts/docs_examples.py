@@ -1,0 +1,44 @@
+"""Write the Python examples of every docs page as one module per page, for mypy.
+
+A page's blocks share one namespace when tests/test_docs.py runs them, so each page becomes one
+module. scripts/test type-checks them in its mypy step (``mypy --strict``, with untyped
+``def``s allowed: examples may be pytest-style tests), with the same persistent cache as the
+code, so an unchanged page costs nothing. Usage: ``python scripts/docs_examples.py DIRECTORY``
+prints the modules it wrote.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+from test_docs import DOCS, blocks  # noqa: E402  (the docs tests own the list of pages)
+
+
+def module_name(page: Path) -> str:
+    """``docs/audit.md`` -> ``docs_docs_audit_md``: one importable module name per page."""
+    return "docs_" + re.sub(r"\W", "_", str(page.relative_to(ROOT)))
+
+
+def write_modules(directory: Path) -> list[Path]:
+    """Write one module per page with Python examples into ``directory`` (emptied first)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for stale in directory.glob("docs_*.py"):
+        stale.unlink()
+    written = []
+    for page in DOCS:
+        code = blocks(page, "python")
+        if code:
+            module = directory / f"{module_name(page)}.py"
+            module.write_text("\n".join(code), encoding="utf-8")
+            written.append(module)
+    return written
+
+
+if __name__ == "__main__":
+    for module in write_modules(Path(sys.argv[1])):
+        print(module)
