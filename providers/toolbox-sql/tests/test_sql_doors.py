@@ -157,7 +157,7 @@ def test_pydantic_ai_agent(db: TestDatabase, runs: list[str]) -> None:
     assert "500.5" in seen[0] and "SQL_NOT_ONE_STATEMENT" in seen[1]
     assert runs == ["SELECT"]
     request = toolset.approval_requests(first.output)["w1"]
-    assert request.arguments["statement"] == "UPDATE orders SET status = 'paid'\nWHERE\n  id = 2"
+    assert request.arguments["sql"] == "-- UPDATE orders\nUPDATE orders SET status = 'paid'\nWHERE\n  id = 2"
     grant = APPROVER.grant(request, approved_by="lead")
     done = asyncio.run(
         agent.run(

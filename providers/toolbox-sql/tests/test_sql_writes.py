@@ -63,9 +63,8 @@ def test_every_statement_needs_an_approval_bound_to_it(db: TestDatabase, runs: l
     assert runs == [] and db.checksum() == before
     request = asked.approval
     shown = dict(request.arguments)
-    assert shown["kind"] == "UPDATE" and shown["tables"] == "orders"
-    assert shown["statement"] == "UPDATE orders SET status = :status\nWHERE\n  id = :id"
-    assert (shown["params.status"], shown["params.id"]) == ("refunded", 2)
+    assert shown["sql"] == "-- UPDATE orders\nUPDATE orders SET status = :status\nWHERE\n  id = :id"
+    assert shown["params"] == {"status": "refunded", "id": 2}
     grant = APPROVER.grant(request, approved_by="lead")
     done = _call(gateway, UPDATE, {"status": "refunded", "id": 2}, approval=grant)
     assert done.status is Status.SUCCESS and done.content.rows_affected == 1 and len(runs) == 1

@@ -54,6 +54,12 @@ class Plan:
     calls: frozenset[str]
     """Names it calls as functions (SQLite's authorizer allows these only)."""
 
+    @property
+    def reviewed(self) -> str:
+        """What an approval binds and shows and the audit trail records as ``sql``: a line naming the
+        kind and tables, then the formatted normalised statement."""
+        return f"-- {self.kind} {', '.join(self.tables) or '(no table)'}\n{self.statement}"
+
 
 _Refusal = tuple[str, str, str]  # message, reason code, rule
 

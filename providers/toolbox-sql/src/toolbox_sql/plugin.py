@@ -6,7 +6,7 @@ reads no environment variable (the first tool built does).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from toolbox.policy import ToolPolicy
@@ -42,10 +42,25 @@ def toolbox_providers(policy: ToolPolicy) -> Sequence[ToolProvider[Any]]:
     providers: list[ToolProvider[Any]] = []
     for database in databases_of(policy):
         reads, writes = tool_types_for(database)
-        providers.append(
-            ToolProvider(tool_type=reads, descriptor=read_descriptor(database.name, database.config))
-        )
+        bind = {"query": {"sql": _reviewed(database, write=False), "params": None}, "schema": {}}
+        descriptor = read_descriptor(database.name, database.config)
+        providers.append(ToolProvider(tool_type=reads, descriptor=descriptor, bind=bind))
         if database.config.writes is not None:
+            bind = {"execute": {"sql": _reviewed(database, write=True), "params": None}}
             descriptor = write_descriptor(database.name, database.config)
-            providers.append(ToolProvider(tool_type=writes, descriptor=descriptor))
+            providers.append(ToolProvider(tool_type=writes, descriptor=descriptor, bind=bind))
     return providers
+
+
+def _reviewed(database: Database, *, write: bool) -> Callable[[Any], object]:
+    """How ``sql`` is bound (approvals, audit): as the statement was checked, not as it was typed.
+
+    The same statement written with other spacing, case or comments binds the same;
+    the approver reads its kind, its tables and the formatted statement.
+    """
+
+    def reviewed(sql: Any) -> object:
+        planner = database.planner
+        return (planner.write(sql) if write else planner.query(sql)).reviewed
+
+    return reviewed
