@@ -39,7 +39,8 @@ def test_a_query_is_audited_by_its_statement_and_summarised_by_its_rows(reads: T
     recorded = json.loads(intent.payload_summary or "{}")
     assert recorded["params"] == {"min": 50}
     assert recorded["sql"] == (  # as checked: kind and tables, then formatted; the comment is gone
-        "-- SELECT orders\nSELECT\n  customer,\n  total\nFROM orders\nWHERE\n  total > :min\nORDER BY\n  total"
+        "-- SELECT orders\nSELECT\n  customer,\n  total\nFROM orders\n"
+        "WHERE\n  total > :min\nORDER BY\n  total"
     )
     response = next(e for e in events if e.type is EventType.INVOCATION_RESPONSE)
     content = result.content
