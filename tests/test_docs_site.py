@@ -28,6 +28,7 @@ PUBLIC_MODULES = (
     "toolbox.integrations.langchain",
     "toolbox_http",
     "toolbox_fs",
+    "toolbox_sql",
 )
 
 

@@ -30,6 +30,7 @@ PROJECTS = {
     "providers/toolbox-fs": "toolbox_fs",
     "providers/toolbox-mcp": "toolbox_mcp",
     "providers/toolbox-sandbox": "toolbox_sandbox",
+    "providers/toolbox-sql": "toolbox_sql",
 }
 
 
@@ -70,8 +71,9 @@ def test_each_wheel_ships_its_package_types_licence_and_entry_point(wheels):
         "toolbox_mcp",
         "toolbox_registry",
         "toolbox_sandbox",
+        "toolbox_sql",
     ]
-    packages = ["toolbox_fs", "toolbox_http", "toolbox_mcp", "toolbox", "toolbox_sandbox"]
+    packages = ["toolbox_fs", "toolbox_http", "toolbox_mcp", "toolbox", "toolbox_sandbox", "toolbox_sql"]
     for wheel, package in zip(wheels, packages, strict=True):
         names = zipfile.ZipFile(wheel).namelist()
         assert f"{package}/__init__.py" in names

@@ -22,12 +22,11 @@ from toolbox.context import ExecutionContext, OperationRecord
 from toolbox.descriptor import ToolDescriptor
 from toolbox.dispatch import arun_dispatched, run_dispatched
 from toolbox.intent_text import declared_intent
-from toolbox.pipeline.attempts import PLAIN_RESULTS
 from toolbox.pipeline.chain import Pipeline, Plan
 from toolbox.pipeline.checks import AccessCheck
 from toolbox.pipeline.invocation import BY_NAME, Invocation
 from toolbox.pipeline.result import ToolResult, succeeded
-from toolbox.pipeline.retry import is_transient_result
+from toolbox.pipeline.result_summary import settled_inline
 
 if TYPE_CHECKING:
     from toolbox.tools import Tools
@@ -152,7 +151,7 @@ class MethodRoute:
 
     def _close(self, invocation: Invocation, content: Any) -> ToolResult | None:
         """The result of a first attempt that returned ``content``; None when it is transient."""
-        if type(content) not in PLAIN_RESULTS and is_transient_result(content):
+        if not settled_inline(content):
             return None
         record = invocation.record
         record.end("SUCCESS")

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, final
 from toolbox.binding import called_with, transformed
 from toolbox.context import DenialRecord, ExecutionContext
 from toolbox.descriptor import Effect, RiskClass, ToolDescriptor
-from toolbox.dispatch import guard, guard_async
+from toolbox.dispatch import chain_records, guard, guard_async
 from toolbox.errors import ToolDeniedError
 from toolbox.intent import ReadIntent, WriteIntent
 
@@ -94,8 +94,15 @@ class ToolRuntime:
         return self._effects.get(operation, Effect.UNSAFE)
 
     def record_denial(self, error: ToolDeniedError) -> None:
-        """Record in the trace a denial the tool decided itself, e.g. a path outside its roots."""
+        """Record a denial the tool decided itself, e.g. a path outside its roots.
+
+        It goes to the trace, and, when the program called the operation (the
+        typed door), to the audit hooks as a ``GOVERNANCE_DECISION`` (DENY); a
+        by-name call or a dispatch is recorded by the chain, which sees the error.
+        """
         self.trace.append(DenialRecord(error.tool, error.reason_code, error.rule))
+        if not chain_records(self.tool_name):
+            self.pipeline.report_denial(self.context, error.tool, error.reason_code, error.rule)
 
     def read_intent(
         self,

@@ -162,6 +162,15 @@ class Redaction:
         query = redact_query(parts.query, lambda _: False, lambda v: str(self._text(v, depth + 1)))
         return redacted if query == parts.query else urlunsplit(parts._replace(query=query))
 
+    def summary_fields(self, summary: str, digest: str) -> tuple[str | None, str | None]:
+        """(summary, hash) to store for a result that summarised itself, under these settings."""
+        if self.payload is PayloadMode.NONE:
+            return None, None
+        if self.payload is PayloadMode.HASH:
+            return None, digest
+        text = storable_text(summary)
+        return (text if len(text) <= self.max_summary else text[: self.max_summary - 1] + "\u2026"), digest
+
     def payload_fields(self, arguments: Mapping[str, Any]) -> tuple[str | None, str | None]:
         """(summary, hash) to store for ``arguments`` under these settings."""
         if self.payload is PayloadMode.NONE:

@@ -39,6 +39,7 @@ from toolbox.context import ExecutionContext
 from toolbox.errors import ConfigurationError
 from toolbox.pipeline.audit_hooks import audit_unavailable
 from toolbox.pipeline.result import Status, ToolResult
+from toolbox.pipeline.result_summary import result_summary
 
 if TYPE_CHECKING:
     from toolbox.pipeline.invocation import Invocation
@@ -313,6 +314,9 @@ class AuditTrail:
             late = _decided_by(invocation) if invocation.warnings else ()
             late = tuple(rule for rule in late if rule not in opening.rules) if late else late
             closing = Closing(opening, status, reason, record.duration, record.attempts, time.time(), late)
+            summary = result_summary(result.content) if result.content is not None else None
+            if summary is not None:
+                closing.payload = self.redaction.summary_fields(*summary)
             if not self.store_closing(closing):
                 result.audit_failed = True
             return

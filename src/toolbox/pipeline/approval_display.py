@@ -15,7 +15,9 @@ from toolbox.redact import MASK
 
 __all__ = ["Cleaner", "MaskAll", "canonical_text", "shown_arguments", "use_cleaner"]
 
-_MAX_SHOWN = 200
+# Each shown value is cut past this many characters: enough for an approver to read a whole SQL
+# statement (toolbox-sql), bounded so a huge argument cannot flood a request.
+_MAX_SHOWN = 2000
 
 
 class Cleaner(Protocol):

@@ -23,6 +23,7 @@ from pydantic.fields import FieldInfo
 
 from toolbox.binding import is_operation_method
 from toolbox.descriptor import Effect
+from toolbox.dispatch import building
 from toolbox.errors import ConfigurationError, InvalidArgumentsError, ToolboxError, ToolDeniedError
 from toolbox.intent_text import validate_intent_text
 from toolbox.operations import DescribedOperations
@@ -426,9 +427,10 @@ class ArgumentValidation:
         try:
             if schema.described:
                 described = cast(DescribedOperations, invocation.instance)
-                intent = described.operation_intent(schema.method, values)
+                intent = building(invocation.tool, lambda: described.operation_intent(schema.method, values))
             else:
-                intent = getattr(invocation.instance, schema.method)(**values)
+                method = getattr(invocation.instance, schema.method)
+                intent = building(invocation.tool, lambda: method(**values))
         except ToolDeniedError as exc:
             return invocation.denied(exc.reason_code, exc.rule, str(exc))
         except InvalidArgumentsError as exc:

@@ -39,7 +39,8 @@ from toolbox.pipeline.invocation import TYPED, Invocation
 from toolbox.pipeline.outcomes import OutcomeMappers
 from toolbox.pipeline.paths import Plan, typed_fast_path
 from toolbox.pipeline.result import Status, ToolResult
-from toolbox.pipeline.retry import Reconciler, RetryPolicy, is_transient_result
+from toolbox.pipeline.result_summary import settled_inline
+from toolbox.pipeline.retry import Reconciler, RetryPolicy
 from toolbox.pipeline.timed import OperationTimeoutError, await_within, call_within
 
 if TYPE_CHECKING:
@@ -324,7 +325,7 @@ class Pipeline:
             content = run_dispatched(record.tool, call) if runtime.guarded else call()
         except Exception as exc:  # noqa: BLE001 - continue in the full chain, which classifies it
             return Fallback(self.continue_failed(_opened(build(), opening), plan, exc))
-        if type(content) not in PLAIN_RESULTS and is_transient_result(content):
+        if not settled_inline(content):  # transient, or a result the audit trail summarises
             return Fallback(self.continue_returned(_opened(build(), opening), plan, content))
         record.ended_at = ended = time.time()
         record.duration = duration = ended - started
