@@ -20,7 +20,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 import mcp_scenario_tools as scenario
-from test_mcp_serve import PURPOSE, SCENARIOS, trace_of
+from test_mcp_serve import PURPOSE, SCENARIOS, outcome, trace_of
 from toolbox import ConfigurationError, Gateway, Governance, ToolPolicy
 from toolbox.audit.memory import MemorySink
 from toolbox.audit.sink import AuditQuery
@@ -173,11 +173,11 @@ def test_scenario_table_over_http(served, mode):
         if status == "SUCCESS":
             assert result.structured_content == {"note_id": 1, "text": "note 1"}
             continue
-        assert (result.structured_content["status"], result.structured_content["reason_code"]) == (
+        assert (outcome(result)["status"], outcome(result)["reason_code"]) == (
             status,
             reason,
         )
-        assert result.structured_content["error_code"] == error
+        assert outcome(result)["error_code"] == error
     (trace_id,) = traces
     stored = served.sink.read_trace(trace_id)
     assert {(e.tenant, e.principal) for e in stored} == {("tenant-a", "alice")}
@@ -221,9 +221,9 @@ def test_credential_toolset(served):
 
     names, refused = session(served, served.keys["reader"], steps)
     assert names == ["lookup"]
-    assert refused.structured_content["reason_code"] == "NOT_IN_TOOLSET"
+    assert outcome(refused)["reason_code"] == "NOT_IN_TOOLSET"
     names, refused = session(served, served.keys["ghost"], steps)
-    assert names == [] and refused.structured_content["reason_code"] == "NOT_IN_TOOLSET"
+    assert names == [] and outcome(refused)["reason_code"] == "NOT_IN_TOOLSET"
     assert scenario.EXECUTIONS == []
 
 
