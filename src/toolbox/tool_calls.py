@@ -20,6 +20,7 @@ from toolbox.gateway import Gateway
 from toolbox.pipeline.approval import Approval
 from toolbox.pipeline.arguments import ArgumentLimits, ArgumentValidation
 from toolbox.pipeline.result import Status, ToolResult
+from toolbox.pipeline.shown import shown
 
 __all__ = [
     "aanthropic_tool_result",
@@ -76,7 +77,8 @@ def _decode(text: str) -> object:
     return value
 
 
-_ENCODER = json.JSONEncoder(default=str)
+# Content that is not JSON is shown as every door shows it (toolbox.pipeline.shown).
+_ENCODER = json.JSONEncoder(default=shown)
 # The limits of a pipeline, found once: its interceptors never change after it is built.
 _LIMITS: dict[int, tuple[tuple[object, ...], ArgumentLimits]] = {}
 
@@ -184,7 +186,12 @@ def result_text(result: ToolResult) -> str:
         content = result.content
         if isinstance(content, str):
             return content
-        return str(content) if type(content) is int else _ENCODER.encode(content)
+        if type(content) is int:
+            return str(content)
+        try:
+            return _ENCODER.encode(content)
+        except (ValueError, TypeError, RecursionError):  # a cycle, or a result type's hook that fails
+            return str(content)
     refusal = {
         "status": result.status.value,
         "reason_code": result.reason_code,
