@@ -1,8 +1,9 @@
 """Run one raw model tool call (OpenAI ``tool_calls`` item, Anthropic ``tool_use`` block).
 
-The application passes the call exactly as the API returned it plus the trusted
-context; the call runs through `Gateway.invoke` and the answer is the message to
-send back: an OpenAI ``tool`` message or an Anthropic ``tool_result`` block.
+The application passes the call exactly as the API returned it (a dict, or the
+OpenAI / Anthropic SDK's own object) plus the trusted context; the call runs
+through `Gateway.invoke` and the answer is the message to send back: an OpenAI
+``tool`` message or an Anthropic ``tool_result`` block.
 Nothing raises for bad model output: a wrong call shape, malformed or oversized
 JSON text, duplicate keys or a non-object become an audited INVALID_ARGUMENTS
 result, and the tool's code never runs.
@@ -11,7 +12,7 @@ result, and the tool's code never runs.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
 from toolbox.context import ExecutionContext
@@ -123,11 +124,32 @@ def parse_arguments(text: object, limits: ArgumentLimits) -> dict[str, Any]:
     return parsed
 
 
+def _plain(call: object) -> object:
+    """A call as the SDKs return it (a pydantic model) or as a dict: a dict either way.
+
+    The OpenAI SDK's ``ChatCompletionMessageFunctionToolCall`` and the Anthropic SDK's
+    ``ToolUseBlock`` are pydantic models; their ``model_dump()`` is the dict of the API's
+    JSON. Anything else passes unchanged and is refused as a bad call if it is not a dict.
+    """
+    if isinstance(call, dict):
+        return call
+    if isinstance(call, Mapping):
+        return dict(call)
+    dump = getattr(call, "model_dump", None)
+    if callable(dump):
+        try:
+            dumped = dump()
+        except Exception:  # noqa: BLE001 - an object that cannot dump itself is a bad call
+            return call
+        return dumped if isinstance(dumped, dict) else call
+    return call
+
+
 def _openai_call(gateway: Gateway, call: object) -> tuple[str, str, dict[str, Any]]:
     """(id, name, arguments) of an OpenAI ``tool_calls`` item."""
     if not isinstance(call, dict):
         raise _Refused("bad_call", "a tool call must be an object")
-    call_id, function = call.get("id"), call.get("function")
+    call_id, function = call.get("id"), _plain(call.get("function"))
     if type(call_id) is not str or not call_id or call.get("type", "function") != "function":
         raise _Refused("bad_call", "a tool call needs a string id and type 'function'")
     if not isinstance(function, dict) or type(function.get("name")) is not str or not function["name"]:
@@ -278,8 +300,11 @@ def openai_tool_result(
 ) -> dict[str, Any]:
     """Run one OpenAI ``tool_calls`` item; the ``{"role": "tool", ...}`` message to send back.
 
-    A ``null`` for a parameter that is optional (nullable in the strict schema) means absent.
+    ``call`` is the item as a dict or as the OpenAI SDK's own object
+    (``ChatCompletionMessageFunctionToolCall``). A ``null`` for a parameter that is optional
+    (nullable in the strict schema) means absent.
     """
+    call = _plain(call)
     try:
         call_id, name, arguments = _openai_call(gateway, call)
     except _Refused as refused:
@@ -292,6 +317,7 @@ async def aopenai_tool_result(
     gateway: Gateway, call: object, *, context: Context, approval: Approval | None = None
 ) -> dict[str, Any]:
     """Async twin of `openai_tool_result`."""
+    call = _plain(call)
     try:
         call_id, name, arguments = _openai_call(gateway, call)
     except _Refused as refused:
@@ -304,7 +330,11 @@ async def aopenai_tool_result(
 def anthropic_tool_result(
     gateway: Gateway, block: object, *, context: Context, approval: Approval | None = None
 ) -> dict[str, Any]:
-    """Run one Anthropic ``tool_use`` block; the ``tool_result`` block to send back."""
+    """Run one Anthropic ``tool_use`` block; the ``tool_result`` block to send back.
+
+    ``block`` is the block as a dict or as the Anthropic SDK's own ``ToolUseBlock``.
+    """
+    block = _plain(block)
     try:
         call_id, name, arguments = _anthropic_call(block)
     except _Refused as refused:
@@ -317,6 +347,7 @@ async def aanthropic_tool_result(
     gateway: Gateway, block: object, *, context: Context, approval: Approval | None = None
 ) -> dict[str, Any]:
     """Async twin of `anthropic_tool_result`."""
+    block = _plain(block)
     try:
         call_id, name, arguments = _anthropic_call(block)
     except _Refused as refused:
