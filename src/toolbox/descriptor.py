@@ -101,6 +101,10 @@ class OperationDescriptor(BaseModel):
     """Every call needs a human approval bound to its exact arguments."""
 
 
+#: The one operation of a ``@tool`` function; such a tool is called by its own name.
+FUNCTION_OPERATION = "call"
+
+
 class ToolDescriptor(BaseModel):
     """The immutable description of a tool that a provider registers."""
 
@@ -141,6 +145,16 @@ class ToolDescriptor(BaseModel):
             if op.name == operation:
                 return op.effect
         return Effect.UNSAFE
+
+    def offered_name(self, operation: str) -> str:
+        """The by-name name ``operation`` is offered to models under (dotted; see `toolbox.wire_names`).
+
+        ``tool.operation``, except for a tool whose one operation is ``call`` (a ``@tool``
+        function): it is called by the tool's own name.
+        """
+        if len(self.operations) == 1 and operation == FUNCTION_OPERATION:
+            return self.name
+        return f"{self.name}.{operation}"
 
 
 def describe_validation_error(error: ValidationError) -> str:

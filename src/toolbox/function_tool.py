@@ -21,6 +21,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Generic, Literal, Protocol, TypeVar, final, overload
 
 from toolbox.descriptor import (
+    FUNCTION_OPERATION,
     Acknowledgement,
     Effect,
     OperationDescriptor,
@@ -37,7 +38,7 @@ from toolbox.runtime import ToolRuntime
 __all__ = ["FunctionTool", "ReadCall", "ReadFunctionTool", "WriteCall", "WriteFunctionTool", "tool"]
 
 R = TypeVar("R")
-OPERATION = "call"
+OPERATION = FUNCTION_OPERATION  # a @tool function is called by its own name (ToolDescriptor.offered_name)
 
 
 class ReadCall(Protocol[R]):

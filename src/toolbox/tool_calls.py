@@ -251,7 +251,13 @@ def _malformed(recorded: ToolResult, refused: _Refused) -> ToolResult:
 
 
 def invoke_arguments(
-    gateway: Gateway, name: str, text: object, *, context: Context, approval: Approval | None = None
+    gateway: Gateway,
+    name: str,
+    text: object,
+    *,
+    context: Context,
+    approval: Approval | None = None,
+    call_id: str | None = None,
 ) -> ToolResult:
     """Run ``name`` with arguments given as JSON text, as OpenAI's ``function.arguments`` are.
 
@@ -259,16 +265,23 @@ def invoke_arguments(
     ``null`` for an optional parameter means absent. Text that cannot be arguments is an
     audited INVALID_ARGUMENTS result; the tool's code never runs. Agent frameworks that
     hand a tool the model's raw argument text (the OpenAI Agents SDK) call this.
+    ``call_id`` is the model's id of the call (see `Gateway.invoke`).
     """
     try:
         arguments = _parsed(gateway, name, text)
     except _Refused as refused:
         return _refused(gateway, name, context, refused)
-    return gateway.invoke(name, arguments, context=context, approval=approval)
+    return gateway.invoke(name, arguments, context=context, approval=approval, call_id=call_id)
 
 
 def ainvoke_arguments(
-    gateway: Gateway, name: str, text: object, *, context: Context, approval: Approval | None = None
+    gateway: Gateway,
+    name: str,
+    text: object,
+    *,
+    context: Context,
+    approval: Approval | None = None,
+    call_id: str | None = None,
 ) -> Coroutine[Any, Any, ToolResult]:
     """Async twin of `invoke_arguments`: await what it returns.
 
@@ -279,7 +292,7 @@ def ainvoke_arguments(
         arguments = _parsed(gateway, name, text)
     except _Refused as refused:
         return _arefused(gateway, name, context, refused)
-    return gateway.ainvoke(name, arguments, context=context, approval=approval)
+    return gateway.ainvoke(name, arguments, context=context, approval=approval, call_id=call_id)
 
 
 def _openai_message(call_id: str, result: ToolResult) -> dict[str, Any]:
@@ -310,7 +323,8 @@ def openai_tool_result(
     except _Refused as refused:
         name = _name_of(call, "function", "name")
         return _openai_message(_call_id(call, "id"), _refused(gateway, name, context, refused))
-    return _openai_message(call_id, gateway.invoke(name, arguments, context=context, approval=approval))
+    result = gateway.invoke(name, arguments, context=context, approval=approval, call_id=call_id)
+    return _openai_message(call_id, result)
 
 
 async def aopenai_tool_result(
@@ -323,7 +337,7 @@ async def aopenai_tool_result(
     except _Refused as refused:
         name = _name_of(call, "function", "name")
         return _openai_message(_call_id(call, "id"), await _arefused(gateway, name, context, refused))
-    result = await gateway.ainvoke(name, arguments, context=context, approval=approval)
+    result = await gateway.ainvoke(name, arguments, context=context, approval=approval, call_id=call_id)
     return _openai_message(call_id, result)
 
 
@@ -340,7 +354,8 @@ def anthropic_tool_result(
     except _Refused as refused:
         refusal = _refused(gateway, _name_of(block, "name"), context, refused)
         return _anthropic_block(_call_id(block, "id"), refusal)
-    return _anthropic_block(call_id, gateway.invoke(name, arguments, context=context, approval=approval))
+    result = gateway.invoke(name, arguments, context=context, approval=approval, call_id=call_id)
+    return _anthropic_block(call_id, result)
 
 
 async def aanthropic_tool_result(
@@ -353,5 +368,5 @@ async def aanthropic_tool_result(
     except _Refused as refused:
         refusal = await _arefused(gateway, _name_of(block, "name"), context, refused)
         return _anthropic_block(_call_id(block, "id"), refusal)
-    result = await gateway.ainvoke(name, arguments, context=context, approval=approval)
+    result = await gateway.ainvoke(name, arguments, context=context, approval=approval, call_id=call_id)
     return _anthropic_block(call_id, result)

@@ -138,7 +138,10 @@ class GovernedAgentTools:
             async def invoke(ctx: ToolContext[Any], text: str) -> str:
                 # trusted_context called here, not through _trusted: one frame less on every call.
                 context = trusted_context(getter, ctx)
-                return result_text(await ainvoke_arguments(gateway, name, text, context=context))
+                result = await ainvoke_arguments(
+                    gateway, name, text, context=context, call_id=ctx.tool_call_id
+                )
+                return result_text(result)
 
             return FunctionTool(
                 name=name,
@@ -161,7 +164,9 @@ class GovernedAgentTools:
                 return result_text(early)  # the gateway answered while the SDK asked about approval
             self._requests.pop(key)
             grant = self._grants.pop(key)
-            result = await ainvoke_arguments(gateway, name, text, context=context, approval=grant)
+            result = await ainvoke_arguments(
+                gateway, name, text, context=context, approval=grant, call_id=ctx.tool_call_id
+            )
             return result_text(result)
 
         return FunctionTool(
@@ -232,7 +237,7 @@ class GovernedAgentTools:
             return key in self._requests  # the same call asked again: it must not run twice
         self._asked.put(key, canonical)
         arguments = without_optional_nulls(self._gateway, name, params)
-        result = await self._gateway.ainvoke(name, arguments, context=context)
+        result = await self._gateway.ainvoke(name, arguments, context=context, call_id=call_id)
         if result.status is Status.APPROVAL_REQUIRED and result.approval is not None:
             self._early.pop(key)
             self._requests.put(key, result.approval)

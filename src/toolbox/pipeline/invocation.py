@@ -51,6 +51,9 @@ class Invocation:
     opening: Any = None
     #: The exception behind an ERROR or UNCERTAIN_EFFECT result, for the typed door.
     error: BaseException | None = None
+    #: The model's id of this tool call (OpenAI ``tool_call_id``, Anthropic ``tool_use`` id), when
+    #: the door knows it: model output, for traces (``gen_ai.tool.call.id``), never a decision.
+    call_id: str | None = None
 
     def __init__(
         self,
