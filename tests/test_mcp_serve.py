@@ -408,7 +408,12 @@ def test_toolset_limits_listing_and_calls(tmp_path):
         "NOT_IN_TOOLSET",
     )
     assert scenario.EXECUTIONS == []
-    assert events(sink, trace_of(result), "settle") == [("GOVERNANCE_DECISION", "DENY", "NOT_IN_TOOLSET")]
+    # Audited with the operation tried, not only the tool.
+    assert events(sink, trace_of(result), "settle.call") == [
+        ("GOVERNANCE_DECISION", "DENY", "NOT_IN_TOOLSET")
+    ]
+    (event,) = [e for e in sink.read_trace(trace_of(result)) if e.reason_code == "NOT_IN_TOOLSET"]
+    assert (event.tool, event.operation) == ("settle", "call")
 
 
 def test_toolset_in_code_and_operation_names(tmp_path):
