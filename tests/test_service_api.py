@@ -73,6 +73,7 @@ def test_wire_name_and_arguments_tenant_are_tool_arguments(sqlite_service: Deplo
 def test_no_credentials_bad_key_and_expired_key_are_refused_and_audited(service: Deployment) -> None:
     for headers, reason in (
         ({}, "MISSING_CREDENTIALS"),
+        ({"Authorization": "Bearer"}, "MISSING_CREDENTIALS"),  # the scheme with an empty token
         ({"Authorization": "Basic YWxpY2U6eA=="}, "INVALID_CREDENTIALS"),
         ({"Authorization": "Bearer tbx_not-a-key"}, "INVALID_CREDENTIALS"),
         ({"Authorization": f"Bearer {service.keys['old']}"}, "EXPIRED"),
@@ -81,6 +82,7 @@ def test_no_credentials_bad_key_and_expired_key_are_refused_and_audited(service:
             "/v1/tools/echo/invoke", json={"arguments": {"text": "x"}, "purpose": "Greet"}, headers=headers
         )
         body = problem(response, 401, reason)
+        assert body["rule"] == "auth"  # the rule every refused credential names (docs/auth.md)
         assert response.headers["www-authenticate"].startswith("Bearer")
         assert refusals(service, "unauthenticated", reason), reason
         assert body["trace_id"] in {e.correlation_id for e in service.events("unauthenticated")}

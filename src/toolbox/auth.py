@@ -42,6 +42,7 @@ __all__ = [
 
 # RFC 6750 b64token; anything else in an Authorization header is refused before any lookup.
 _BEARER = re.compile(r"^[Bb][Ee][Aa][Rr][Ee][Rr] +([A-Za-z0-9\-._~+/]+=*)$")
+_EMPTY_BEARER = re.compile(r"[Bb][Ee][Aa][Rr][Ee][Rr] *")
 _MAX_HEADER = 16_500
 
 
@@ -49,10 +50,10 @@ def bearer_token(authorization: str | None) -> str:
     """The token of an ``Authorization: Bearer <token>`` header value.
 
     Raises:
-        AuthenticationError: ``MISSING_CREDENTIALS`` without a header,
-            ``INVALID_CREDENTIALS`` for any other scheme or a malformed token.
+        AuthenticationError: ``MISSING_CREDENTIALS`` without a header or with an empty token
+            (``Bearer`` alone), ``INVALID_CREDENTIALS`` for any other scheme or a malformed token.
     """
-    if not authorization:
+    if not authorization or _EMPTY_BEARER.fullmatch(authorization):
         raise AuthenticationError("no credentials were presented", reason_code="MISSING_CREDENTIALS")
     match = _BEARER.fullmatch(authorization) if len(authorization) <= _MAX_HEADER else None
     if match is None:

@@ -24,6 +24,7 @@ from toolbox.errors import AuthenticationError, PolicyFileError
 
 try:
     import jwt
+    from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa
     from cryptography.hazmat.primitives.serialization import load_pem_public_key
 except ImportError as _import_error:  # pragma: no cover - exercised without the extra
     raise ImportError(
@@ -99,6 +100,15 @@ def _stamp(path: Path) -> tuple[int, int, int] | None:
     return (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
+def _fits(key: object, algorithm: str) -> bool:
+    """Whether ``key`` is of the family ``algorithm`` verifies with (RSA, elliptic curve, EdDSA)."""
+    if algorithm.startswith(("RS", "PS")):
+        return isinstance(key, rsa.RSAPublicKey)
+    if algorithm.startswith("ES"):
+        return isinstance(key, ec.EllipticCurvePublicKey)
+    return isinstance(key, (ed25519.Ed25519PublicKey, ed448.Ed448PublicKey))
+
+
 def _roles(value: object) -> frozenset[str]:
     if value is None:
         return frozenset()
@@ -158,7 +168,21 @@ class JwtAuthenticator:
         return key.key
 
     def authenticate(self, token: str, /) -> Identity:
-        """The identity a valid token proves; `AuthenticationError` otherwise."""
+        """The identity a valid token proves; `AuthenticationError` otherwise, whatever the token.
+
+        No token, however malformed (its ``alg`` naming another family than its key's, a
+        header or claims of unexpected types), raises anything else: an error the verifier
+        did not foresee is a refusal too (``INVALID_CREDENTIALS``), never a crash of the
+        request (a 500 that nobody audits).
+        """
+        try:
+            return self._verify(token)
+        except AuthenticationError:
+            raise
+        except Exception:  # noqa: BLE001 - any other failure on a presented token is a refusal
+            raise _invalid("the token is not valid") from None
+
+    def _verify(self, token: str) -> Identity:
         settings = self._settings
         if not token:
             raise AuthenticationError("no token was presented", reason_code="MISSING_CREDENTIALS")
@@ -171,10 +195,14 @@ class JwtAuthenticator:
         algorithm = header.get("alg")
         if algorithm not in settings.algorithms:
             raise _invalid("the token's signing algorithm is not accepted")
+        key = self._key_for(header)
+        if not _fits(key, algorithm):
+            # PyJWT raises TypeError when asked to verify, say, RS256 with an EC key.
+            raise _invalid("the token's algorithm does not match its key")
         try:
             claims = jwt.decode(
                 token,
-                self._key_for(header),
+                key,
                 algorithms=[algorithm],
                 audience=settings.audience,
                 issuer=settings.issuer,
