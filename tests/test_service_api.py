@@ -409,7 +409,12 @@ def test_health_ready_and_metrics(sqlite_service: Deployment) -> None:
     assert 'toolbox_calls_total{status="SUCCESS",tool="echo"} 1.0' in text
     assert 'tool="unknown"' in text and "nope" not in text
     assert "toolbox_call_seconds_bucket" in text and "toolbox_audit_queue_depth" in text
-    assert service.get("/openapi.json").json()["info"]["title"] == "toolbox governance service"
+    # The OpenAPI document maps every route: like every route but the probes, it needs a credential.
+    problem(service.get("/openapi.json"), 401, "MISSING_CREDENTIALS")
+    assert refusals(service, "unauthenticated", "MISSING_CREDENTIALS")
+    document = service.get("/openapi.json", "alice").json()
+    assert document["info"]["title"] == "toolbox governance service"
+    assert "/v1/tools/{name}/invoke" in document["paths"] and "/openapi.json" not in document["paths"]
 
 
 def test_readyz_reports_an_unavailable_audit_store(tmp_path: Path) -> None:
