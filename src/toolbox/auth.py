@@ -22,7 +22,7 @@ import re
 from typing import final
 
 from toolbox.auth_config import AuthSettings
-from toolbox.auth_identity import Authenticator, Identity
+from toolbox.auth_identity import Authenticator, CredentialCheck, Identity
 from toolbox.auth_keys import ApiKeyFile, hash_api_key, new_api_key
 from toolbox.errors import AuthenticationError
 from toolbox.policy import ToolPolicy
@@ -32,6 +32,7 @@ __all__ = [
     "AuthenticationError",
     "Authenticator",
     "CredentialAuthenticator",
+    "CredentialCheck",
     "Identity",
     "authenticator_from_policy",
     "authenticator_from_settings",
@@ -87,6 +88,16 @@ class CredentialAuthenticator:
             return self._jwt.authenticate(token)
         assert self._keys is not None
         return self._keys.authenticate(token)
+
+    def still_valid(self, identity: Identity, /) -> bool:
+        """Whether ``identity``'s credential still holds (`CredentialCheck`), asked of the
+        authenticator that issued it. One of your own without ``still_valid`` cannot tell:
+        True, and only the identity's ``expires_at`` bounds what is kept on its strength."""
+        issuer = self._jwt if identity.credential.startswith("jwt:") else self._keys
+        if issuer is None:
+            return False
+        check = getattr(issuer, "still_valid", None)
+        return bool(check(identity)) if callable(check) else True
 
 
 def authenticator_from_settings(settings: AuthSettings) -> CredentialAuthenticator:

@@ -443,9 +443,14 @@ async def kill_switch_change(request: Request) -> Response:
 
 def mount_console(app: FastAPI, key: bytes) -> None:
     """Add the console's routes and its static files to ``app``; sessions are signed with ``key``."""
-    settings = app.state.service.settings
+    service = app.state.service
+    settings = service.settings
+    check = getattr(service.authenticator, "still_valid", None)
     app.state.console_sessions = Sessions(
-        key, ttl=settings.session_ttl_seconds, force_secure=settings.force_secure_cookies
+        key,
+        ttl=settings.session_ttl_seconds,
+        force_secure=settings.force_secure_cookies,
+        still_valid=check if callable(check) else None,
     )
     app.include_router(router)
     app.mount("/console/static", StaticFiles(packages=[("toolbox.service", "static")]), name="console-static")
