@@ -254,3 +254,34 @@ def test_a_session_signed_with_another_key_or_expired_is_refused() -> None:
     old = expired.headers["set-cookie"].split(";", 1)[0].split("=", 1)[1]
     stale = {**scope, "headers": [(b"cookie", f"toolbox_session={old}".encode())]}
     assert Sessions(b"a" * 32, ttl=60, force_secure=False).read(Request(stale)) is None
+
+
+def test_pages_show_line_separators_and_bidi_controls_as_escapes(service: Deployment) -> None:
+    """An argument holding U+202E (reverses the rest of a line) or U+2028 is shown escaped, so the
+    page shows the approver what is stored, in that order (autoescaping alone leaves them raw)."""
+    spoof = "acct-1\u202e7-tcca\u2028FAKE"
+    raised = service.invoke("alice", "transfer", {"amount": 40, "to": spoof}, audit_as="Pay the supplier")
+    assert raised.status_code == 202, raised.text
+    with httpx.Client(base_url=service.url) as client:
+        login = client.get("/console/login")
+        token = re.search(r'name="csrf" value="([^"]+)"', login.text)
+        assert token
+        client.post("/console/login", data={"csrf": token.group(1), "token": service.keys["bob"]})
+        page = client.get("/console/approvals")
+    assert page.status_code == 200
+    assert "\u202e" not in page.text and "\u2028" not in page.text
+    assert "acct-1\\u202e7-tcca\\u2028FAKE" in page.text
+    assert RUNS["transfer"] == 0
+
+
+def test_printed_values_are_one_line_and_pretty_json_keeps_its_layout() -> None:
+    from markupsafe import Markup
+
+    from toolbox.service.console_views import pretty, printed
+
+    assert printed("a\u202eb\nc") == "a\\u202eb\\x0ac"
+    assert printed(3) == 3 and printed(None) is None
+    shown = pretty({"to": "x\u2066y</pre>", "n": 1})
+    assert isinstance(shown, Markup)
+    assert shown == '{\n  &#34;n&#34;: 1,\n  &#34;to&#34;: &#34;x\\u2066y&lt;/pre&gt;&#34;\n}'
+    assert printed(shown) is shown

@@ -7,23 +7,22 @@ An identity is what a service or an MCP endpoint turns into the trusted
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol, final
 
 from toolbox.context import ExecutionContext
 from toolbox.errors import AuthenticationError
+from toolbox.line_text import breaks_line
 
 __all__ = ["Authenticator", "CredentialCheck", "Identity", "check_reference"]
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 #: The longest tenant, principal, role or toolset a credential may name (as `ExecutionContext`).
 MAX_REFERENCE = 256
 
 
 def check_reference(value: object, what: str) -> str:
     """``value`` if it can stand in a context, else an `AuthenticationError` naming ``what`` only."""
-    if not isinstance(value, str) or not value or len(value) > MAX_REFERENCE or _CONTROL.search(value):
+    if not isinstance(value, str) or not value or len(value) > MAX_REFERENCE or breaks_line(value):
         raise AuthenticationError(
             f"the credential's {what} is not a usable reference", reason_code="INVALID_CREDENTIALS"
         )

@@ -6,7 +6,6 @@ must never be parsed from model output or user-supplied JSON.
 
 from __future__ import annotations
 
-import re
 import time
 import uuid
 from collections import deque
@@ -20,6 +19,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, 
 from toolbox.budget import Budget
 from toolbox.delegation import DelegationScope
 from toolbox.errors import DelegationError
+from toolbox.line_text import breaks_line
 
 __all__ = [
     "DEFAULT_TRACE_RETENTION",
@@ -29,12 +29,10 @@ __all__ = [
     "Trace",
 ]
 
-_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
-
 
 def _printable(value: str) -> str:
-    if _CONTROL_CHARS.search(value):
-        raise ValueError("must not contain control characters")
+    if breaks_line(value):
+        raise ValueError("must not contain control characters, line separators or bidirectional controls")
     return value
 
 

@@ -25,7 +25,7 @@ from toolbox.service.access import Caller, authenticate_token, check_role
 from toolbox.service.approvals import approval_document, store_call
 from toolbox.service.audit_reads import EventFilter, TenantAudit
 from toolbox.service.console_session import ConsoleSession, Sessions
-from toolbox.service.console_views import OUTCOMES, pretty, tool_rows, trace_rows, when
+from toolbox.service.console_views import OUTCOMES, pretty, printed, tool_rows, trace_rows, when
 from toolbox.service.identity import new_trace_id
 from toolbox.service.kill_switch import SwitchState
 from toolbox.service.problems import Problem
@@ -55,6 +55,7 @@ _MAX_FORM = 32 * 1024
 _environment = Environment(
     loader=PackageLoader("toolbox.service", "templates"),
     autoescape=select_autoescape(default=True, default_for_string=True),
+    finalize=printed,
 )
 _environment.filters["when"] = when
 _environment.filters["pretty"] = pretty
