@@ -236,7 +236,7 @@ class SqlSink:
 
         def matching(table: Table) -> list[ColumnElement[bool]]:
             conditions = []
-            for field in ("tenant", "tool", "principal", "status", "parent_run_id"):
+            for field in ("tenant", "tool", "principal", "status", "parent_run_id", "operation"):
                 wanted = getattr(query, field)
                 if wanted is not None:
                     conditions.append(table.c[field] == wanted)
