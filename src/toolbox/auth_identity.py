@@ -59,8 +59,18 @@ class Identity:
     key_ref: str | None = field(default=None, compare=False)
 
     def context(self, **fields: Any) -> ExecutionContext:
-        """The trusted context of a call by this caller; ``fields`` (``run_id``, ...) pass on."""
-        return ExecutionContext(tenant=self.tenant, principal=self.principal, roles=self.roles, **fields)
+        """The trusted context of a call by this caller; ``fields`` (``run_id``, ...) pass on.
+
+        The context names the credential's label, so the audit trail records which key or
+        token issuer each call came with.
+        """
+        return ExecutionContext(
+            tenant=self.tenant,
+            principal=self.principal,
+            roles=self.roles,
+            credential=self.credential,
+            **fields,
+        )
 
 
 class CredentialCheck(Protocol):

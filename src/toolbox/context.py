@@ -264,6 +264,9 @@ class ExecutionContext(BaseModel):
     """Tool-call limits for this run; exhausted calls are DENIED/BUDGET_EXHAUSTED."""
     parent_run_id: _Ref | None = None
     """The run that delegated this one (`delegate`); None for a top-level run. Audited."""
+    credential: _Ref | None = None
+    """The label of the credential the caller authenticated with (``api-key:ci-bot``,
+    ``jwt:<issuer>``; `toolbox.auth.Identity.credential`), never the secret. Audited."""
     scope: DelegationScope | None = Field(default=None, exclude=True)
     """The tools and operations a delegated run may call; others are DENIED/DELEGATION_SCOPE."""
     trace_retention: int | None = Field(default=DEFAULT_TRACE_RETENTION, exclude=True)
@@ -346,6 +349,7 @@ class ExecutionContext(BaseModel):
             parent_run_id=self.run_id,
             scope=DelegationScope.narrow(self.scope, tools, operations),
             trace_retention=self.trace_retention,
+            credential=self.credential,
         )
 
     @property

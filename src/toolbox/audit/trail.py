@@ -367,6 +367,7 @@ class AuditTrail:
             principal=context.principal,
             status=Status.DENIED.value,
             parent_run_id=context.parent_run_id,
+            credential=context.credential,
         )
         if not self._store([event]):
             self._keep([event])

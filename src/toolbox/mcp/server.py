@@ -79,6 +79,7 @@ def session_context(source: ContextSource) -> ExecutionContext:
             budget=source.budget,
             parent_run_id=source.parent_run_id,
             scope=source.scope,
+            credential=source.credential,
         )
     made = source()
     if not isinstance(made, ExecutionContext):

@@ -79,6 +79,14 @@ async def authenticate(connection: HTTPConnection) -> Caller:
         )
         raise unauthorized(exc.reason_code, trace_id) from None
     identity = await authenticate_token(service, token, route_of(connection), trace_id)
+    # Which key or issuer made the request, beside its trace: what the audit events also record.
+    LOGGER.info(
+        "%s authenticated %s (tenant %r), trace %s",
+        route_of(connection),
+        identity.credential,
+        identity.tenant,
+        trace_id,
+    )
     return Caller(identity, trace_id)
 
 

@@ -68,6 +68,7 @@ class ServiceAudit:
                 tenant=identity.tenant if identity is not None else None,
                 principal=identity.principal if identity is not None else None,
                 status="DENIED",
+                credential=identity.credential if identity is not None else None,
             )
         )
 
@@ -99,5 +100,6 @@ class ServiceAudit:
                 tenant=identity.tenant,
                 principal=identity.principal,
                 status=decision,
+                credential=identity.credential,
             )
         )
