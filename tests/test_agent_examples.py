@@ -44,4 +44,3 @@ def test_example_runs_offline(name, shown, capsys):
     # Each refund ran once, after the approval; the wipe never ran.
     assert out.count("audit: shop.refund SUCCESS") == 1
     assert "wiped" not in out
-
