@@ -91,6 +91,6 @@ def test_the_pydantic_ai_toolset_passes_the_tool_call_id():
     agent: Agent[ExecutionContext, str] = Agent(
         FunctionModel(model), deps_type=ExecutionContext, toolsets=[GovernedToolset(g)]
     )
-    result: Any = agent.run_sync("add", deps=CONTEXT)
+    result: Any = asyncio.run(agent.run("add", deps=CONTEXT))  # run_sync would leave its loop open
     assert result.output == "5"
     assert ids.seen == ["pai_1"]
