@@ -7,7 +7,8 @@ race, wheel and documentation-site builds. Both must pass before a release.
 Property tests run with a bounded example count and keep their example database inside the
 checkout (``.hypothesis/``, ignored by git; ``TOOLBOX_HYPOTHESIS_DB`` moves it), so a failing
 example found once is tried first next time, without sharing it across checkouts.
-``CI=true`` selects the ``ci`` profile.
+``CI=true`` selects the ``ci`` profile (100 examples, the failing blob printed), ``--full`` the
+``full`` profile (500 examples).
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ settings.register_profile(
     database=DirectoryBasedExampleDatabase(_DATABASE),
     suppress_health_check=[HealthCheck.too_slow],
 )
-settings.register_profile("ci", settings.get_profile("dev"), max_examples=200, print_blob=True)
-settings.load_profile(os.environ.get("TOOLBOX_HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+settings.register_profile("ci", settings.get_profile("dev"), print_blob=True)
+# The full tier (--full, before a release) tries five times as many examples.
+settings.register_profile("full", settings.get_profile("ci"), max_examples=500)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -42,6 +44,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # tests/tiers.py reads the tier from the environment, so helper modules and xdist workers agree.
+    full = config.getoption("--full")
+    os.environ["TOOLBOX_TEST_TIER"] = "full" if full else "default"
+    profile = "full" if full else "ci" if os.environ.get("CI") else "dev"
+    settings.load_profile(os.environ.get("TOOLBOX_HYPOTHESIS_PROFILE", profile))
     config.addinivalue_line(
         "markers", "full: runs only in the full tier (pytest --full), required before a release"
     )

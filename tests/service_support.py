@@ -121,7 +121,13 @@ class LiveServer:
         # A keep-alive longer than any pause of this busy machine: a connection closed by the
         # server while the client sends its next request is a client-side ReadError, not a finding.
         config = uvicorn.Config(
-            app, host="127.0.0.1", port=0, log_level="warning", lifespan="on", timeout_keep_alive=60
+            app,
+            host="127.0.0.1",
+            port=0,
+            log_level="warning",
+            lifespan="on",
+            timeout_keep_alive=60,
+            ws="none",
         )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)

@@ -14,6 +14,7 @@ import pytest
 
 import audit_scale_support as support
 from audit_sql_support import Store, event, make_store
+from tiers import sized
 from toolbox import ExecutionContext, Status
 from toolbox.audit import AuditMode, AuditSinkError, AuditTrail, EventType, MemorySink
 from toolbox.audit.events import AuditEvent
@@ -320,9 +321,12 @@ def test_async_drain_into_sql_verifies(store: Store, tmp_path: Path) -> None:
 
 
 def test_strict_from_8_threads_in_4_processes_is_gap_free(store: Store, tmp_path: Path) -> None:
-    """4 processes x 8 threads of STRICT governed calls on shared traces: every event, chain intact."""
+    """Processes x threads of STRICT governed calls on shared traces: every event, chain intact.
+
+    4 processes x 8 threads in the full tier, 2 x 4 in the default tier.
+    """
     store.sink().schema_version()
-    threads, calls, processes_count = 8, 20, 4
+    threads, calls, processes_count = sized(4, 8), 20, sized(2, 4)
     context = multiprocessing.get_context("spawn")
     start = context.Barrier(processes_count)
     processes = [

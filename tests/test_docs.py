@@ -26,6 +26,8 @@ DOCS = [
     *sorted((ROOT / "docs" / "integrations").glob("*.md")),
     ROOT / "providers" / "toolbox-http" / "README.md",
     ROOT / "providers" / "toolbox-fs" / "README.md",
+    ROOT / "providers" / "toolbox-sandbox" / "README.md",
+    ROOT / "providers" / "toolbox-sql" / "README.md",
 ]
 BLOCK = re.compile(r"(<!-- not-run: [^>]+-->\s*)?```(\w+)[^\n]*\n(.*?)```", re.S)
 PLACEHOLDER = "http://127.0.0.1:8000"

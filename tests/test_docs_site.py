@@ -14,6 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+# Builds (wheels, the docs site) run in the full tier, before a release (CONTRIBUTING.md).
+pytestmark = pytest.mark.full
+
 ROOT = Path(__file__).resolve().parent.parent
 PUBLIC_MODULES = (
     "toolbox",
@@ -25,6 +28,7 @@ PUBLIC_MODULES = (
     "toolbox.integrations.langchain",
     "toolbox_http",
     "toolbox_fs",
+    "toolbox_sql",
 )
 
 

@@ -28,6 +28,7 @@ from toolbox import (
     ToolPolicy,
     ToolTimeoutError,
 )
+from toolbox.testing import ManualClock
 
 FAST = RetryPolicy(max_attempts=3, base_delay=0.0, max_delay=0.0)
 POLICY = ToolPolicy.standard().allow("billing")
@@ -312,10 +313,15 @@ def test_authorization_revoked_between_attempts():
 
 def test_deadline_between_attempts():
     """A deadline that passes during a retry stops the next attempt."""
-    gateway = make(retry=RetryPolicy(max_attempts=3, base_delay=0.05, max_delay=0.05, jitter=0))
-    context = ctx(deadline=datetime.now(timezone.utc) + timedelta(milliseconds=20))
-    billing(gateway, context).script = [TimeoutError()]
-    result, tool = run(gateway, context, "billing.lookup_invoice", LOOKUP)
+    clock = ManualClock()
+    gateway = make(
+        retry=RetryPolicy(max_attempts=3, base_delay=0.001, max_delay=0.001, jitter=0), clock=clock
+    )
+    context = ctx(deadline=datetime.fromtimestamp(clock() + 60, timezone.utc))
+    tool = billing(gateway, context)
+    tool.script = [TimeoutError()]
+    tool.on_call = lambda: clock.advance(60)  # the first attempt takes the minute that was left
+    result = gateway.invoke("billing.lookup_invoice", LOOKUP, context=context)
     assert (result.status, result.reason_code, len(tool.calls)) == (Status.DENIED, "DEADLINE_EXCEEDED", 1)
 
 

@@ -25,7 +25,7 @@ from toolbox import (
 )
 from toolbox import policy as policy_module
 from toolbox.audit import AuditTrail, MemorySink
-from toolbox.pipeline import approval
+from toolbox.pipeline import approval_display as approval
 from toolbox.pipeline.chain import Pipeline
 from toolbox.pipeline.outcomes import OutcomeMappers
 from toolbox.pipeline.retry import RetryPolicy
@@ -36,7 +36,7 @@ SECRETS = {"headers": {"Authorization": "Bearer abc"}, "url": "https://u:p@h/x?t
 def test_approval_display_fails_closed_without_a_cleaner(monkeypatch: pytest.MonkeyPatch) -> None:
     """Before the audit layer installs its redaction, an approval request masks every value."""
     monkeypatch.setattr(approval, "_cleaner", approval.MaskAll())
-    shown = approval._redact(SECRETS)
+    shown = approval.shown_arguments(SECRETS)
     assert shown == dict.fromkeys(SECRETS, "[REDACTED]")
     assert "abc" not in repr(shown)
     assert "u:p" not in repr(shown)
@@ -52,14 +52,14 @@ def test_approval_display_fails_closed_on_a_cleaner_returning_no_mapping() -> No
     before = approval._cleaner
     approval.use_cleaner(Odd())
     try:
-        assert approval._redact(SECRETS) == dict.fromkeys(SECRETS, "[REDACTED]")
+        assert approval.shown_arguments(SECRETS) == dict.fromkeys(SECRETS, "[REDACTED]")
     finally:
         approval.use_cleaner(before)
 
 
 def test_importing_toolbox_installs_the_audit_redaction_for_approvals() -> None:
     """The installed cleaner is the audit trail's: nested secrets and URL credentials masked, rest kept."""
-    shown = approval._redact(SECRETS)
+    shown = approval.shown_arguments(SECRETS)
     assert shown["headers"] == {"Authorization": "[REDACTED]"}
     assert shown["url"] == "https://h/x?token=[REDACTED]"
     assert shown["n"] == "EUR"

@@ -86,7 +86,7 @@ def _policy(tmp: Path) -> tuple[Path, dict[str, str], str]:
 
 
 def serve(app) -> tuple[str, uvicorn.Server, threading.Thread]:
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on", ws="none")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

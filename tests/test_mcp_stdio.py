@@ -20,6 +20,7 @@ from mcp import Client, StdioServerParameters
 
 import mcp_scenario_tools as scenario
 from test_mcp_serve import PURPOSE, SCENARIOS, outcome, trace_of
+from toolbox.cli import main
 
 TESTS = Path(__file__).resolve().parent
 TOOLBOX = str(Path(sys.executable).parent / "toolbox")
@@ -146,19 +147,23 @@ def test_flags_set_the_context_and_toolset(tmp_path):
     assert {(e["tenant"], e["principal"]) for e in events} == {("globex", "ops")}
 
 
-def _serve(tmp_path: Path, *args: str, policy: str | None = None) -> subprocess.CompletedProcess[str]:
+def _serve(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    *args: str,
+    policy: str | None = None,
+) -> tuple[int, str, str]:
+    """``toolbox mcp serve`` in this process, through ``main(argv)``: a refusal to start needs no
+    child (the stdio tests above prove the child itself)."""
     child = Child(tmp_path)
     if policy is not None:
         child.policy.write_text(policy, encoding="utf-8")
-    return subprocess.run(
-        [TOOLBOX, "mcp", "serve", "--policy", str(child.policy), *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-        check=False,
-        env={"PATH": "/usr/bin:/bin", "TOOLBOX_POLICY": "", "PYTHONPATH": child.params.env["PYTHONPATH"]},
-    )
+    monkeypatch.setenv("TOOLBOX_POLICY", "")
+    monkeypatch.syspath_prepend(str(child.site))  # the scenario tools' distribution, as the child has it
+    status = main(["mcp", "serve", "--policy", str(child.policy), *args])
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
 
 
 @pytest.mark.parametrize(
@@ -182,12 +187,12 @@ def _serve(tmp_path: Path, *args: str, policy: str | None = None) -> subprocess.
         "bad-file",
     ],
 )
-def test_refuses_to_start(tmp_path, args, policy, message):
+def test_refuses_to_start(tmp_path, monkeypatch, capsys, args, policy, message):
     """A misconfigured serve exits 2 with one ``toolbox: error:`` line and no traceback."""
-    done = _serve(tmp_path, *args, policy=policy)
-    assert done.returncode == 2, done.stderr
-    assert message in done.stderr and "Traceback" not in done.stderr
-    assert done.stdout == ""
+    status, out, err = _serve(tmp_path, monkeypatch, capsys, *args, policy=policy)
+    assert status == 2, err
+    assert message in err and "Traceback" not in err
+    assert out == ""
 
 
 def _with_auth(child: Child) -> dict[str, str]:
@@ -244,23 +249,19 @@ def test_http_transport_from_the_command_line(tmp_path):
     assert {(e["tenant"], e["principal"]) for e in events} == {("tenant-a", "alice")}
 
 
-def test_public_address_needs_allowed_host(tmp_path):
+def test_public_address_needs_allowed_host(tmp_path, monkeypatch, capsys):
     """With credentials configured, a non-loopback --host without --allowed-host still refuses to start."""
     child = Child(tmp_path)
     _with_auth(child)
-    done = subprocess.run(
-        [TOOLBOX, "mcp", "serve", "--policy", str(child.policy), "--transport", "http", "--host", "0.0.0.0"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-        check=False,
-        env={"PATH": "/usr/bin:/bin", "TOOLBOX_POLICY": "", "PYTHONPATH": child.params.env["PYTHONPATH"]},
-    )
-    assert done.returncode == 2 and "--allowed-host" in done.stderr and "Traceback" not in done.stderr
+    monkeypatch.setenv("TOOLBOX_POLICY", "")
+    monkeypatch.syspath_prepend(str(child.site))
+    args = ["mcp", "serve", "--policy", str(child.policy), "--transport", "http", "--host", "0.0.0.0"]
+    status = main(args)
+    err = capsys.readouterr().err
+    assert status == 2 and "--allowed-host" in err and "Traceback" not in err
 
 
-def test_mcp_group_help():
+def test_mcp_group_help(capsys):
     """``toolbox mcp`` is a command group; ``serve`` is listed in it."""
-    done = subprocess.run([TOOLBOX, "mcp", "--help"], capture_output=True, text=True, timeout=60, check=False)
-    assert done.returncode == 0 and "serve" in done.stdout
+    assert main(["mcp", "--help"]) == 0
+    assert "serve" in capsys.readouterr().out

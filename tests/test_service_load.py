@@ -1,4 +1,6 @@
-"""Load, bounded and on loopback only: 5,000 invokes at concurrency 64 against one uvicorn worker.
+"""Load, bounded and on loopback only: invokes at concurrency 64 against one uvicorn worker.
+
+5,000 invokes in the full tier (``pytest --full``), 400 in the default tier (tests/tiers.py).
 
 With a STRICT audit trail on SQLite, then on PostgreSQL: zero 5xx, zero lost
 audit events (four per call, one trace per call, every trace verifies). The
@@ -17,10 +19,11 @@ import httpx
 import pytest
 
 from service_support import RUNS, deployment
+from tiers import sized
 from toolbox.audit.sink import AuditQuery
 from toolbox.audit.verify import verify_chain
 
-CALLS = int(os.environ.get("TOOLBOX_LOAD_CALLS", "5000"))
+CALLS = int(os.environ.get("TOOLBOX_LOAD_CALLS", sized(400, 5000)))
 CONCURRENCY = 64
 
 

@@ -5,6 +5,11 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
+# A wheel build runs in the full tier, before a release (CONTRIBUTING.md).
+pytestmark = pytest.mark.full
+
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATES = ("base", "login", "tools", "approvals", "audit", "trace", "kill_switch", "error")
 

@@ -14,14 +14,21 @@ from state_support import pending, state_store
 from toolbox.pipeline.grants import PendingApproval
 from toolbox.pipeline.state_ports import ApprovalDecisionError, ApprovalQueueFullError, ApprovalStore
 from toolbox.state import MemoryApprovalStore
+from toolbox.testing import ManualClock
 
 BACKENDS = ["memory", "redis", "sqlite", "postgres"]
 
 
+@pytest.fixture
+def clock() -> ManualClock:
+    """The stores' time: a test moves it forward instead of sleeping."""
+    return ManualClock()
+
+
 @pytest.fixture(params=BACKENDS)
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ApprovalStore]:
-    with state_store(request.param, tmp_path) as shared:
-        yield MemoryApprovalStore() if shared is None else shared
+def store(request: pytest.FixtureRequest, tmp_path: Path, clock: ManualClock) -> Iterator[ApprovalStore]:
+    with state_store(request.param, tmp_path, clock=clock) as shared:
+        yield MemoryApprovalStore(clock=clock) if shared is None else shared
 
 
 def test_submit_get_round_trip(store: ApprovalStore) -> None:
@@ -66,15 +73,17 @@ def test_one_decision(store: ApprovalStore) -> None:
     assert store.consume(p.id, p.request.fingerprint) is False  # denied
 
 
-def test_unknown_and_expired(store: ApprovalStore) -> None:
+def test_unknown_and_expired(store: ApprovalStore, clock: ManualClock) -> None:
     with pytest.raises(ApprovalDecisionError) as info:
         store.decide("missing", approve=True, decided_by="bob", reason="")
     assert info.value.reason_code == "UNKNOWN_REQUEST"
-    p = pending(ttl=0.05)
+    p = pending(ttl=60, created_at=clock())
     store.submit(p)
-    deadline = time.monotonic() + 5
-    while (got := store.get(p.id)) is not None and got.state != "expired" and time.monotonic() < deadline:
-        time.sleep(0.02)
+    clock.advance(59.999)
+    got = store.get(p.id)
+    assert got is not None and got.state == "pending"
+    clock.advance(0.001)  # exactly at its expiry: no longer pending
+    got = store.get(p.id)
     assert got is not None and got.state == "expired"
     with pytest.raises(ApprovalDecisionError) as info:
         store.decide(p.id, approve=True, decided_by="bob", reason="")
@@ -184,16 +193,15 @@ def test_concurrent_decide_and_consume(store: ApprovalStore) -> None:
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_used_record_outlives_the_grant(backend: str, tmp_path: Path) -> None:
     """A grant used once and then expired is still known as used: a replay is refused, not unknown."""
-    with state_store(backend, tmp_path, grant_ttl=0.3) as shared:
-        store = MemoryApprovalStore(grant_ttl=0.3) if shared is None else shared
-        p = pending(ttl=600)
+    clock = ManualClock()
+    with state_store(backend, tmp_path, grant_ttl=30, clock=clock) as shared:
+        store = MemoryApprovalStore(grant_ttl=30, clock=clock) if shared is None else shared
+        p = pending(ttl=600, created_at=clock())
         store.submit(p)
         approved = store.decide(p.id, approve=True, decided_by="bob", reason="")
-        assert approved.expires_at <= time.time() + 0.3 + 0.01
+        assert approved.expires_at == pytest.approx(clock() + 30, abs=0.002)
         assert store.consume(p.id, p.request.fingerprint) is True
-        deadline = time.monotonic() + 10
-        while time.time() <= approved.expires_at and time.monotonic() < deadline:
-            time.sleep(0.05)
+        clock.advance(31)  # the grant has expired
         got = store.get(p.id)
         assert got is not None and got.state == "used"
         assert store.consume(p.id, p.request.fingerprint) is False
@@ -201,14 +209,13 @@ def test_used_record_outlives_the_grant(backend: str, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_an_unused_grant_expires_in_the_store(backend: str, tmp_path: Path) -> None:
-    with state_store(backend, tmp_path, grant_ttl=0.2) as shared:
-        store = MemoryApprovalStore(grant_ttl=0.2) if shared is None else shared
-        p = pending(ttl=600)
+    clock = ManualClock()
+    with state_store(backend, tmp_path, grant_ttl=30, clock=clock) as shared:
+        store = MemoryApprovalStore(grant_ttl=30, clock=clock) if shared is None else shared
+        p = pending(ttl=600, created_at=clock())
         store.submit(p)
-        approved = store.decide(p.id, approve=True, decided_by="bob", reason="")
-        deadline = time.monotonic() + 10
-        while time.time() <= approved.expires_at + 0.05 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        store.decide(p.id, approve=True, decided_by="bob", reason="")
+        clock.advance(30)  # exactly at the grant's expiry: no longer redeemable
         assert store.consume(p.id, p.request.fingerprint) is False
         got = store.get(p.id)
         assert got is not None and got.state == "expired"
@@ -257,15 +264,13 @@ def test_pending_requests_are_bounded_per_principal(store: ApprovalStore) -> Non
     assert store.submit(unbounded, max_pending=0) == unbounded.id
 
 
-def test_expired_requests_leave_the_queue(store: ApprovalStore) -> None:
-    short = pending(ttl=0.1)
+def test_expired_requests_leave_the_queue(store: ApprovalStore, clock: ManualClock) -> None:
+    short = pending(ttl=60, created_at=clock())
     store.submit(short, max_pending=1)
     with pytest.raises(ApprovalQueueFullError):
-        store.submit(pending(), max_pending=1)
-    deadline = time.monotonic() + 10
-    while time.time() <= short.expires_at + 0.05 and time.monotonic() < deadline:
-        time.sleep(0.02)
-    later = pending()
+        store.submit(pending(created_at=clock()), max_pending=1)
+    clock.advance(60)
+    later = pending(created_at=clock())
     assert store.submit(later, max_pending=1) == later.id
 
 

@@ -26,13 +26,20 @@ from toolbox.state import MemoryApprovalStore, MemoryLimitStore
 from toolbox.state.config import GovernanceState
 from toolbox.state.kill import change_kill_switch
 from toolbox.state.redis_backend import RedisState, connect
+from toolbox.testing import ManualClock
 
 SHARED = ["redis", "sqlite", "postgres"]
 
 
+@pytest.fixture
+def clock() -> ManualClock:
+    """The stores' time: windows pass when a test moves it, never by sleeping."""
+    return ManualClock()
+
+
 @pytest.fixture(params=SHARED)
-def shared(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
-    with state_store(request.param, tmp_path) as store:
+def shared(request: pytest.FixtureRequest, tmp_path: Path, clock: ManualClock) -> Iterator[Any]:
+    with state_store(request.param, tmp_path, clock=clock) as store:
         yield store
 
 
@@ -157,20 +164,23 @@ def test_rate_limit_reports_the_wait(shared: Any) -> None:
     assert audit_events(gateway, "RATE_LIMITED")
 
 
-def test_rate_limit_window_slides(shared: Any) -> None:
+def test_rate_limit_window_slides(shared: Any, clock: ManualClock) -> None:
     counter = Counter()
-    gateway = governed_gateway(_state(shared, rate_limits=(LimitRule("tool", 1, 0.2),)), counter)
+    gateway = governed_gateway(_state(shared, rate_limits=(LimitRule("tool", 1, 20.0),)), counter)
     assert gateway.invoke("add", CALL, context=context()).status is Status.SUCCESS
+    clock.advance(19.9)
     denied = gateway.invoke("add", CALL, context=context())
-    assert denied.reason_code == "RATE_LIMITED" and denied.retry_after is not None
-    time.sleep(denied.retry_after + 0.05)
+    assert denied.reason_code == "RATE_LIMITED" and denied.retry_after == pytest.approx(0.1, abs=0.002)
+    clock.advance(denied.retry_after)
     assert gateway.invoke("add", CALL, context=context()).status is Status.SUCCESS
     assert counter.runs == 2
 
 
-def test_refused_rate_spends_no_budget(shared: Any) -> None:
+def test_refused_rate_spends_no_budget(shared: Any, clock: ManualClock) -> None:
     counter = Counter()
-    state = _state(shared, budgets=(LimitRule("run", 2, 3600.0),), rate_limits=(LimitRule("tenant", 1, 0.3),))
+    state = _state(
+        shared, budgets=(LimitRule("run", 2, 3600.0),), rate_limits=(LimitRule("tenant", 1, 30.0),)
+    )
     gateway = governed_gateway(state, counter)
     ctx = context(run_id="run-r")
     assert gateway.invoke("add", CALL, context=ctx).status is Status.SUCCESS
@@ -178,10 +188,10 @@ def test_refused_rate_spends_no_budget(shared: Any) -> None:
         limited = gateway.invoke("add", CALL, context=ctx)
         assert limited.reason_code == "RATE_LIMITED"
     assert limited.retry_after is not None
-    time.sleep(limited.retry_after + 0.05)
+    clock.advance(limited.retry_after)
     # The run budget of 2 still has a call left: the refused calls counted nowhere.
     assert gateway.invoke("add", CALL, context=ctx).status is Status.SUCCESS
-    time.sleep(0.35)
+    clock.advance(30)
     spent = gateway.invoke("add", CALL, context=ctx)
     assert (spent.reason_code, spent.rule) == ("BUDGET_EXHAUSTED", "state:budget:run")
     assert counter.runs == 2

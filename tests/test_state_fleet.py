@@ -1,5 +1,8 @@
 """The fleet guarantees, with real processes on the real Redis and PostgreSQL servers.
 
+Every race runs in both tiers; the full tier (``pytest --full``) runs them at full size (eight
+racing processes, a budget of 1,000), the default tier with fewer processes and calls.
+
 Each test writes a policy file whose ``[state]`` names its own Redis namespace
 or PostgreSQL tables, starts worker processes (``tests/state_worker.py``) and
 counts what the tool's code really ran. Waits are bounded polls, never speed
@@ -23,6 +26,7 @@ import pytest
 
 import state_worker
 from state_support import POSTGRES_URL, REDIS_URL, free_port, start_redis, unique
+from tiers import sized
 from toolbox import ExecutionContext, Gateway, Status
 from toolbox.audit import SqliteSink
 from toolbox.state.redis_backend import RedisState, connect
@@ -102,15 +106,17 @@ def finish(process: subprocess.Popen[str]) -> list[dict[str, Any]]:
     return [json.loads(line) for line in out.splitlines() if line.strip()]
 
 
-def test_shared_budget_of_1000_admits_exactly_1000(fleet: Fleet, tmp_path: Path) -> None:
-    extra = '[[state.budgets]]\nper = "tenant"\ncalls = 1000\nwindow = 3600\n'
+def test_a_shared_budget_admits_exactly_its_size(fleet: Fleet, tmp_path: Path) -> None:
+    """Four processes spend twice a shared budget: exactly the budget is admitted and ran."""
+    size = sized(100, 1000)
+    extra = f'[[state.budgets]]\nper = "tenant"\ncalls = {size}\nwindow = 3600\n'
     policy = write_policy(tmp_path, fleet.backend, fleet.url, fleet.namespace, extra)
-    workers = [start("burst", policy, "--calls", "500") for _ in range(4)]
+    workers = [start("burst", policy, "--calls", str(size // 2)) for _ in range(4)]
     summaries = [finish(w)[-1] for w in workers]
     executions = sum(s["executions"] for s in summaries)
     successes = sum(s["statuses"].get("SUCCESS", 0) for s in summaries)
     exhausted = sum(s["statuses"].get("BUDGET_EXHAUSTED", 0) for s in summaries)
-    assert (executions, successes, exhausted) == (1000, 1000, 1000)
+    assert (executions, successes, exhausted) == (size, size, size)
 
 
 def test_racing_reviewers_then_one_grant_eight_racing_processes_one_execution(
@@ -151,13 +157,14 @@ def test_racing_reviewers_then_one_grant_eight_racing_processes_one_execution(
     )
     go = tmp_path / "go"
     args = ("--request", asked.approval.id, "--fingerprint", asked.approval.fingerprint, "--go", str(go))
-    workers = [start("redeem", policy, *args, "--principal", "requester") for _ in range(8)]
+    redeemers = sized(4, 8)
+    workers = [start("redeem", policy, *args, "--principal", "requester") for _ in range(redeemers)]
     time.sleep(0.5)  # not an assertion: let them reach the start line (late ones race just the same)
     go.touch()
     lines = [finish(w)[-1] for w in workers]
     assert sum(line["executions"] for line in lines) == 1
     statuses = sorted(line["status"] for line in lines)
-    assert statuses == ["DENIED"] * 7 + ["SUCCESS"]
+    assert statuses == ["DENIED"] * (redeemers - 1) + ["SUCCESS"]
     assert {line["message"] for line in lines if line["status"] == "DENIED"} == {
         "the approval was already used"
     }
@@ -166,17 +173,23 @@ def test_racing_reviewers_then_one_grant_eight_racing_processes_one_execution(
 
 
 def test_racing_processes_ask_for_approval_within_the_bound(fleet: Fleet, tmp_path: Path) -> None:
-    policy = write_policy(tmp_path, fleet.backend, fleet.url, fleet.namespace, "max_pending_approvals = 3\n")
+    # Processes of one principal ask for `calls` different calls, each twice, against a bound of
+    # one less: every call but one gets a request (shared by its two processes), one is refused.
+    processes = sized(4, 8)
+    calls = processes // 2
+    bound = calls - 1
+    policy = write_policy(
+        tmp_path, fleet.backend, fleet.url, fleet.namespace, f"max_pending_approvals = {bound}\n"
+    )
     policy.write_text(
         policy.read_text(encoding="utf-8")
         + '\n[[guardrails.rules]]\nid = "APPROVE_ADD"\ntool = "add"\naction = "REQUIRE_APPROVAL"\n',
         encoding="utf-8",
     )
     go = tmp_path / "ask-go"
-    # Eight processes of one principal: four different calls, each made twice, against a bound of 3.
     workers = [
-        start("ask", policy, "--go", str(go), "--principal", "looper", "--a", str(10 + i % 4))
-        for i in range(8)
+        start("ask", policy, "--go", str(go), "--principal", "looper", "--a", str(10 + i % calls))
+        for i in range(processes)
     ]
     time.sleep(0.5)  # not an assertion: let them reach the start line
     go.touch()
@@ -184,8 +197,8 @@ def test_racing_processes_ask_for_approval_within_the_bound(fleet: Fleet, tmp_pa
     assert sum(line["executions"] for line in lines) == 0
     asked = [line for line in lines if line["status"] == "APPROVAL_REQUIRED"]
     full = [line for line in lines if line["reason"] == "APPROVAL_QUEUE_FULL"]
-    assert (len(asked), len(full)) == (6, 2)
-    assert len({line["request"] for line in asked}) == 3
+    assert (len(asked), len(full)) == (2 * bound, 2)
+    assert len({line["request"] for line in asked}) == bound
     # Each call's two processes got the same request; the call left out was refused in both.
     assert all(len({x["request"] for x in asked if x["a"] == a}) == 1 for a in {x["a"] for x in asked})
     assert len({line["a"] for line in full}) == 1
@@ -231,7 +244,7 @@ def stop_loops(workers: list[subprocess.Popen[str]], stop: Path, seen: list[list
 def test_kill_switch_from_the_cli_stops_every_worker(fleet: Fleet, tmp_path: Path) -> None:
     policy = write_policy(tmp_path, fleet.backend, fleet.url, fleet.namespace, audit=True)
     stop = tmp_path / "stop"
-    workers = [start("loop", policy, "--stop", str(stop)) for _ in range(4)]
+    workers = [start("loop", policy, "--stop", str(stop)) for _ in range(sized(2, 4))]
     seen: list[list[dict[str, Any]]] = [[] for _ in workers]
     try:
         for worker, lines in zip(workers, seen, strict=True):

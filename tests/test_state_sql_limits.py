@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,11 +15,18 @@ from state_support import state_store
 from toolbox.pipeline.state_ports import Quota
 from toolbox.state.sql_backend import SqlState
 from toolbox.state.sql_limits import GC_EVERY
+from toolbox.testing import ManualClock
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    """The store's time: windows end when a test moves it, never by sleeping."""
+    return ManualClock()
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
-def sql(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SqlState]:
-    with state_store(request.param, tmp_path) as store:
+def sql(request: pytest.FixtureRequest, tmp_path: Path, clock: ManualClock) -> Iterator[SqlState]:
+    with state_store(request.param, tmp_path, clock=clock) as store:
         yield store
 
 
@@ -32,14 +38,15 @@ def _rate(key: str, limit: int, window: float = 60.0) -> Quota:
     return Quota(key, limit, window, f"rate:{key}")
 
 
-def test_a_budget_window_restarts_once_it_ended(sql: SqlState) -> None:
-    budget = [_budget("tenant:acme", 2, 0.3)]
+def test_a_budget_window_restarts_once_it_ended(sql: SqlState, clock: ManualClock) -> None:
+    budget = [_budget("tenant:acme", 2, 30)]
     assert sql.admit(budget, []) is None
     assert sql.admit(budget, []) is None
+    clock.advance(10)
     refused = sql.admit(budget, [])
     assert refused is not None and refused.quota == budget[0] and not refused.rate
-    assert 0 < refused.retry_after <= 0.3
-    time.sleep(refused.retry_after + 0.05)
+    assert refused.retry_after == pytest.approx(20, abs=0.001)
+    clock.advance(refused.retry_after)
     assert sql.admit(budget, []) is None  # a fresh window counts from one
     assert sql.admit(budget, []) is None
     assert sql.admit(budget, []) is not None
@@ -206,9 +213,10 @@ def test_postgres_cleanup_never_waits_for_a_row_another_process_holds(tmp_path: 
     # Every GC_EVERY admissions a process deletes expired counters. Another process may hold
     # one of them (its call is about to restart that budget) while it waits for a row this
     # call holds: waiting here would deadlock. The cleanup skips the held row instead.
-    with state_store("postgres", tmp_path) as sql:
-        assert sql.admit([_budget("run:expired", 5, 0.01)], []) is None
-        time.sleep(0.05)  # the run budget's window has ended: its row is expired
+    clock = ManualClock()
+    with state_store("postgres", tmp_path, clock=clock) as sql:
+        assert sql.admit([_budget("run:expired", 5, 10)], []) is None
+        clock.advance(11)  # the run budget's window has ended: its row is expired
         counters = sql._counters
         finished = threading.Event()
         with state_store("postgres", tmp_path) as other, other._engine.connect() as conn:
@@ -238,14 +246,14 @@ def test_postgres_cleanup_never_waits_for_a_row_another_process_holds(tmp_path: 
         assert keys == {"b:tenant:busy"}
 
 
-def test_cleanup_forgets_expired_rate_limits_with_their_admissions(sql: SqlState) -> None:
+def test_cleanup_forgets_expired_rate_limits_with_their_admissions(sql: SqlState, clock: ManualClock) -> None:
     # A per-run rate limit's key is used by one run only: once its window has passed, the
     # periodic cleanup removes its counter and every admission recorded under it.
     for run in range(3):
-        assert sql.admit([], [_rate(f"run:r{run}", 5, 0.01)]) is None
-        assert sql.admit([], [_rate(f"run:r{run}", 5, 0.01)]) is None
+        assert sql.admit([], [_rate(f"run:r{run}", 5, 10)]) is None
+        assert sql.admit([], [_rate(f"run:r{run}", 5, 10)]) is None
     assert sql.admit([], [_rate("tenant:live", 5, 3600.0)]) is None
-    time.sleep(0.05)
+    clock.advance(11)
     sql._limits._calls = GC_EVERY - 1  # the next admission cleans up
     assert sql.admit([_budget("tenant:live", 10)], [_rate("tenant:live", 5, 3600.0)]) is None
     with sql._engine.connect() as check:

@@ -2,7 +2,7 @@
 
 This is what README.md ("Install into your project") and docs/providers.md
 ("Building and publishing a provider") tell users to do, offline: the wheels
-are built without build isolation (hatchling comes from requirements-dev.txt)
+are built without build isolation (hatchling comes from the dev lock)
 and installed without an index. The fresh environment borrows only the
 third-party dependencies (pydantic, httpx, ...) from the dev environment's
 site-packages, through a ``.pth`` line; the dev environment's own ``.pth``
@@ -20,12 +20,17 @@ from pathlib import Path
 
 import pytest
 
+# Builds (wheels, the docs site) run in the full tier, before a release (CONTRIBUTING.md).
+pytestmark = pytest.mark.full
+
 ROOT = Path(__file__).resolve().parent.parent
 PROJECTS = {
     ".": "toolbox",
     "providers/toolbox-http": "toolbox_http",
     "providers/toolbox-fs": "toolbox_fs",
     "providers/toolbox-mcp": "toolbox_mcp",
+    "providers/toolbox-sandbox": "toolbox_sandbox",
+    "providers/toolbox-sql": "toolbox_sql",
 }
 
 
@@ -65,8 +70,11 @@ def test_each_wheel_ships_its_package_types_licence_and_entry_point(wheels):
         "toolbox_http",
         "toolbox_mcp",
         "toolbox_registry",
+        "toolbox_sandbox",
+        "toolbox_sql",
     ]
-    for wheel, package in zip(wheels, ["toolbox_fs", "toolbox_http", "toolbox_mcp", "toolbox"], strict=True):
+    packages = ["toolbox_fs", "toolbox_http", "toolbox_mcp", "toolbox", "toolbox_sandbox", "toolbox_sql"]
+    for wheel, package in zip(wheels, packages, strict=True):
         names = zipfile.ZipFile(wheel).namelist()
         assert f"{package}/__init__.py" in names
         assert f"{package}/py.typed" in names
@@ -92,7 +100,12 @@ def test_installed_wheels_import_from_the_venv_and_run_the_cli(venv):
         assert where.startswith(str(venv)), f"{package} imported from {where}, not from its wheel"
     discovered = json.loads(run(python, "-c", PROBE).stdout)
     assert discovered == {
-        "tools": {"calculator": "toolbox-registry", "fs": "toolbox-fs", "http": "toolbox-http"},
+        "tools": {
+            "calculator": "toolbox-registry",
+            "fs": "toolbox-fs",
+            "http": "toolbox-http",
+            "sandbox": "toolbox-sandbox",
+        },
         "broken": [],
     }
     assert "usage: toolbox" in run(toolbox, "--help").stdout

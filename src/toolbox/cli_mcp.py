@@ -154,5 +154,6 @@ def _serve_http(args: argparse.Namespace, gateway: Any, served: Any) -> None:
     sock.listen(2048)  # listening before the URL is printed: a client may connect at once
     shown = f"[{args.host}]" if family == socket.AF_INET6 else args.host
     print(f"toolbox mcp serve: http://{shown}:{sock.getsockname()[1]}/mcp", file=sys.stderr, flush=True)
-    config = uvicorn.Config(app.starlette(), log_level="warning", lifespan="on")
+    # MCP's streamable HTTP never speaks WebSocket: no protocol (nor its imports) to offer.
+    config = uvicorn.Config(app.starlette(), log_level="warning", lifespan="on", ws="none")
     uvicorn.Server(config).run(sockets=[sock])

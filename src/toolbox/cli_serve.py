@@ -103,6 +103,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         ssl_certfile=args.tls_cert,
         ssl_keyfile=args.tls_key,
         log_level="info",
+        ws="none",  # the service never speaks WebSocket: no protocol (nor its imports) to offer
         server_header=False,
         proxy_headers=False,
         # Longer than the idle timeout of common clients and proxies, so the server is not the one

@@ -14,7 +14,15 @@ from collections.abc import Set as AbstractSet
 from datetime import datetime
 from typing import Annotated, Any, final
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    field_validator,
+    model_validator,
+)
 
 from toolbox.budget import Budget
 from toolbox.delegation import DelegationScope
@@ -159,6 +167,8 @@ class DenialRecord:
 
 #: How many records a context's trace keeps by default: the newest 10,000 (a few MB at most).
 DEFAULT_TRACE_RETENTION = 10_000
+#: How many levels deep runs may be delegated (each level is one more per-run quota a call counts in).
+MAX_DELEGATION_DEPTH = 32
 
 
 def _retention(value: int | None) -> int | None:
@@ -264,6 +274,9 @@ class ExecutionContext(BaseModel):
     """Tool-call limits for this run; exhausted calls are DENIED/BUDGET_EXHAUSTED."""
     parent_run_id: _Ref | None = None
     """The run that delegated this one (`delegate`); None for a top-level run. Audited."""
+    ancestor_run_ids: tuple[_Ref, ...] = Field(default=(), max_length=MAX_DELEGATION_DEPTH)
+    """Every run above this one, the top-level run first and ``parent_run_id`` last (`delegate` sets it):
+    per-run shared budgets count a delegated call in each of them."""
     credential: _Ref | None = None
     """The label of the credential the caller authenticated with (``api-key:ci-bot``,
     ``jwt:<issuer>``; `toolbox.auth.Identity.credential`), never the secret. Audited."""
@@ -323,6 +336,9 @@ class ExecutionContext(BaseModel):
         Raises:
             DelegationError: an argument would widen what this context may do.
         """
+        ancestors = (*self.lineage, self.run_id)
+        if len(ancestors) > MAX_DELEGATION_DEPTH:
+            raise DelegationError(f"runs may be delegated at most {MAX_DELEGATION_DEPTH} levels deep")
         if roles is not None:
             wanted = frozenset(roles) if not isinstance(roles, str) else None
             if wanted is None:
@@ -347,10 +363,25 @@ class ExecutionContext(BaseModel):
             deadline=self.deadline if deadline is None else deadline,
             budget=_carve(self.budget, budget),
             parent_run_id=self.run_id,
+            ancestor_run_ids=ancestors,
             scope=DelegationScope.narrow(self.scope, tools, operations),
             trace_retention=self.trace_retention,
             credential=self.credential,
         )
+
+    @property
+    def lineage(self) -> tuple[str, ...]:
+        """The runs above this one, the top-level run first (just ``parent_run_id`` when built by hand)."""
+        if self.ancestor_run_ids:
+            return self.ancestor_run_ids
+        return (self.parent_run_id,) if self.parent_run_id is not None else ()
+
+    @model_validator(mode="after")
+    def _parent_last(self) -> ExecutionContext:
+        ancestors = self.ancestor_run_ids
+        if ancestors and ancestors[-1] != self.parent_run_id:
+            raise ValueError("ancestor_run_ids must end with parent_run_id")
+        return self
 
     @property
     def trace(self) -> Trace:

@@ -21,6 +21,7 @@ from typing import Any, final
 import importlib_metadata
 import pluggy
 
+from toolbox.binding import bind_operations, binding_problem
 from toolbox.descriptor import ToolDescriptor, validate_descriptor
 from toolbox.errors import InvalidDescriptorError, ProviderConflictError
 from toolbox.namespace import EXPLICIT, check_namespace, claimant
@@ -144,6 +145,12 @@ class _Collector:
         except InvalidDescriptorError as exc:
             self.broken.append(BrokenProvider(distribution, origin, str(exc)))
             return
+        problem = binding_problem(provider.tool_type, descriptor, provider.bind)
+        if problem is not None:
+            self.broken.append(BrokenProvider(distribution, origin, f"provider {origin!r}: {problem}"))
+            return
+        # Every call of an operation method binds its arguments (both doors): see toolbox.binding.
+        bind_operations(provider.tool_type, descriptor)
         self.tools.append(RegisteredTool(descriptor, provider, distribution, origin))
 
     def _call(self, impl: pluggy.HookImpl) -> Any:

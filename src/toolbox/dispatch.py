@@ -24,7 +24,16 @@ from typing import TypeVar, final
 
 from toolbox.errors import GovernanceBypassError
 
-__all__ = ["Permit", "arun_dispatched", "guard", "guard_async", "require_dispatch", "run_dispatched"]
+__all__ = [
+    "Permit",
+    "arun_dispatched",
+    "building",
+    "chain_records",
+    "guard",
+    "guard_async",
+    "require_dispatch",
+    "run_dispatched",
+]
 
 R = TypeVar("R")
 
@@ -41,6 +50,30 @@ class Permit:
 
 
 _PERMIT: ContextVar[Permit | None] = ContextVar("toolbox_dispatch_permit", default=None)
+# The tool whose by-name call's intent is being built (its operation method runs): the chain
+# records a refusal raised there itself.
+_BUILDING: ContextVar[str | None] = ContextVar("toolbox_building_call", default=None)
+
+
+def building(tool: str, build: Callable[[], R]) -> R:
+    """Run ``build`` (a by-name call's operation method) as the chain's step for ``tool``."""
+    token = _BUILDING.set(tool)
+    try:
+        return build()
+    finally:
+        _BUILDING.reset(token)
+
+
+def chain_records(tool: str) -> bool:
+    """Whether the chain records a refusal of ``tool`` raised here (building or dispatching its call).
+
+    Elsewhere (a typed door's operation method, called by the program) the
+    tool's runtime records it (`toolbox.ToolRuntime.record_denial`).
+    """
+    if _BUILDING.get() == tool:
+        return True
+    permit = _PERMIT.get()
+    return permit is not None and permit.live and permit.tool == tool
 
 
 def require_dispatch(tool: str) -> None:

@@ -20,6 +20,7 @@ import types
 from collections.abc import Callable, Coroutine
 from typing import Any, Generic, Literal, Protocol, TypeVar, final, overload
 
+from toolbox.binding import Binder
 from toolbox.descriptor import (
     FUNCTION_OPERATION,
     Acknowledgement,
@@ -136,43 +137,21 @@ class _Bound:
     function: Callable[..., Any]
     effect: Effect
     is_async: bool
-    signature: inspect.Signature
-    names: tuple[str, ...]
-    defaults: dict[str, Any]
-    required: frozenset[str]
-    nameset: frozenset[str]
+    #: Binds a call to the function's parameters (its bound arguments: `toolbox.binding`).
+    binder: Binder
 
     def __init__(self, runtime: ToolRuntime) -> None:
         self._runtime = runtime
         # The plain function is public (fn.function), so its calls carry no permit check.
         runtime.guarded = False
 
-    def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-        # Fast paths for plain parameters; anything unusual goes through Signature.bind.
-        names = self.names
-        if not kwargs and names and len(args) == len(names):
-            return dict(zip(names, args))  # noqa: B905 - lengths are equal: every parameter by position
-        if not args and names and kwargs.keys() == self.nameset:
-            return dict(kwargs)  # every parameter by keyword: what the by-name door passes
-        if (
-            len(args) <= len(names)
-            and not (kwargs.keys() - names)
-            and not (kwargs.keys() & names[: len(args)])
-        ):
-            arguments = {**self.defaults, **dict(zip(names[: len(args)], args, strict=True)), **kwargs}
-            if not (self.required - arguments.keys()):
-                return arguments
-        try:
-            bound = self.signature.bind(*args, **kwargs)
-        except TypeError as exc:
-            raise ValueError(f"{self.function.__name__}(): {exc}") from None
-        bound.apply_defaults()
-        return dict(bound.arguments)
-
     def call(self, *args: Any, **kwargs: Any) -> ReadIntent[Any] | WriteIntent[Any]:
         """Intent to call the function with these arguments (checked against its signature)."""
         function = self.function
-        arguments = self._bind(args, kwargs)
+        try:
+            arguments = self.binder.bind(args, kwargs)
+        except ValueError as exc:
+            raise ValueError(f"{function.__name__}(): {exc}") from None
         runtime = self._runtime
         kind = ReadIntent if self.effect is Effect.READ_ONLY else WriteIntent
         if self.is_async:
@@ -269,11 +248,6 @@ def tool(
             },
             provider=f"@tool {function.__qualname__}",
         )
-        signature = inspect.signature(function)
-        simple = all(
-            p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-            for p in signature.parameters.values()
-        )
         # Fail at decoration, not on the first call: the schema must be derivable.
         operation_schema(descriptor.name, OPERATION, function, chosen_effect)
         if not doc.strip():
@@ -283,7 +257,6 @@ def tool(
                 f"@tool {function.__qualname__}: give the function a docstring, or pass summary=: "
                 "its first line is the description models are offered"
             )
-        params = signature.parameters.items()
         bound_type = type(
             f"{function.__name__}_tool",
             (_Bound,),
@@ -291,12 +264,7 @@ def tool(
                 "function": staticmethod(function),
                 "effect": chosen_effect,
                 "is_async": inspect.iscoroutinefunction(function),
-                "signature": signature,
-                # An empty tuple disables the fast path for unusual signatures.
-                "names": tuple(signature.parameters) if simple else (),
-                "nameset": frozenset(signature.parameters) if simple else frozenset(),
-                "defaults": {n: p.default for n, p in params if p.default is not inspect.Parameter.empty},
-                "required": frozenset(n for n, p in params if p.default is inspect.Parameter.empty),
+                "binder": Binder(function),
             },
         )
         # The by-name schema is derived from the function's own signature.

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, final
 
 from toolbox.audit.redaction import Redaction
 from toolbox.audit.trail import AuditTrail
 from toolbox.errors import ConfigurationError
-from toolbox.pipeline.approval import ApprovalCheck, Approver, use_cleaner
+from toolbox.pipeline.approval import ApprovalCheck, Approver
+from toolbox.pipeline.approval_display import use_cleaner
 from toolbox.pipeline.arguments import ArgumentLimits, ArgumentValidation
 from toolbox.pipeline.audit_hooks import AuditHook
 from toolbox.pipeline.authorization import AuthorizationCheck, Authorizer, InvocationAuthorizer, RolePolicy
@@ -20,7 +22,7 @@ from toolbox.pipeline.interceptor import Interceptor
 from toolbox.pipeline.outcomes import OutcomeMapper, OutcomeMappers
 from toolbox.pipeline.retry import Reconciler, RetryPolicy
 from toolbox.pipeline.shared_limits import SharedLimits
-from toolbox.pipeline.state_ports import DEFAULT_MAX_PENDING
+from toolbox.pipeline.state_ports import DEFAULT_MAX_PENDING, Clock
 from toolbox.state.config import GovernanceState
 
 if TYPE_CHECKING:
@@ -56,6 +58,9 @@ class Governance:
         state: where the kill switches, shared budgets, rate limits and approvals live
             (`toolbox.state.GovernanceState`); a policy file's ``[state]`` builds one.
             None: this process alone, today's behaviour (docs/fleet.md).
+        clock: wall-clock seconds the chain reads for deadlines, approval requests and grants
+            (``time.time``); tests pass a `toolbox.testing.ManualClock` and move time instead of
+            sleeping (give the state stores the same clock).
     """
 
     __slots__ = ("_settings",)
@@ -79,6 +84,7 @@ class Governance:
         audit_hooks: Sequence[AuditHook] = (),
         audit: AuditTrail | None = None,
         state: GovernanceState | None = None,
+        clock: Clock = time.time,
     ) -> None:
         for interceptor in interceptors:
             if not isinstance(interceptor, Interceptor):
@@ -105,6 +111,7 @@ class Governance:
             "audit_hooks": tuple(audit_hooks),
             "audit": audit,
             "state": state,
+            "clock": clock,
         }
         # Fail at configuration time, not on the first call.
         Guardrails(self._settings["guardrails"], mode=guardrail_mode)
@@ -159,10 +166,11 @@ class Governance:
                 env=os.environ if env is None else env,
                 store=state.kill if state is not None else None,
                 refresh=state.kill_switch_refresh if state is not None else 1.0,
+                max_stale=state.kill_switch_hold if state is not None else 0.0,
             ),
             DelegationCheck(),
             AccessCheck(),
-            DeadlineCheck(),
+            DeadlineCheck(s["clock"]),
             ArgumentValidation(s["limits"]),
         ]
         if authorizers:
@@ -171,7 +179,8 @@ class Governance:
         if guardrails is not None:
             checks.append(guardrails)
         checks.extend(s["interceptors"])
-        # Approval and budget come last, so a call refused by any other check spends neither.
+        # The approval check verifies a grant (or asks for one); what is spent comes last and runs
+        # after the audit request (the checks marked ``spends``): a call refused anywhere spends nothing.
         redaction = s["audit"].redaction if s["audit"] is not None else None
         approval = ApprovalCheck(
             s["approver"],
@@ -181,6 +190,7 @@ class Governance:
             limits=state.limits if state is not None and state.backend != "memory" else None,
             request_ttl=state.approval_ttl if state is not None else 3600.0,
             max_pending=state.max_pending_approvals if state is not None else DEFAULT_MAX_PENDING,
+            clock=s["clock"],
         )
         checks.append(approval)
         checks.append(BudgetCheck())

@@ -76,7 +76,7 @@ _CLAIM_LOCK = threading.Lock()
 
 
 class _Intent(Generic[R]):
-    __slots__ = ("_acall", "_arguments", "_call", "_operation", "_runtime", "_target", "_warnings")
+    __slots__ = ("_acall", "_arguments", "_bound", "_call", "_operation", "_runtime", "_target", "_warnings")
 
     def __init__(  # noqa: PLR0917 - built on every call: positional arguments are cheaper
         self,
@@ -87,6 +87,7 @@ class _Intent(Generic[R]):
         acall: Callable[[], Awaitable[R]] | None,
         arguments: Mapping[str, Any],
         warnings: tuple[str, ...] = (),
+        bound: Mapping[str, Any] | None = None,
     ) -> None:
         self._runtime = runtime
         self._operation = operation
@@ -95,6 +96,8 @@ class _Intent(Generic[R]):
         self._acall = acall
         self._arguments = arguments
         self._warnings = warnings
+        # None: the call's bound arguments are ``arguments`` (a @tool function, a described tool).
+        self._bound = bound if bound is not arguments else None
 
     @property
     def tool(self) -> str:
@@ -121,8 +124,14 @@ class _Intent(Generic[R]):
 
     @property
     def arguments(self) -> Mapping[str, Any]:
-        """What authorization, guardrails and approvals see (never recorded as is)."""
+        """What authorization and guardrails decide on (never recorded as is)."""
         return self._arguments
+
+    @property
+    def bound(self) -> Mapping[str, Any]:
+        """The call's arguments by declared parameter: what approvals bind and the audit records."""
+        bound = self._bound
+        return self._arguments if bound is None else bound
 
     @property
     def warnings(self) -> tuple[str, ...]:
@@ -135,7 +144,7 @@ class _Intent(Generic[R]):
         runtime = self._runtime
         record = OperationRecord(runtime.tool_name, self._operation, kind, text, self._target)
         runtime.record(record)
-        return Ready(runtime, record, self._call, self._acall, self._arguments, self._warnings)
+        return Ready(runtime, record, self._call, self._acall, self._arguments, self._warnings, self._bound)
 
     if not TYPE_CHECKING:
 
@@ -193,7 +202,17 @@ class WriteIntent(_Intent[R]):
 class Ready(Generic[R]):
     """A call with its intent declared. Executes exactly once, through the governed chain."""
 
-    __slots__ = ("_acall", "_arguments", "_call", "_claimed", "_last", "_record", "_runtime", "_warnings")
+    __slots__ = (
+        "_acall",
+        "_arguments",
+        "_bound",
+        "_call",
+        "_claimed",
+        "_last",
+        "_record",
+        "_runtime",
+        "_warnings",
+    )
 
     def __init__(  # noqa: PLR0917 - built on every call: positional arguments are cheaper
         self,
@@ -203,8 +222,10 @@ class Ready(Generic[R]):
         acall: Callable[[], Awaitable[R]] | None,
         arguments: Mapping[str, Any],
         warnings: tuple[str, ...] = (),
+        bound: Mapping[str, Any] | None = None,
     ) -> None:
         self._warnings = warnings
+        self._bound = bound
         self._runtime = runtime
         self._record = record
         self._call = call
@@ -247,6 +268,8 @@ class Ready(Generic[R]):
         )
         invocation.tools = runtime.tools
         invocation.runtime = runtime
+        if self._bound is not None:
+            invocation.bound = self._bound
         invocation.descriptor = runtime.descriptor
         invocation.effect = runtime.effect_of(record.operation)
         invocation.call = self._call
@@ -271,8 +294,13 @@ class Ready(Generic[R]):
         """
         if approval is None and not self._warnings:
             self._claim()
+            bound = self._bound
             outcome = self._runtime.pipeline.run_inline(
-                self._runtime, self._record, self._call, self._build_invocation, self._arguments
+                self._runtime,
+                self._record,
+                self._call,
+                self._build_invocation,
+                self._arguments if bound is None else bound,
             )
             if outcome is NOT_INLINE:
                 invocation = self._build_invocation()

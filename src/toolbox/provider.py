@@ -56,11 +56,17 @@ class ToolProvider(Generic[T]):
         descriptor: a `ToolDescriptor`, or a mapping of its fields (validated on load).
         factory: builds the tool from its `ToolRuntime`; defaults to ``tool_type(runtime)``.
             It runs on the first allowed ``get()``, never during discovery.
+        bind: optional, per operation, what each declared parameter is bound as (approval
+            fingerprints, what approvers are shown, audit payloads): a callable applied to the
+            value (a large body by its digest) or None (the value as passed). An operation's
+            mapping names every parameter of its method; one left out is refused when the
+            provider loads (`toolbox.binding`). Without it, every parameter is bound as passed.
     """
 
     tool_type: type[T]
     descriptor: ToolDescriptor | Mapping[str, Any]
     factory: Callable[[ToolRuntime], T] | None = None
+    bind: Mapping[str, Mapping[str, Callable[[Any], object] | None]] | None = None
 
     def create(self, runtime: ToolRuntime) -> T:
         """Build the tool instance for ``runtime``."""

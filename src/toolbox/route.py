@@ -43,13 +43,12 @@ from toolbox.descriptor import ToolDescriptor
 from toolbox.intent import dispatch_calls, validate_intent_text
 from toolbox.intent_text import VALID_TEXTS
 from toolbox.pipeline.arguments import ArgumentLimits, ArgumentValidation, OperationSchema
-from toolbox.pipeline.attempts import PLAIN_RESULTS
 from toolbox.pipeline.chain import Pipeline, Plan
 from toolbox.pipeline.checks import KillSwitch
 from toolbox.pipeline.invocation import BY_NAME, Invocation
 from toolbox.pipeline.paths import by_name_route
 from toolbox.pipeline.result import ToolResult, succeeded
-from toolbox.pipeline.retry import is_transient_result
+from toolbox.pipeline.result_summary import settled_inline
 from toolbox.route_method import MethodRoute
 
 if TYPE_CHECKING:
@@ -286,7 +285,7 @@ class Route:
         content: Any,
     ) -> Any:
         """After a first attempt that returned ``content``: the result, or None when it is transient."""
-        if type(content) not in PLAIN_RESULTS and is_transient_result(content):
+        if not settled_inline(content):
             return None
         ended = _now()
         duration = ended - declared

@@ -7,10 +7,10 @@ and hand the call back to the full chain, as a ``@tool`` function's route does
 as the by-name door and the access check would for a tool already built for
 this context (a context it is not built for takes the whole chain), runs
 every other check of the plan through the chain (kill switch, delegation
-scope, deadline, argument validation, budget: whatever state they read),
-then opens the audit record, makes the first attempt and records the
-response as the chain would, continuing in the chain after a failure or a
-warning.
+scope, deadline, argument validation: whatever state they read), then opens
+the audit record, spends the context's budget, makes the first attempt and
+records the response as the chain would, continuing in the chain after a
+failure or a warning.
 """
 
 from __future__ import annotations
@@ -22,12 +22,11 @@ from toolbox.context import ExecutionContext, OperationRecord
 from toolbox.descriptor import ToolDescriptor
 from toolbox.dispatch import arun_dispatched, run_dispatched
 from toolbox.intent_text import declared_intent
-from toolbox.pipeline.attempts import PLAIN_RESULTS
 from toolbox.pipeline.chain import Pipeline, Plan
 from toolbox.pipeline.checks import AccessCheck
 from toolbox.pipeline.invocation import BY_NAME, Invocation
 from toolbox.pipeline.result import ToolResult, succeeded
-from toolbox.pipeline.retry import is_transient_result
+from toolbox.pipeline.result_summary import settled_inline
 
 if TYPE_CHECKING:
     from toolbox.tools import Tools
@@ -52,6 +51,7 @@ class MethodRoute:
         "_pipeline",
         "_plan",
         "_rest",
+        "_spends",
         "_subject",
         "_trail",
         "name",
@@ -81,6 +81,8 @@ class MethodRoute:
         self._pipeline = pipeline
         #: The plan's checks but access (settled: the tool is built for the context), in order.
         self._rest = tuple(check for check in plan.checks if type(check) is not AccessCheck)
+        #: What the call spends (the context's budget), taken once the audit trail stored the request.
+        self._spends = plan.spends
         self._trail = trail
         self._subject = trail.subject(invocation) if trail is not None else None
 
@@ -132,11 +134,15 @@ class MethodRoute:
                 self._subject,  # type: ignore[arg-type]  # set whenever the trail is
                 invocation.context,
                 record.intent_text,
-                invocation.arguments,
+                invocation.bound_arguments(),
             )
             if opening is None:
                 return pipeline.finish(invocation, audit_unavailable(invocation))
             invocation.opening = opening
+        if self._spends:
+            refused = pipeline.check(invocation, self._spends)
+            if refused is not None:
+                return pipeline.finish(invocation, refused)
         record = invocation.record
         record.attempts = 1
         record.start()
@@ -145,7 +151,7 @@ class MethodRoute:
 
     def _close(self, invocation: Invocation, content: Any) -> ToolResult | None:
         """The result of a first attempt that returned ``content``; None when it is transient."""
-        if type(content) not in PLAIN_RESULTS and is_transient_result(content):
+        if not settled_inline(content):
             return None
         record = invocation.record
         record.end("SUCCESS")

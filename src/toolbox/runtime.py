@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, final
 
+from toolbox.binding import called_with, transformed
 from toolbox.context import DenialRecord, ExecutionContext
 from toolbox.descriptor import Effect, RiskClass, ToolDescriptor
-from toolbox.dispatch import guard, guard_async
+from toolbox.dispatch import chain_records, guard, guard_async
 from toolbox.errors import ToolDeniedError
 from toolbox.intent import ReadIntent, WriteIntent
 
@@ -31,6 +32,7 @@ class ToolRuntime:
     """
 
     __slots__ = (
+        "_bind",
         "_effects",
         "context",
         "descriptor",
@@ -55,8 +57,11 @@ class ToolRuntime:
         options: Mapping[str, Any] | None = None,
         *,
         tools: CallTools,
+        bind: Mapping[str, Mapping[str, Callable[[Any], object] | None]] | None = None,
     ) -> None:
         self.descriptor = descriptor
+        # The provider's ``bind`` mapping (`toolbox.ToolProvider`): what a parameter is bound as.
+        self._bind = bind or {}
         self.context = context
         #: The `Tools` that built this tool; intents execute through its governed chain.
         self.tools = tools
@@ -89,8 +94,15 @@ class ToolRuntime:
         return self._effects.get(operation, Effect.UNSAFE)
 
     def record_denial(self, error: ToolDeniedError) -> None:
-        """Record in the trace a denial the tool decided itself, e.g. a path outside its roots."""
+        """Record a denial the tool decided itself, e.g. a path outside its roots.
+
+        It goes to the trace, and, when the program called the operation (the
+        typed door), to the audit hooks as a ``GOVERNANCE_DECISION`` (DENY); a
+        by-name call or a dispatch is recorded by the chain, which sees the error.
+        """
         self.trace.append(DenialRecord(error.tool, error.reason_code, error.rule))
+        if not chain_records(self.tool_name):
+            self.pipeline.report_denial(self.context, error.tool, error.reason_code, error.rule)
 
     def read_intent(
         self,
@@ -109,9 +121,11 @@ class ToolRuntime:
             call: runs the operation synchronously.
             target: what the operation touches, already redacted (never a secret).
             acall: runs it asynchronously, where the tool is async-capable.
-            arguments: the call's arguments, for authorization, guardrails and approval
-                fingerprints: every value that changes what the call does, unredacted
-                (records and displays redact them; they are never recorded as they are).
+            arguments: optional, what authorization and guardrails decide on when it is not the
+                call's own arguments (HTTP: the request as it will be sent), unredacted. Approval
+                fingerprints, approval requests and audit payloads always bind the arguments the
+                operation method was called with (`toolbox.binding`): ``arguments=`` is not needed
+                for that.
             warnings: warnings to record with the call (e.g. a report-only rule it breaks).
 
         Raises:
@@ -123,7 +137,9 @@ class ToolRuntime:
                 f"provider bug: {self.descriptor.name}.{operation} is {effect.value}, "
                 "so it must return write_intent(), which accepts only audit_as()"
             )
-        return ReadIntent(self, operation, target, *self._guarded(call, acall), arguments or {}, warnings)
+        bound = self._bound(operation)
+        view = bound if arguments is None else arguments
+        return ReadIntent(self, operation, target, *self._guarded(call, acall), view or {}, warnings, bound)
 
     def write_intent(
         self,
@@ -145,7 +161,15 @@ class ToolRuntime:
                 f"provider bug: {self.descriptor.name}.{operation} is READ_ONLY, "
                 "so it must return read_intent()"
             )
-        return WriteIntent(self, operation, target, *self._guarded(call, acall), arguments or {}, warnings)
+        bound = self._bound(operation)
+        view = bound if arguments is None else arguments
+        return WriteIntent(self, operation, target, *self._guarded(call, acall), view or {}, warnings, bound)
+
+    def _bound(self, operation: str) -> Mapping[str, Any] | None:
+        """The arguments ``operation``'s method was called with, as the provider binds them."""
+        bound = called_with(operation)
+        transforms = self._bind.get(operation) if self._bind else None
+        return transformed(bound, transforms) if bound is not None and transforms else bound
 
     def _guarded(
         self, call: Callable[[], R], acall: Callable[[], Awaitable[R]] | None

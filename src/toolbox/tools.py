@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, final, overload
 
+from toolbox.binding import bind_operations
 from toolbox.catalog import Catalog, CatalogEntry
 from toolbox.context import DenialRecord, ExecutionContext
 from toolbox.descriptor import Acknowledgement, RiskClass, ToolDescriptor
@@ -373,7 +374,11 @@ class Tools:
             instance = self._instances.get(name)
             if instance is None:
                 runtime = ToolRuntime(
-                    registered.descriptor, self._context, self._catalog.options_for(name), tools=self
+                    registered.descriptor,
+                    self._context,
+                    self._catalog.options_for(name),
+                    tools=self,
+                    bind=registered.provider.bind,
                 )
                 try:
                     instance = registered.provider.create(runtime)
@@ -382,6 +387,9 @@ class Tools:
                     if error is exc:
                         raise
                     raise error from exc
+                if type(instance) is not registered.provider.tool_type:
+                    # A factory's own class: its operation methods bind their calls too.
+                    bind_operations(type(instance), registered.descriptor)
                 self._instances[name] = instance
                 self._runtimes[name] = runtime
                 if cache:

@@ -170,7 +170,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif self.path.startswith("/big-"):
             self._stream(self.path.removeprefix("/big-"), BIG_BODY // CHUNK)
         elif self.path == "/slow":
-            self._stream("chunked", 30, delay=0.1)
+            self._stream("chunked", 60, delay=0.1)  # 6 s: well past the tests' total_timeout
         elif path == "/missing":
             self._send_json(404, {"error": "not found"})
         else:

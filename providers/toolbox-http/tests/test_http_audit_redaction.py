@@ -161,13 +161,15 @@ def test_configured_key_never_stored(stores, door, placement):
 
 
 def test_the_summary_still_shows_what_is_not_secret(stores):
-    """Redaction masks values, not the call: the method, host and other parameters stay readable."""
+    """Redaction masks values, not the call: the URL and the other parameters stay readable.
+
+    The payload is the call's own arguments (`toolbox.binding`), as the operation was called.
+    """
     context, _ = _call(stores, "by_name", "get", {"url": f"{HOST}/pay?page=2", "params": {"iban": _secret()}})
     (request,) = [r for r in stores.memory.read_trace(context.run_id) if r.type == "INTENT_DECLARED"]
     summary = json.loads(request.payload_summary or "{}")
-    assert summary["method"] == "GET"
-    assert summary["params"] == {"page": ["2"], "iban": "[REDACTED]"}
-    assert summary["url"] == f"{HOST}/pay?page=2&iban=[REDACTED]"
+    assert summary["params"] == {"iban": "[REDACTED]"}
+    assert summary["url"] == f"{HOST}/pay?page=2"
 
 
 SECRETS = st.text("ABCDEFGHJKLMNPQRSTUVWXYZ23456789", min_size=4, max_size=12).map(lambda s: "Q7X" + s)

@@ -204,9 +204,13 @@ class HttpServer:
     headers: list[dict[str, str]] = field(default_factory=list)
 
 
-@pytest.fixture
-def http_server() -> Iterator[HttpServer]:
-    """The test server's streamable-HTTP app under uvicorn on 127.0.0.1 (stopped after the test)."""
+@pytest.fixture(scope="session")
+def shared_http_server() -> Iterator[HttpServer]:
+    """The test server's streamable-HTTP app under uvicorn on 127.0.0.1, one for the session.
+
+    Its tools keep no state between calls, so the tests share it: starting uvicorn per test
+    cost more than the tests themselves.
+    """
     port = free_port()
     record = HttpServer(url=f"http://127.0.0.1:{port}/mcp")
     app = build_server("v1", count=record.executions.append).streamable_http_app()
@@ -216,7 +220,8 @@ def http_server() -> Iterator[HttpServer]:
             record.headers.append({k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]})
         await app(scope, receive, send)
 
-    server = uvicorn.Server(uvicorn.Config(recording, host="127.0.0.1", port=port, log_level="warning"))
+    config = uvicorn.Config(recording, host="127.0.0.1", port=port, log_level="warning", ws="none")
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     end = time.monotonic() + 15
@@ -226,3 +231,11 @@ def http_server() -> Iterator[HttpServer]:
     yield record
     server.should_exit = True
     thread.join(10)
+
+
+@pytest.fixture
+def http_server(shared_http_server: HttpServer) -> HttpServer:
+    """The session's HTTP MCP server, with what it saw (executions, headers) cleared for this test."""
+    shared_http_server.executions.clear()
+    shared_http_server.headers.clear()
+    return shared_http_server

@@ -23,7 +23,8 @@ _RUN = """
 import sys, uvicorn
 sys.path.insert(0, {folder!r})
 from mcp_test_server import build_server
-uvicorn.run(build_server("v1").streamable_http_app(), host="127.0.0.1", port={port}, log_level="warning")
+app = build_server("v1").streamable_http_app()
+uvicorn.run(app, host="127.0.0.1", port={port}, log_level="warning", ws="none")
 """
 
 

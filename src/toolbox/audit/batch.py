@@ -323,11 +323,15 @@ class Opening(LazyBatch):
 
 @final
 class Closing(LazyBatch):
-    """INVOCATION_RESPONSE of a call whose `Opening` was stored."""
+    """INVOCATION_RESPONSE of a call whose `Opening` was stored.
+
+    ``payload``, when set, is the result's own summary and hash
+    (`toolbox.pipeline.result_summary`), stored as the event's payload fields.
+    """
 
     SIZE = 1
 
-    __slots__ = ("attempt", "duration", "opening", "reason_code", "status", "timestamp")
+    __slots__ = ("attempt", "duration", "opening", "payload", "reason_code", "rules", "status", "timestamp")
 
     def __init__(  # noqa: PLR0917 - positional on purpose: built on the hot path
         self,
@@ -337,6 +341,7 @@ class Closing(LazyBatch):
         duration: float | None,
         attempt: int,
         timestamp: float,
+        rules: tuple[str, ...] = (),
     ) -> None:
         self._events = None
         self._rows = None
@@ -346,9 +351,13 @@ class Closing(LazyBatch):
         self.duration = duration
         self.attempt = attempt
         self.timestamp = timestamp
+        self.payload: tuple[str | None, str | None] | None = None
+        #: Rules that decided after the opening was stored (a spend's warning, e.g. a fail-open rate).
+        self.rules = rules
 
     def _make(self) -> list[AuditEvent]:
         o = self.opening
+        summary, digest = self.payload or (None, None)
         return [
             call_event(
                 EventType.INVOCATION_RESPONSE,
@@ -360,6 +369,9 @@ class Closing(LazyBatch):
                 reason_code=self.reason_code,
                 duration=self.duration,
                 attempt=self.attempt,
+                payload_summary=summary,
+                payload_hash=digest,
+                rule_ids=self.rules,
             )
         ]
 
@@ -371,7 +383,12 @@ class Closing(LazyBatch):
         else:
             request = opened[2]  # its INVOCATION_REQUEST: no decision, rules nor payload
         outcome = (self.status, self.reason_code, self.duration, self.attempt, self.timestamp)
-        return [response_row(request, *outcome)]
+        row = response_row(request, *outcome)
+        if self.payload is not None:
+            row["payload_summary"], row["payload_hash"] = self.payload
+        if self.rules:
+            row["rule_ids"] = self.rules
+        return [row]
 
 
 def response_row(  # noqa: PLR0917 - a Closing's fields, in order

@@ -44,8 +44,10 @@ def queued(batch: Sequence[AuditEvent], redaction: Redaction) -> object:
         return _queued_opening(batch, redaction) or batch  # type: ignore[arg-type]
     if kind is Closing:
         closing: Closing = batch  # type: ignore[assignment]
+        if closing.payload is not None:
+            return batch  # a result's summary: the closing waits as it is (rare)
         opening = _queued_opening(closing.opening, redaction)
-        if opening is None:
+        if opening is None or closing.rules:  # rules decided after the opening: rare, kept as a batch
             return batch
         outcome = (closing.status, closing.reason_code, closing.duration, closing.attempt, closing.timestamp)
         return (_CLOSING, opening, *outcome)

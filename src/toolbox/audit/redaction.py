@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any, final
 from urllib.parse import urlsplit, urlunsplit
 
+from pydantic import SecretBytes, SecretStr
+
 from toolbox.audit.events import canonical, storable_text
 from toolbox.errors import ConfigurationError
 from toolbox.redact import MASK, is_secret_name, normalize_name, redact_query, redact_url
@@ -109,6 +111,8 @@ class Redaction:
             return [self.clean(v, depth + 1) for v in value]
         if isinstance(value, bytes):
             return f"<{len(value)} bytes>"
+        if isinstance(value, (SecretStr, SecretBytes)):
+            return MASK
         if isinstance(value, str):
             if not value.isascii():
                 value = storable_text(value)
@@ -157,6 +161,15 @@ class Redaction:
             return redacted
         query = redact_query(parts.query, lambda _: False, lambda v: str(self._text(v, depth + 1)))
         return redacted if query == parts.query else urlunsplit(parts._replace(query=query))
+
+    def summary_fields(self, summary: str, digest: str) -> tuple[str | None, str | None]:
+        """(summary, hash) to store for a result that summarised itself, under these settings."""
+        if self.payload is PayloadMode.NONE:
+            return None, None
+        if self.payload is PayloadMode.HASH:
+            return None, digest
+        text = storable_text(summary)
+        return (text if len(text) <= self.max_summary else text[: self.max_summary - 1] + "\u2026"), digest
 
     def payload_fields(self, arguments: Mapping[str, Any]) -> tuple[str | None, str | None]:
         """(summary, hash) to store for ``arguments`` under these settings."""

@@ -39,6 +39,7 @@ from toolbox.context import ExecutionContext
 from toolbox.errors import ConfigurationError
 from toolbox.pipeline.audit_hooks import audit_unavailable
 from toolbox.pipeline.result import Status, ToolResult
+from toolbox.pipeline.result_summary import result_summary
 
 if TYPE_CHECKING:
     from toolbox.pipeline.invocation import Invocation
@@ -309,7 +310,13 @@ class AuditTrail:
         status, reason = result.status.value, result.reason_code or result.error_code
         opening = invocation.opening
         if opening is not None:
-            closing = Closing(opening, status, reason, record.duration, record.attempts, time.time())
+            # A spend after the opening may add a warning (a fail-open rate limit): its rule goes here.
+            late = _decided_by(invocation) if invocation.warnings else ()
+            late = tuple(rule for rule in late if rule not in opening.rules) if late else late
+            closing = Closing(opening, status, reason, record.duration, record.attempts, time.time(), late)
+            summary = result_summary(result.content) if result.content is not None else None
+            if summary is not None:
+                closing.payload = self.redaction.summary_fields(*summary)
             if not self.store_closing(closing):
                 result.audit_failed = True
             return
@@ -319,7 +326,10 @@ class AuditTrail:
             return
         if not self._store(events) and not self._best_effort:
             result.audit_failed = True
-            self._keep(events)
+            if invocation.commit is None:
+                self._keep(events)
+            # else: its effect waits on this record (an approval request): the chain refuses the call
+            # as AUDIT_UNAVAILABLE instead, and that outcome is what the fallback file keeps.
 
     def _refusal(self, invocation: Invocation, result: ToolResult) -> list[AuditEvent]:
         """The events of a call refused before its opening was stored."""
@@ -486,8 +496,8 @@ class AuditTrail:
 
 
 def _arguments(invocation: Invocation) -> Mapping[str, Any]:
-    arguments = invocation.arguments
-    return arguments if isinstance(arguments, Mapping) else {}
+    """What the payload describes: the call's bound arguments (`toolbox.binding`)."""
+    return invocation.bound_arguments()
 
 
 def _decided_by(invocation: Invocation) -> tuple[str, ...]:

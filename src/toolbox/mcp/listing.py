@@ -22,6 +22,7 @@ from toolbox.context import ExecutionContext
 from toolbox.gateway import Gateway
 from toolbox.mcp.output import OutputShape, output_shape
 from toolbox.pipeline.authorization import RolePolicy
+from toolbox.pipeline.checks import KillSwitch
 
 __all__ = ["ServedOperation", "ServedTools"]
 
@@ -84,25 +85,20 @@ class ServedTools:
         """The operation served under the wire name ``name``."""
         return self._by_wire.get(name)
 
-    def listed(self, context: ExecutionContext, allowed: frozenset[str] | None) -> list[types.Tool]:
+    async def listed(self, context: ExecutionContext, allowed: frozenset[str] | None) -> list[types.Tool]:
         """The tools ``context`` may call now; ``allowed`` is its toolset (dotted names), None for all."""
         tools = self._gateway.tools_for(context)
         usable: dict[str, bool] = {}
-        # Any kill switch the chain holds that can say whether it is engaged (read per listing).
-        kill_switches = [
-            engaged
-            for check in self._gateway.catalog.pipeline.interceptors
-            if getattr(check, "name", None) == "kill_switch"
-            and callable(engaged := getattr(check, "engaged", None))
-        ]
+        # The chain's kill switches, asked per listing: a stale store read is refreshed off the loop
+        # first, never answered "stopped" for want of a read (an empty listing on SQL or Redis state).
+        kill_switches = [c for c in self._gateway.catalog.pipeline.interceptors if isinstance(c, KillSwitch)]
         found: list[types.Tool] = []
         for served in self._by_wire.values():
             if allowed is not None and served.dotted not in allowed:
                 continue
             if served.tool not in usable:
-                usable[served.tool] = tools.explain(served.tool).allowed and not any(
-                    engaged(served.tool) for engaged in kill_switches
-                )
+                halted = [await kill_switch.aengaged(served.tool) for kill_switch in kill_switches]
+                usable[served.tool] = tools.explain(served.tool).allowed and not any(halted)
             if not usable[served.tool]:
                 continue
             if context.scope is not None and not context.scope.allows(served.tool, served.operation):

@@ -117,7 +117,7 @@ def build_server(
         caller = callers.caller(request)
         if caller is None:
             return types.ListToolsResult(tools=[])
-        return types.ListToolsResult(tools=served.listed(caller.context, caller.allowed))
+        return types.ListToolsResult(tools=await served.listed(caller.context, caller.allowed))
 
     async def call_tool(
         request: ServerRequestContext[Any, Any], params: types.CallToolRequestParams

@@ -18,6 +18,12 @@ consumes the grant atomically, so exactly one of the processes racing with it
 runs the call. Grants signed by an `Approver` keep working; with a shared
 `LimitStore` they are single-use across the fleet too.
 
+A request is submitted only after the audit trail recorded it (a STRICT
+trail that cannot record it refuses the call as AUDIT_UNAVAILABLE and
+nothing waits in the store), and a grant is consumed by `GrantRedemption`,
+which spends after every other check and after the audit trail stored the
+call's request: a call refused anywhere else keeps its grant.
+
 A model retrying an APPROVAL_REQUIRED call in a loop does not fill the store:
 the identical request still pending is answered with its existing id, and a
 principal with ``max_pending`` requests waiting is DENIED/APPROVAL_QUEUE_FULL
@@ -30,14 +36,16 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import hmac
-import json
 import secrets
 import time
 import uuid
-from collections.abc import Mapping
-from typing import Any, Protocol, final
+from typing import Protocol, final
 
 from toolbox.errors import ConfigurationError
+from toolbox.pipeline.approval_display import Cleaner
+from toolbox.pipeline.approval_display import canonical_text as _canonical
+from toolbox.pipeline.approval_display import shown_arguments as _redact
+from toolbox.pipeline.audit_hooks import audit_unavailable
 from toolbox.pipeline.fingerprint import keyed_fingerprint
 from toolbox.pipeline.grants import Approval, ApprovalRequest, PendingApproval
 from toolbox.pipeline.guardrails import GuardrailAction, Guardrails
@@ -48,12 +56,12 @@ from toolbox.pipeline.state_ports import (
     DEFAULT_MAX_PENDING,
     ApprovalQueueFullError,
     ApprovalStore,
+    Clock,
     LimitStore,
     Quota,
     StateUnavailableError,
 )
 from toolbox.pipeline.used_grants import USED, UsedGrants
-from toolbox.redact import MASK
 
 __all__ = [
     "Approval",
@@ -65,70 +73,20 @@ __all__ = [
     "fingerprint",
 ]
 
-_MAX_SHOWN = 200
 _MAX_ID = 256
-
-
-class Cleaner(Protocol):
-    """Masks the secrets in a value shown to a human (`toolbox.audit.Redaction` is one)."""
-
-    def clean(self, value: object) -> object:
-        """``value`` with its secrets masked."""
-
-
-@final
-class MaskAll:
-    """Masks every value: what approval requests show until a redaction is installed."""
-
-    __slots__ = ()
-
-    def clean(self, value: object) -> object:
-        """`MASK`, whatever ``value`` is."""
-        return MASK
-
-
-# The audit trail's redaction, which toolbox.governance installs (the chain never imports the
-# audit package); until then every value is masked.
-_cleaner: Cleaner = MaskAll()
-
-
-def use_cleaner(cleaner: Cleaner) -> None:
-    """Set how approval requests mask arguments; `toolbox.Governance` installs the audit trail's."""
-    global _cleaner  # noqa: PLW0603 - installed once by the layer above, at import
-    _cleaner = cleaner
-
-
-def _canonical(value: object) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=repr, ensure_ascii=False)
 
 
 def fingerprint(invocation: Invocation, key: bytes) -> str:
     """HMAC-SHA256 under ``key`` over tool, operation, every argument value, tenant and principal.
 
-    The arguments are the full view governance decided on (never a redacted
-    copy), in `toolbox.pipeline.fingerprint.canonical_encoding`.
+    The arguments are the call's bound arguments, every declared parameter
+    (`toolbox.binding`; never a redacted copy), in
+    `toolbox.pipeline.fingerprint.canonical_encoding`.
     """
     ctx = invocation.context
     return keyed_fingerprint(
-        key, invocation.tool, invocation.operation, invocation.arguments, ctx.tenant, ctx.principal
+        key, invocation.tool, invocation.operation, invocation.bound_arguments(), ctx.tenant, ctx.principal
     )
-
-
-def _redact(arguments: Mapping[str, Any], cleaner: Cleaner | None = None) -> dict[str, Any]:
-    # The same redaction as the audit trail: nested secrets, URLs, forms and bearer strings are masked.
-    cleaned = (cleaner or _cleaner).clean(dict(arguments))
-    if not isinstance(cleaned, dict):
-        return {key: MASK for key in arguments}
-    return {key: _shorten(value) for key, value in cleaned.items()}
-
-
-def _shorten(value: object) -> object:
-    if isinstance(value, str):
-        return value if len(value) <= _MAX_SHOWN else value[:_MAX_SHOWN] + "..."
-    if isinstance(value, (dict, list)):
-        text = _canonical(value)
-        return value if len(text) <= _MAX_SHOWN else text[:_MAX_SHOWN] + "..."
-    return value
 
 
 class Approver(Protocol):
@@ -148,12 +106,17 @@ class Approver(Protocol):
 class HmacApprover:
     """Issues and verifies HMAC-signed grants with a secret only the application holds."""
 
-    __slots__ = ("_fingerprint_key", "_secret")
+    __slots__ = ("_clock", "_fingerprint_key", "_secret")
 
-    def __init__(self, secret: bytes) -> None:
+    def __init__(self, secret: bytes, *, clock: Clock = time.time) -> None:
+        """Args:
+        secret: at least 16 random bytes, held by the application only.
+        clock: wall-clock seconds a grant's expiry counts from (tests: `toolbox.testing.ManualClock`).
+        """
         if not isinstance(secret, bytes) or len(secret) < 16:
             raise ValueError("the approval secret must be at least 16 random bytes")
         self._secret = secret
+        self._clock = clock
         self._fingerprint_key = hmac.new(secret, b"toolbox approval fingerprint", hashlib.sha256).digest()
 
     @property
@@ -167,7 +130,7 @@ class HmacApprover:
 
     def grant(self, request: ApprovalRequest, *, approved_by: str, ttl_seconds: float = 900.0) -> Approval:
         """Approve ``request`` on behalf of ``approved_by`` for ``ttl_seconds``."""
-        expires_at = time.time() + ttl_seconds
+        expires_at = self._clock() + ttl_seconds
         signature = self._sign(request.id, request.fingerprint, approved_by, expires_at)
         return Approval(request.id, request.fingerprint, approved_by, expires_at, signature)
 
@@ -187,6 +150,7 @@ class ApprovalCheck:
     per_attempt = False
     __slots__ = (
         "_approver",
+        "_clock",
         "_deferred",
         "_guardrails",
         "_key",
@@ -210,6 +174,7 @@ class ApprovalCheck:
         limits: LimitStore | None = None,
         request_ttl: float = 3600.0,
         max_pending: int = DEFAULT_MAX_PENDING,
+        clock: Clock = time.time,
     ) -> None:
         """Args:
         approver: verifies signed grants (`HmacApprover`); None: only the store's grants.
@@ -221,8 +186,10 @@ class ApprovalCheck:
         limits: counts signed grants once fleet-wide (`LimitStore`); None: once per process.
         request_ttl: seconds a submitted request waits for a decision.
         max_pending: requests one principal may have pending in the ``store`` at once (0: no bound).
+        clock: wall-clock seconds grants and requests expire by (`Governance(clock=...)`).
         """
         self._approver = approver
+        self._clock = clock
         self._guardrails = guardrails
         # None: the redaction installed by toolbox.governance (use_cleaner), read per request.
         self._redaction = redaction
@@ -269,14 +236,7 @@ class ApprovalCheck:
         fp = fingerprint(invocation, self._key)
         grant = invocation.approval
         if grant is None:
-            request = self._request(invocation, rules, fp)
-            if self._store is None:
-                return self._required(invocation, request, rules, request.id)
-            try:
-                stored = self._submit(self._pending(invocation, request))
-            except (StateUnavailableError, ApprovalQueueFullError) as exc:
-                return _refused(invocation, exc)
-            return self._required(invocation, request, rules, stored)
+            return self._ask(invocation, rules, fp)
         try:
             problem = self._problem(grant, fp)
         except StateUnavailableError:
@@ -284,26 +244,25 @@ class ApprovalCheck:
         return None if problem is None else invocation.denied("APPROVAL_INVALID", "approval", problem)
 
     async def acall(self, invocation: Invocation) -> ToolResult | None:
-        """The async door: the store's submit, consume and reads run on a worker thread."""
+        """The async door: the store's reads (and a consume, without a redemption step) off the loop."""
         rules = self._required_by(invocation)
         if not rules:
             return None
         fp = fingerprint(invocation, self._key)
         grant = invocation.approval
         if grant is None:
-            request = self._request(invocation, rules, fp)
-            if self._store is None:
-                return self._required(invocation, request, rules, request.id)
-            try:
-                stored = await off_loop(self._submit, self._pending(invocation, request))
-            except (StateUnavailableError, ApprovalQueueFullError) as exc:
-                return _refused(invocation, exc)
-            return self._required(invocation, request, rules, stored)
+            return self._ask(invocation, rules, fp)
         try:
             problem = await off_loop(self._problem, grant, fp)
         except StateUnavailableError:
             return _unavailable(invocation)
         return None if problem is None else invocation.denied("APPROVAL_INVALID", "approval", problem)
+
+    def _ask(self, invocation: Invocation, rules: tuple[str, ...], fp: str) -> ToolResult:
+        """APPROVAL_REQUIRED; the request is submitted once the audit trail recorded it (`_Submission`)."""
+        request = self._request(invocation, rules, fp)
+        invocation.commit = _Submission(self, self._pending(invocation, request) if self._store else None)
+        return self._required(invocation, request, rules, request.id)
 
     def _request(self, invocation: Invocation, rules: tuple[str, ...], fp: str) -> ApprovalRequest:
         ctx = invocation.context
@@ -311,11 +270,12 @@ class ApprovalCheck:
             id=uuid.uuid4().hex,
             tool=invocation.tool,
             operation=invocation.operation,
-            arguments=_redact(invocation.arguments, self._redaction),
+            arguments=_redact(invocation.bound_arguments(), self._redaction),
             fingerprint=fp,
             rules=rules,
             tenant=ctx.tenant,
             principal=ctx.principal,
+            created_at=self._clock(),
         )
 
     def _submit(self, pending: PendingApproval) -> str:
@@ -377,7 +337,7 @@ class ApprovalCheck:
             return "the approval was not granted by the configured approver"
         if not hmac.compare_digest(grant.fingerprint, fp):
             return "the approval was granted for other arguments, another tool or another principal"
-        if not grant.expires_at > time.time():  # NaN is expired too
+        if not grant.expires_at > self._clock():  # NaN is expired too
             return "the approval has expired"
         if self._limits is None and self._used.used(grant.request_id):
             return USED
@@ -389,10 +349,10 @@ class ApprovalCheck:
             return self._redeem(grant, fp)
         if self._limits is not None:
             # Once across the fleet: a counter of one, kept until the grant has expired.
-            ttl = max(grant.expires_at - time.time(), 0.001) + 60.0
+            ttl = max(grant.expires_at - self._clock(), 0.001) + 60.0
             used = Quota(f"grant:{hashlib.sha256(grant.request_id.encode()).hexdigest()}", 1, ttl, "approval")
             return None if self._limits.admit([used], []) is None else "the approval was already used"
-        return self._used.spend(grant.request_id, expires_at=grant.expires_at)
+        return self._used.spend(grant.request_id, expires_at=grant.expires_at, now=self._clock())
 
     def _inspect(self, grant: Approval, fp: str) -> str | None:
         """Whether the store holds an approved, unexpired grant for this call; consumes nothing."""
@@ -401,7 +361,7 @@ class ApprovalCheck:
         if not isinstance(grant.request_id, str) or len(grant.request_id) > _MAX_ID:
             return "the approval names no approval request"
         pending = store.get(grant.request_id)
-        return _why_not(pending, fp, approved_ok=True)
+        return _why_not(pending, fp, self._clock(), approved_ok=True)
 
     def _redeem(self, grant: Approval, fp: str) -> str | None:
         """Consume the store's grant for this call: None exactly once, else why not."""
@@ -411,15 +371,15 @@ class ApprovalCheck:
             return "the approval names no approval request"
         if store.consume(grant.request_id, fp):
             return None
-        return _why_not(store.get(grant.request_id), fp, approved_ok=False)
+        return _why_not(store.get(grant.request_id), fp, self._clock(), approved_ok=False)
 
 
-def _why_not(pending: PendingApproval | None, fp: str, *, approved_ok: bool) -> str | None:
+def _why_not(pending: PendingApproval | None, fp: str, now: float, *, approved_ok: bool) -> str | None:
     if pending is None:
         return "the approval names no approval request"
     if not hmac.compare_digest(pending.request.fingerprint, fp):
         return "the approval was granted for other arguments, another tool or another principal"
-    if approved_ok and pending.state == "approved" and pending.expires_at > time.time():
+    if approved_ok and pending.state == "approved" and pending.expires_at > now:
         return None
     return {
         "pending": "the approval request has not been decided yet",
@@ -443,6 +403,8 @@ class GrantRedemption:
 
     name = "approval_redemption"
     per_attempt = False
+    #: Consumed after the audit request: a call refused by any other check keeps its grant.
+    spends = True
     __slots__ = ("_check", "blocks")
 
     def __init__(self, check: ApprovalCheck) -> None:
@@ -480,6 +442,55 @@ class GrantRedemption:
         except StateUnavailableError:
             return _unavailable(invocation)
         return None if problem is None else invocation.denied("APPROVAL_INVALID", "approval", problem)
+
+
+@final
+class _Submission:
+    """An approval request's pending-queue slot, taken once the audit trail recorded the request.
+
+    Under a STRICT (or ASYNC) trail a request that could not be recorded is
+    refused as AUDIT_UNAVAILABLE and never submitted: nobody can be asked to
+    approve what the trail does not show. The store's refusals (queue full,
+    unavailable) replace the result too.
+    """
+
+    __slots__ = ("_check", "_pending")
+
+    def __init__(self, check: ApprovalCheck, pending: PendingApproval | None) -> None:
+        self._check = check
+        self._pending = pending
+
+    def settle(self, invocation: Invocation, result: ToolResult) -> ToolResult:
+        """Submit the request (without a store, nothing to submit); the result to return."""
+        if result.audit_failed:
+            return audit_unavailable(invocation)
+        if self._pending is None:
+            return result
+        try:
+            stored = self._check._submit(self._pending)
+        except (StateUnavailableError, ApprovalQueueFullError) as exc:
+            return _refused(invocation, exc)
+        return _naming(result, stored)
+
+    async def asettle(self, invocation: Invocation, result: ToolResult) -> ToolResult:
+        """`settle` with the store's submit on a worker thread."""
+        if result.audit_failed:
+            return audit_unavailable(invocation)
+        if self._pending is None:
+            return result
+        try:
+            stored = await off_loop(self._check._submit, self._pending)
+        except (StateUnavailableError, ApprovalQueueFullError) as exc:
+            return _refused(invocation, exc)
+        return _naming(result, stored)
+
+
+def _naming(result: ToolResult, stored: str) -> ToolResult:
+    """``result``, its request renamed ``stored`` when the identical request already waits under that id."""
+    request = result.approval
+    if request is not None and stored != request.id:
+        result.approval = dataclasses.replace(request, id=stored)
+    return result
 
 
 def _refused(invocation: Invocation, exc: StateUnavailableError | ApprovalQueueFullError) -> ToolResult:

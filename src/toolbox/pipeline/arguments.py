@@ -21,7 +21,9 @@ from typing import Any, cast, final
 from pydantic import AllowInfNan, BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.fields import FieldInfo
 
+from toolbox.binding import is_operation_method
 from toolbox.descriptor import Effect
+from toolbox.dispatch import building
 from toolbox.errors import ConfigurationError, InvalidArgumentsError, ToolboxError, ToolDeniedError
 from toolbox.intent_text import validate_intent_text
 from toolbox.operations import DescribedOperations
@@ -238,6 +240,10 @@ def _allows_non_finite(info: FieldInfo) -> bool:
         if isinstance(item, FieldInfo):  # Annotated[float, Field(allow_inf_nan=True)]
             pending.extend(item.metadata)
             continue
+        # pydantic before 2.14 keeps Field(allow_inf_nan=True) as a general metadata object, not
+        # an AllowInfNan: read the setting, whatever holds it.
+        if getattr(item, "allow_inf_nan", None) is True:
+            return True
         pending.extend(typing.get_args(item))
         pending.extend(getattr(item, "__metadata__", ()))
     return False
@@ -283,7 +289,7 @@ def operation_schema(
     fields: dict[str, Any] = {}
     renames: dict[str, str] = {}
     parameters = list(signature.parameters.values())
-    if target is function and parameters and parameters[0].name == "self":
+    if (target is function or is_operation_method(function)) and parameters and parameters[0].name == "self":
         parameters = parameters[1:]
     for parameter in parameters:
         if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
@@ -421,9 +427,10 @@ class ArgumentValidation:
         try:
             if schema.described:
                 described = cast(DescribedOperations, invocation.instance)
-                intent = described.operation_intent(schema.method, values)
+                intent = building(invocation.tool, lambda: described.operation_intent(schema.method, values))
             else:
-                intent = getattr(invocation.instance, schema.method)(**values)
+                method = getattr(invocation.instance, schema.method)
+                intent = building(invocation.tool, lambda: method(**values))
         except ToolDeniedError as exc:
             return invocation.denied(exc.reason_code, exc.rule, str(exc))
         except InvalidArgumentsError as exc:
@@ -433,8 +440,11 @@ class ArgumentValidation:
                 str(exc) if isinstance(exc, ToolboxError) or type(exc) is ValueError else type(exc).__name__
             )
             return invocation.invalid("rejected_by_tool", "", message)
-        # Both doors hand governance the provider's own view of the arguments.
+        # Both doors hand governance the provider's view of the arguments, and bind the call's own.
         invocation.arguments = intent.arguments
+        bound = intent.bound
+        if bound is not intent.arguments:
+            invocation.bound = bound
         if intent.warnings:
             invocation.warnings = (*invocation.warnings, *intent.warnings)
         invocation.record.intent_text = text

@@ -18,6 +18,7 @@ from toolbox.pipeline.invocation import Invocation
 from toolbox.pipeline.outcomes import BusinessFailure
 from toolbox.pipeline.paths import Plan
 from toolbox.pipeline.result import Status, ToolResult
+from toolbox.pipeline.result_summary import PLAIN_RESULTS
 from toolbox.pipeline.retry import (
     ReconcileOutcome,
     Reconciler,
@@ -29,9 +30,6 @@ from toolbox.pipeline.retry import (
 )
 
 __all__ = ["PLAIN_RESULTS", "AttemptOutcomes", "safe_message"]
-
-#: Results of these types cannot declare themselves transient: the probe is skipped.
-PLAIN_RESULTS = frozenset({int, float, str, bool, bytes, dict, list, tuple, type(None)})
 
 
 def safe_message(exc: BaseException) -> str:

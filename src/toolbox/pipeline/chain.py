@@ -3,9 +3,16 @@
 Both front doors run an `Invocation` through the same `Pipeline`::
 
     kill switch -> delegation scope -> access (registry, policy, acknowledgement) -> deadline -> authorization
-    -> argument validation -> guardrails -> approval -> budget -> your interceptors
-    -> audit(request) -> retry by effect { per-attempt checks -> operation }
+    -> argument validation -> guardrails -> approval (verify) -> your interceptors
+    -> audit(request) -> spend (budget, shared limits, grant)
+    -> retry by effect { per-attempt checks -> operation }
     -> business-outcome mapping -> audit(response)
+
+What a call spends (a budget unit, a rate-limit token, a grant: the checks
+marked ``spends``) is taken after every other check and after the audit trail
+stored the request, so a call refused by anything but the spend itself spends
+nothing. An approval request takes its pending-queue slot the same way: it is
+submitted (`Invocation.commit`) only once the audit trail recorded it.
 
 On the async door, a check whose state store does I/O (``blocks``: the kill
 switch's refresh, the shared limits, the approval store on Redis or SQL) is
@@ -16,8 +23,6 @@ loop (`toolbox.pipeline.offload`); every other check runs as on the sync door.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import contextvars
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, final
@@ -25,16 +30,18 @@ from typing import TYPE_CHECKING, Any, final
 from toolbox.context import ExecutionContext, OperationRecord
 from toolbox.descriptor import RiskClass
 from toolbox.dispatch import arun_dispatched, run_dispatched
-from toolbox.errors import InvalidArgumentsError, ToolTimeoutError
+from toolbox.errors import InvalidArgumentsError
 from toolbox.pipeline.attempts import PLAIN_RESULTS, AttemptOutcomes
 from toolbox.pipeline.audit_hooks import AuditHook, CallRecorder, audit_unavailable
 from toolbox.pipeline.checks import KillSwitch
-from toolbox.pipeline.interceptor import Interceptor
+from toolbox.pipeline.interceptor import Interceptor, spends
 from toolbox.pipeline.invocation import TYPED, Invocation
 from toolbox.pipeline.outcomes import OutcomeMappers
 from toolbox.pipeline.paths import Plan, typed_fast_path
 from toolbox.pipeline.result import Status, ToolResult
-from toolbox.pipeline.retry import Reconciler, RetryPolicy, is_transient_result
+from toolbox.pipeline.result_summary import settled_inline
+from toolbox.pipeline.retry import Reconciler, RetryPolicy
+from toolbox.pipeline.timed import OperationTimeoutError, await_within, call_within
 
 if TYPE_CHECKING:
     from toolbox.pipeline.ports import CallRuntime
@@ -48,8 +55,6 @@ __all__ = [
     "Plan",
     "audit_unavailable",
 ]
-
-_EXECUTOR: concurrent.futures.ThreadPoolExecutor | None = None
 
 
 def _always(invocation: Invocation) -> bool:
@@ -68,17 +73,6 @@ class Fallback:
 
     def __init__(self, result: ToolResult) -> None:
         self.result = result
-
-
-class OperationTimeoutError(ToolTimeoutError):
-    """The governed per-operation timeout elapsed."""
-
-
-def _executor() -> concurrent.futures.ThreadPoolExecutor:
-    global _EXECUTOR  # noqa: PLW0603 - one lazily created pool for timed sync calls
-    if _EXECUTOR is None:
-        _EXECUTOR = concurrent.futures.ThreadPoolExecutor(thread_name_prefix="toolbox-timed")
-    return _EXECUTOR
 
 
 @final
@@ -132,7 +126,7 @@ class Pipeline:
 
     @property
     def interceptors(self) -> tuple[Interceptor, ...]:
-        """The ordered checks run before dispatch."""
+        """The ordered checks run before dispatch (those that spend last)."""
         return self._before
 
     # -- checks ---------------------------------------------------------------
@@ -222,10 +216,11 @@ class Pipeline:
             descriptor = invocation.descriptor
             inline = descriptor is not None and descriptor.risk is RiskClass.MEMORY_ONLY
             plan = Plan(
-                tuple(applies),
+                tuple(c for c in applies if not spends(c)),
                 tuple(c for c in applies if c.per_attempt),
                 None if inline else timeout,
                 self._mappers.find(tool, operation) if self._mappers else None,
+                tuple(c for c in applies if spends(c)),
             )
             plan.inline = typed_fast_path(plan, self._hooks, self._trail)
             self._plans[key] = plan
@@ -239,11 +234,26 @@ class Pipeline:
         return self.run_from(invocation, plan, plan.checks)
 
     def run_from(self, invocation: Invocation, plan: Plan, checks: Sequence[Interceptor]) -> ToolResult:
-        """`run` from ``checks`` on: the plan's other checks were settled by a by-name route."""
-        result = self._check(invocation, checks) or (self._open(invocation) if self._hooks else None)
+        """`run` from ``checks`` on: the plan's other checks were settled by a by-name route.
+
+        The plan's spending checks run after the audit request, whatever ``checks`` holds.
+        """
+        result = (
+            self._check(invocation, checks)
+            or (self._open(invocation) if self._hooks else None)
+            or (self._check(invocation, plan.spends) if plan.spends else None)
+        )
         if result is None:
             result = self._dispatch(invocation, plan)
-        return self._finish(invocation, result)
+        result = self._finish(invocation, result)
+        commit = invocation.commit
+        if commit is not None:
+            # An approval request recorded by the audit trail (or not): now its slot is taken (or not).
+            invocation.commit = None
+            settled = commit.settle(invocation, result)
+            if settled is not result:
+                result = self._finish(invocation, settled)
+        return result
 
     def _call(self, invocation: Invocation, plan: Plan) -> Any:
         call = invocation.call
@@ -252,14 +262,7 @@ class Pipeline:
         timeout = plan.timeout
         if timeout is None:
             return run_dispatched(invocation.tool, call)
-        # The worker thread runs in a copy of this context, so it sees the permit set there.
-        future = _executor().submit(contextvars.copy_context().run, run_dispatched, invocation.tool, call)
-        try:
-            return future.result(timeout=timeout)
-        except concurrent.futures.TimeoutError:
-            raise OperationTimeoutError(
-                f"{invocation.tool}.{invocation.operation} did not finish within {timeout} s"
-            ) from None
+        return call_within(invocation.tool, invocation.operation, call, timeout)
 
     def _dispatch(
         self, invocation: Invocation, plan: Plan, pending: ToolResult | float | None = None
@@ -332,7 +335,7 @@ class Pipeline:
             content = run_dispatched(record.tool, call) if runtime.guarded else call()
         except Exception as exc:  # noqa: BLE001 - continue in the full chain, which classifies it
             return Fallback(self.continue_failed(_opened(build(), opening), plan, exc))
-        if type(content) not in PLAIN_RESULTS and is_transient_result(content):
+        if not settled_inline(content):  # transient, or a result the audit trail summarises
             return Fallback(self.continue_returned(_opened(build(), opening), plan, content))
         record.ended_at = ended = time.time()
         record.duration = duration = ended - started
@@ -392,11 +395,23 @@ class Pipeline:
     ) -> ToolResult:
         """Async twin of `run_from`."""
         # Without a check to await (the memory stores), the checks run exactly as on the sync door.
-        checked = await self._acheck(invocation, checks) if self._awaited else self._check(invocation, checks)
-        result = checked or (self._open(invocation) if self._hooks else None)
+        awaited = self._awaited
+        result = (await self._acheck(invocation, checks) if awaited else self._check(invocation, checks)) or (
+            self._open(invocation) if self._hooks else None
+        )
+        spend = plan.spends
+        if result is None and spend:
+            result = await self._acheck(invocation, spend) if awaited else self._check(invocation, spend)
         if result is None:
             result = await self._adispatch(invocation, plan)
-        return self._finish(invocation, result)
+        result = self._finish(invocation, result)
+        commit = invocation.commit
+        if commit is not None:
+            invocation.commit = None
+            settled = await commit.asettle(invocation, result)
+            if settled is not result:
+                result = self._finish(invocation, settled)
+        return result
 
     async def _acall(self, invocation: Invocation, plan: Plan) -> Any:
         return await arun_dispatched(invocation.tool, lambda: self._acall_permitted(invocation, plan))
@@ -412,12 +427,7 @@ class Pipeline:
         timeout = plan.timeout
         if timeout is None:
             return await awaitable
-        try:
-            return await asyncio.wait_for(awaitable, timeout)
-        except asyncio.TimeoutError:
-            raise OperationTimeoutError(
-                f"{invocation.tool}.{invocation.operation} did not finish within {timeout} s"
-            ) from None
+        return await await_within(invocation.tool, invocation.operation, awaitable, timeout)
 
     async def _adispatch(
         self, invocation: Invocation, plan: Plan, pending: ToolResult | float | None = None

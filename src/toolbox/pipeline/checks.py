@@ -8,14 +8,13 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping
-from datetime import datetime, timezone
 from typing import Any, final
 
 from toolbox.errors import ToolDeniedError, ToolUnavailableError
 from toolbox.pipeline.invocation import BY_NAME, Invocation
 from toolbox.pipeline.offload import blocks, submit
 from toolbox.pipeline.result import ToolResult
-from toolbox.pipeline.state_ports import KillEntry, KillSwitchStore
+from toolbox.pipeline.state_ports import Clock, KillEntry, KillSwitchStore
 
 __all__ = ["AccessCheck", "BudgetCheck", "DeadlineCheck", "DelegationCheck", "KillSwitch"]
 
@@ -40,7 +39,9 @@ class KillSwitch:
     file), the switches engaged there stop calls too. The store is read at most
     once per ``refresh`` seconds and its answer cached, so a call pays no round
     trip and a change reaches every process within ``refresh`` seconds. A store
-    that does not answer stops every call (DENIED/STATE_UNAVAILABLE) until it
+    that does not answer keeps the switches it last read in force for up to
+    ``max_stale`` seconds after that read (0: none; an engaged switch stays
+    engaged), then stops every call (DENIED/STATE_UNAVAILABLE) until it
     answers again, retried once per ``refresh``. A store that announces its
     changes (``watch``: Redis pub/sub) has this switch re-read them the moment
     one is announced, on the store's thread: ``refresh`` stays the bound when
@@ -62,6 +63,8 @@ class KillSwitch:
         "_env",
         "_env_data",
         "_env_key",
+        "_last_good",
+        "_max_stale",
         "_reading",
         "_refresh",
         "_store",
@@ -76,11 +79,17 @@ class KillSwitch:
         env: Mapping[str, str] | None = None,
         store: KillSwitchStore | None = None,
         refresh: float = 1.0,
+        max_stale: float = 0.0,
     ) -> None:
         if not isinstance(enabled, bool):
             raise TypeError(f"enabled must be a bool, got {type(enabled).__name__}")
         if not isinstance(refresh, (int, float)) or isinstance(refresh, bool) or not 0 <= refresh <= 3600:
             raise ValueError("refresh must be a number of seconds from 0 to 3600")
+        if type(max_stale) not in (int, float) or not 0 <= max_stale <= 3600:
+            raise ValueError("max_stale must be a number of seconds from 0 to 3600")
+        self._max_stale = float(max_stale)
+        # (read at, switches) of the store's last answer: kept in force for max_stale seconds.
+        self._last_good: tuple[float, Mapping[str | None, KillEntry]] = (float("-inf"), {})
         self._enabled = enabled
         self._disabled_tools = frozenset(disabled_tools)
         self._env: Mapping[str, str] = os.environ if env is None else env
@@ -113,12 +122,19 @@ class KillSwitch:
         store = self._store
         assert store is not None
         now = _monotonic()
+        switches: Mapping[str | None, KillEntry] | None
         try:
-            switches: Mapping[str | None, KillEntry] | None = dict(store.engaged())
+            answer = dict(store.engaged())
         except Exception as exc:  # noqa: BLE001 - any failure of the store stops calls (fail closed)
+            read_at, last = self._last_good
+            # The last answer stays in force for max_stale seconds after it was read, then calls stop.
+            switches = last if now - read_at < self._max_stale else None
             if self._cache[1] is not None:
-                LOGGER.warning("kill switch store unavailable (%s): calls refused", type(exc).__name__)
-            switches = None
+                held = "last switches kept" if switches is not None else "calls refused"
+                LOGGER.warning("kill switch store unavailable (%s): %s", type(exc).__name__, held)
+        else:
+            switches = answer
+            self._last_good = (now, answer)
         self._cache = (now, switches)
 
     def _switches(self) -> Mapping[str | None, KillEntry] | None:
@@ -148,6 +164,26 @@ class KillSwitch:
         if self.blocks and self._stale() and _running_loop() is not None:
             return True
         return self._stops(tool, self._switches)
+
+    async def aengaged(self, tool: str | None = None) -> bool:
+        """`engaged` for a caller on an event loop that is not a call (an MCP listing).
+
+        A stale cache is refreshed first, on a worker thread (the read every
+        waiting call shares), so the answer is the store's, never "stopped"
+        for want of a read.
+        """
+        if self._store is not None and self.blocks:
+            await self._refreshed()
+            return self._stops(tool, self._cached)
+        return self.engaged(tool)
+
+    async def _refreshed(self) -> None:
+        """Refresh a stale cache off the loop (one read shared by every caller waiting for it)."""
+        if self._stale():
+            reading = self._reading
+            if reading is None or reading.done():
+                reading = self._reading = submit(self._read)
+            await asyncio.wrap_future(reading)
 
     def _variable_engaged(self) -> bool:
         """Whether ``TOOLBOX_KILL_SWITCH`` engages the switch, read now (see ``__init__``)."""
@@ -181,11 +217,7 @@ class KillSwitch:
 
     async def acall(self, invocation: Invocation) -> ToolResult | None:
         """The async door: a stale cache is refreshed on a worker thread, the loop never waits on it."""
-        if self._stale():
-            reading = self._reading
-            if reading is None or reading.done():
-                reading = self._reading = submit(self._read)
-            await asyncio.wrap_future(reading)
+        await self._refreshed()
         return self._verdict(invocation, self._cached)
 
     def _verdict(
@@ -295,11 +327,14 @@ class DeadlineCheck:
 
     name = "deadline"
     per_attempt = True
-    __slots__ = ()
+    __slots__ = ("_clock",)
+
+    def __init__(self, clock: Clock = time.time) -> None:
+        self._clock = clock
 
     def __call__(self, invocation: Invocation) -> ToolResult | None:
         deadline = invocation.context.deadline
-        if deadline is not None and datetime.now(timezone.utc) >= deadline:
+        if deadline is not None and self._clock() >= deadline.timestamp():
             return invocation.denied(
                 "DEADLINE_EXCEEDED", "context:deadline", "the context's deadline has passed"
             )
@@ -312,6 +347,8 @@ class BudgetCheck:
 
     name = "budget"
     per_attempt = False
+    #: Counted after the audit request, so a call refused by any other check spends nothing.
+    spends = True
     __slots__ = ()
 
     def __call__(self, invocation: Invocation) -> ToolResult | None:

@@ -20,7 +20,7 @@ import math
 from collections.abc import Mapping, Set
 from decimal import Decimal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, SecretBytes, SecretStr
 
 __all__ = ["canonical_encoding", "keyed_fingerprint"]
 
@@ -43,7 +43,7 @@ def keyed_fingerprint(key: bytes, *material: object) -> str:
     return hmac.new(key, canonical_encoding(list(material)).encode("utf-8"), hashlib.sha256).hexdigest()
 
 
-def _encode(value: object, out: list[str], depth: int) -> None:  # noqa: PLR0912 - one branch per type
+def _encode(value: object, out: list[str], depth: int) -> None:  # noqa: PLR0912, PLR0915 - a branch per type
     if depth > _MAX_DEPTH:
         raise ValueError("arguments nest too deeply to fingerprint")
     kind = type(value)
@@ -82,6 +82,10 @@ def _encode(value: object, out: list[str], depth: int) -> None:  # noqa: PLR0912
             _encode(item, encoded, depth + 1)
             items.append("".join(encoded))
         out.append("<" + ",".join(sorted(items)) + ">")
+    elif isinstance(value, (SecretStr, SecretBytes)):
+        # A secret is bound by its value, inside the HMAC (its str() is a mask that binds nothing).
+        out.append("k" + json.dumps(_qualname(value)) + ":")
+        _encode(value.get_secret_value(), out, depth + 1)
     elif isinstance(value, enum.Enum):
         out.append("e" + json.dumps(_qualname(value)) + ":")
         _encode(value.value, out, depth + 1)

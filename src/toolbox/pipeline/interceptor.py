@@ -7,7 +7,7 @@ from typing import Protocol, runtime_checkable
 from toolbox.pipeline.invocation import Invocation
 from toolbox.pipeline.result import ToolResult
 
-__all__ = ["Interceptor"]
+__all__ = ["Interceptor", "spends"]
 
 
 @runtime_checkable
@@ -17,6 +17,11 @@ class Interceptor(Protocol):
     Return None to let the call continue, or a `ToolResult` (usually DENIED) to
     stop it. An exception fails closed: DENIED/GOVERNANCE_EVALUATION_FAILED.
     Interceptors with ``per_attempt = True`` run again before every retry.
+
+    An interceptor that consumes something (a budget unit, a rate-limit token,
+    a grant) sets ``spends = True``: the chain runs it after every other check
+    and after the audit trail stored the call's request, so a call refused
+    anywhere else spends nothing.
     """
 
     name: str
@@ -24,3 +29,8 @@ class Interceptor(Protocol):
 
     def __call__(self, invocation: Invocation) -> ToolResult | None:
         """Decide; must not perform the operation itself."""
+
+
+def spends(check: object) -> bool:
+    """Whether ``check`` consumes something when it admits a call (``spends = True``)."""
+    return getattr(check, "spends", False) is True

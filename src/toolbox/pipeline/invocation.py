@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, Any, Protocol, final
 
 from toolbox.context import ExecutionContext, OperationRecord
 from toolbox.descriptor import Effect, ToolDescriptor
@@ -13,19 +13,38 @@ from toolbox.pipeline.result import Status, ToolResult
 if TYPE_CHECKING:
     from toolbox.pipeline.grants import Approval
 
-__all__ = ["Invocation"]
+__all__ = ["Commit", "Invocation"]
 
 TYPED = "typed"
 BY_NAME = "by_name"
+
+
+class Commit(Protocol):
+    """What a check leaves to be done once the call's outcome is recorded (`Invocation.commit`).
+
+    An approval request is submitted to the approval store only after the
+    audit trail recorded it: ``settle`` gets the recorded result and returns it,
+    or the result that replaces it (AUDIT_UNAVAILABLE when it was not recorded,
+    a refusal of the store).
+    """
+
+    def settle(self, invocation: Invocation, result: ToolResult) -> ToolResult:
+        """Do what waited for the record; the result to return."""
+
+    async def asettle(self, invocation: Invocation, result: ToolResult) -> ToolResult:
+        """`settle` for the async door (a store's I/O off the event loop)."""
 
 
 @final
 class Invocation:
     """Mutable, per-call state shared by the interceptors.
 
-    ``arguments`` are what governance sees: the provider's view of the call's
-    arguments (the same on both doors once validated). They are never
-    recorded as they are.
+    ``arguments`` are what governance decides on: the provider's view of the
+    call's arguments when it gives one (``arguments=``: HTTP's request as
+    sent), else the call's bound arguments. ``bound`` are the call's
+    arguments by declared parameter (`toolbox.binding`), the same on both
+    doors once validated: what approval fingerprints, approval requests and
+    audit payloads describe. Neither is recorded as it is.
 
     Rarely set attributes keep their class-level defaults, so a call pays only
     for what it uses.
@@ -41,6 +60,8 @@ class Invocation:
     call: Callable[[], Any] | None = None
     acall: Callable[[], Awaitable[Any]] | None = None
     approval: Approval | None = None
+    #: The call's bound arguments, when they are not ``arguments`` itself (see `bound_arguments`).
+    bound: Mapping[str, Any] | None = None
     #: Ids of guardrails that require an approval for this call.
     approval_rules: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
@@ -51,6 +72,8 @@ class Invocation:
     opening: Any = None
     #: The exception behind an ERROR or UNCERTAIN_EFFECT result, for the typed door.
     error: BaseException | None = None
+    #: What waits for this call's outcome to be recorded (an approval request's submission).
+    commit: Commit | None = None
     #: The model's id of this tool call (OpenAI ``tool_call_id``, Anthropic ``tool_use`` id), when
     #: the door knows it: model output, for traces (``gen_ai.tool.call.id``), never a decision.
     call_id: str | None = None
@@ -73,6 +96,14 @@ class Invocation:
         self.context = context
         self.arguments = arguments
         self.record = record
+
+    def bound_arguments(self) -> Mapping[str, Any]:
+        """The call's arguments by declared parameter: what an approval binds and the audit records."""
+        bound = self.bound
+        if bound is not None:
+            return bound
+        arguments = self.arguments
+        return arguments if isinstance(arguments, Mapping) else {}
 
     @property
     def intent_kind(self) -> str:

@@ -56,7 +56,7 @@ ROUTABLE_CHECKS = frozenset(
 class Plan:
     """What applies to one tool, operation and door: decided on the first call, then reused."""
 
-    __slots__ = ("checks", "inline", "mapper", "per_attempt", "timeout")
+    __slots__ = ("checks", "inline", "mapper", "per_attempt", "spends", "timeout")
 
     def __init__(
         self,
@@ -64,8 +64,12 @@ class Plan:
         per_attempt: tuple[Interceptor, ...],
         timeout: float | None,
         mapper: Any,
+        spends: tuple[Interceptor, ...] = (),
     ) -> None:
+        #: The checks that decide, in order.
         self.checks = checks
+        #: The checks that consume something, run after the audit request (``spends``).
+        self.spends = spends
         self.per_attempt = per_attempt
         self.timeout = timeout
         self.mapper = mapper
@@ -83,7 +87,7 @@ def typed_fast_path(plan: Plan, hooks: Sequence[object], recorder: object | None
         _recorded_by_the_trail_alone(hooks, recorder)
         and plan.mapper is None
         and plan.timeout is None
-        and all(type(check) in CONTEXT_GATES for check in plan.checks)
+        and all(type(check) in CONTEXT_GATES for check in (*plan.checks, *plan.spends))
     )
 
 
@@ -119,7 +123,7 @@ def by_name_route(
         and not schema.renames
         and plan.mapper is None
         and plan.timeout is None
-        and all(type(check) in ROUTABLE_CHECKS for check in plan.checks)
+        and all(type(check) in ROUTABLE_CHECKS for check in (*plan.checks, *plan.spends))
         and _recorded_by_the_trail_alone(hooks, recorder)
         and any(type(check) is KillSwitch for check in plan.checks)
         and any(type(check) is ArgumentValidation for check in plan.checks)

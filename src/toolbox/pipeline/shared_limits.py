@@ -6,7 +6,9 @@ so K calls of a tenant's budget admit exactly K calls across every process,
 and a rate of N per second admits at most N in any second, fleet-wide:
 
 - a **budget** of ``limit`` calls per run, principal or tenant (optionally of
-  one tool), counted for ``window`` seconds from its first call;
+  one tool), counted for ``window`` seconds from its first call; a delegated
+  run's calls count in its own run's budget and in every ancestor run's
+  (`toolbox.ExecutionContext.lineage`), in the same atomic store operation;
 - a **rate limit** of ``limit`` calls in any sliding window of ``window``
   seconds, per tenant, principal, tool or host (optionally of one tool). A
   ``host`` limit counts the calls whose ``url`` argument names the host
@@ -111,13 +113,20 @@ def canonical_host(url: object) -> str | None:
         return None
 
 
+def _subjects(scope: str, invocation: Invocation) -> tuple[str, ...]:
+    """The keys a call counts under for ``scope``: a delegated run's also count in every run above it."""
+    if scope == "run":
+        ctx = invocation.context
+        return (key_part(ctx.run_id), *(key_part(run) for run in ctx.lineage))
+    subject = _subject(scope, invocation)
+    return () if subject is None else (subject,)
+
+
 def _subject(scope: str, invocation: Invocation) -> str | None:
     ctx = invocation.context
     if scope == "host":
         host = canonical_host(invocation.arguments.get("url"))
         return None if host is None else key_part(host)
-    if scope == "run":
-        return key_part(ctx.run_id)
     if scope == "principal":
         # A principal is only unique within its tenant.
         return f"{key_part(ctx.tenant)}:{key_part(ctx.principal)}"
@@ -132,6 +141,8 @@ class SharedLimits:
 
     name = "shared_limits"
     per_attempt = False
+    #: Counted after the audit request, so a call refused by any other check spends nothing.
+    spends = True
     __slots__ = ("_budgets", "_fail_open_rates", "_rates", "_store", "blocks")
 
     def __init__(
@@ -176,8 +187,7 @@ class SharedLimits:
         for index, rule in enumerate(rules):
             if rule.tool not in (None, tool):
                 continue
-            subject = _subject(rule.scope, invocation)
-            if subject is not None:
+            for subject in _subjects(rule.scope, invocation):
                 quotas.append(SharedLimits._quota(kind, index, rule, subject))
         return quotas
 

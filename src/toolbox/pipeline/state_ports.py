@@ -11,9 +11,9 @@ these Protocols, and a store that cannot answer raises `StateUnavailableError`
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, final
+from typing import Protocol, TypeAlias, final
 from urllib.parse import quote
 
 from toolbox.errors import ToolboxError
@@ -24,6 +24,7 @@ __all__ = [
     "ApprovalDecisionError",
     "ApprovalQueueFullError",
     "ApprovalStore",
+    "Clock",
     "KillEntry",
     "KillSwitchStore",
     "LimitStore",
@@ -34,6 +35,10 @@ __all__ = [
 ]
 
 _MAX_PART = 128
+
+#: Wall-clock seconds since the epoch, as ``time.time`` gives them: what the stores read to
+#: expire requests, grants and windows (tests inject `toolbox.testing.ManualClock`).
+Clock: TypeAlias = Callable[[], float]
 
 
 def key_part(value: str) -> str:

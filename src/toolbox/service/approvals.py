@@ -28,6 +28,7 @@ from toolbox.pipeline.result import ToolResult
 from toolbox.pipeline.state_ports import ApprovalDecisionError, ApprovalStore, StateUnavailableError
 from toolbox.service.audit_log import ServiceAudit
 from toolbox.service.problems import Problem
+from toolbox.state.approval_rules import decided as decided_record
 
 __all__ = ["ApprovalDesk", "approval_document", "store_call"]
 
@@ -124,15 +125,52 @@ class ApprovalDesk:
     async def decide(
         self, request_id: str, *, approve: bool, reason: str, identity: Identity, trace_id: str
     ) -> PendingApproval:
-        """Record an approver's decision, or an audited problem (404, 403 four eyes, 409)."""
+        """Record an approver's decision, or an audited problem (404, 403 four eyes, 409, 503).
+
+        The decision is written to the audit trail before the store takes it: under a
+        STRICT (or ASYNC) trail a decision that cannot be recorded is refused with 503
+        AUDIT_UNAVAILABLE and the request stays pending.
+        """
         pending = await self.visible(request_id, identity, trace_id)
-        try:
-            decided = await store_call(
-                trace_id,
-                lambda: self.store.decide(
-                    request_id, approve=approve, decided_by=identity.principal, reason=reason
-                ),
+        by = identity.principal
+        # The store's own rules, checked first so that only a decision it can take is recorded.
+        check = lambda: decided_record(  # noqa: E731
+            pending, request_id, approve=approve, decided_by=by, reason=reason, now=time.time()
+        )
+        await self._decision(check, pending, trace_id, identity)
+        request = pending.request
+        recorded = await self._audit.decided(
+            "approval",
+            "APPROVED" if approve else "REJECTED",
+            "APPROVAL_DECIDED",
+            identity=identity,
+            trace_id=pending.run_id,
+            text=reason,
+            tool=request.tool,
+            operation=request.operation,
+        )
+        if not recorded and self._audit.fails_closed:
+            raise Problem(
+                503,
+                "AUDIT_UNAVAILABLE",
+                "the audit trail cannot record this decision, so it was not taken",
+                rule="audit",
+                trace_id=pending.run_id,
             )
+        # The store decides again, atomically: a racing decision is refused there (and audited).
+        take = lambda: self.store.decide(request_id, approve=approve, decided_by=by, reason=reason)  # noqa: E731
+        return await self._decision(take, pending, trace_id, identity)
+
+    async def _decision(
+        self,
+        take: Callable[[], PendingApproval],
+        pending: PendingApproval,
+        trace_id: str,
+        identity: Identity,
+    ) -> PendingApproval:
+        """``take()`` off the loop; a refusal is an audited problem."""
+        try:
+            return await store_call(trace_id, take)
         except ApprovalDecisionError as exc:
             await self._audit.refused(
                 f"approval:{exc.reason_code.lower()}",
@@ -152,18 +190,6 @@ class ApprovalDesk:
             raise Problem(
                 422, "INVALID_REQUEST", str(exc)[:300], rule="service:approvals", trace_id=trace_id
             ) from None
-        request = decided.request
-        await self._audit.decided(
-            "approval",
-            "APPROVED" if approve else "REJECTED",
-            "APPROVAL_DECIDED",
-            identity=identity,
-            trace_id=pending.run_id,
-            text=reason,
-            tool=request.tool,
-            operation=request.operation,
-        )
-        return decided
 
     async def redeem(self, request_id: object, identity: Identity, trace_id: str) -> tuple[Approval, str]:
         """Spend an approved grant of the caller's: the signed `Approval` and the run id to continue.

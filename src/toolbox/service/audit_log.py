@@ -14,7 +14,7 @@ from typing import final
 from starlette.concurrency import run_in_threadpool
 
 from toolbox.audit.events import AuditEvent, EventType
-from toolbox.audit.trail import AuditTrail
+from toolbox.audit.trail import AuditMode, AuditTrail
 from toolbox.auth import Identity
 
 __all__ = ["UNAUTHENTICATED_TRACE", "ServiceAudit"]
@@ -33,6 +33,11 @@ class ServiceAudit:
 
     def __init__(self, trail: AuditTrail | None) -> None:
         self._trail = trail
+
+    @property
+    def fails_closed(self) -> bool:
+        """Whether what cannot be recorded must not take effect: a STRICT or ASYNC trail."""
+        return self._trail is not None and self._trail.mode is not AuditMode.BEST_EFFORT
 
     async def write(self, event: AuditEvent) -> bool:
         """Store ``event`` off the event loop; False (and a warning) when it could not be stored."""

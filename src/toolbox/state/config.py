@@ -8,6 +8,8 @@
     namespace = "prod"                   # redis: the key namespace; sql: table prefix <namespace>_
     kill_switch_refresh = 1.0            # seconds a process may miss a kill-switch change
     rate_limits_fail_open = false        # true: a store outage lets rate-limited calls run (logged)
+    kill_switch_max_stale = 0            # seconds the last kill switches read stay in force in an
+                                         # outage (default 0; 60 with rate_limits_fail_open)
     approval_ttl = 3600                  # seconds a request waits for a decision
     grant_ttl = 900                      # seconds an approved grant stays redeemable
     max_pending_approvals = 20           # requests one principal may have waiting (0: no bound)
@@ -57,6 +59,7 @@ _KEYS = (
     "url_env",
     "namespace",
     "kill_switch_refresh",
+    "kill_switch_max_stale",
     "rate_limits_fail_open",
     "approval_ttl",
     "grant_ttl",
@@ -70,6 +73,9 @@ _TOOL = re.compile(TOOL_NAME_PATTERN)
 _MAX_RULES = 64
 _MAX_WINDOW = 366 * 86_400.0
 _MAX_PENDING = 100_000
+#: Seconds the last kill switches read stay in force in a store outage when rate limits fail open:
+#: the kill switch lives in the same store, and without them every call would stop after one refresh.
+FAIL_OPEN_MAX_STALE = 60.0
 
 
 @final
@@ -87,10 +93,20 @@ class GovernanceState:
     approvals: ApprovalStore | None = None
     kill_switch_refresh: float = 1.0
     rate_limits_fail_open: bool = False
+    #: Seconds the last kill switches read stay in force while the store does not answer;
+    #: None: `FAIL_OPEN_MAX_STALE` with ``rate_limits_fail_open``, else 0 (calls stop at once).
+    kill_switch_max_stale: float | None = None
     approval_ttl: float = 3600.0
     max_pending_approvals: int = DEFAULT_MAX_PENDING
     budgets: tuple[LimitRule, ...] = ()
     rate_limits: tuple[LimitRule, ...] = ()
+
+    @property
+    def kill_switch_hold(self) -> float:
+        """Seconds the last kill switches read stay in force in an outage (``kill_switch_max_stale``)."""
+        if self.kill_switch_max_stale is not None:
+            return self.kill_switch_max_stale
+        return FAIL_OPEN_MAX_STALE if self.rate_limits_fail_open else 0.0
 
     def close(self) -> None:
         """Close the stores' connections (each store once); calls after this reconnect."""
@@ -178,6 +194,11 @@ def check_state_config(table: TableReader) -> dict[str, Any]:
         "namespace": namespace,
         "kill_switch_refresh": _seconds(table, "kill_switch_refresh", 1.0, minimum=0.0, maximum=3600.0),
         "rate_limits_fail_open": table.boolean("rate_limits_fail_open", False),
+        "kill_switch_max_stale": (
+            _seconds(table, "kill_switch_max_stale", 0.0, minimum=0.0, maximum=3600.0)
+            if "kill_switch_max_stale" in table
+            else None
+        ),
         "approval_ttl": _seconds(table, "approval_ttl", 3600.0, minimum=1.0, maximum=_MAX_WINDOW),
         "grant_ttl": _seconds(table, "grant_ttl", GRANT_TTL, minimum=1.0, maximum=_MAX_WINDOW),
         "max_pending_approvals": _max_pending(table),
@@ -232,6 +253,7 @@ def state_from_config(config: Mapping[str, Any], *, source: str = "policy") -> G
         approvals=approvals,
         kill_switch_refresh=config["kill_switch_refresh"],
         rate_limits_fail_open=config["rate_limits_fail_open"],
+        kill_switch_max_stale=config.get("kill_switch_max_stale"),
         approval_ttl=config["approval_ttl"],
         max_pending_approvals=config.get("max_pending_approvals", DEFAULT_MAX_PENDING),
         budgets=tuple(LimitRule(r["per"], r["calls"], r["window"], r["tool"]) for r in config["budgets"]),

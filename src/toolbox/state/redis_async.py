@@ -10,20 +10,20 @@ and use `RedisState`; this one serves the code around them.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any, TypeVar, final
 
 from toolbox.pipeline.grants import PendingApproval
 from toolbox.pipeline.state_ports import (
     ApprovalDecisionError,
+    Clock,
     KillEntry,
     Quota,
     Refusal,
     StateUnavailableError,
 )
 from toolbox.state.approval_rules import GRANT_TTL, RETAIN, check_decision, check_listing
-from toolbox.state.redis_codec import Layout, decision_error, kill_entries, kill_entry, ms, record_from_hash
+from toolbox.state.redis_codec import Layout, decision_error, kill_entries, kill_entry
 
 try:
     import redis
@@ -67,11 +67,12 @@ class AsyncRedisState:
         namespace: str = "default",
         grant_ttl: float = GRANT_TTL,
         retain: float = RETAIN,
+        clock: Clock | None = None,
     ) -> None:
         from toolbox.state import redis_scripts
 
         self._client = client
-        self._layout = Layout(namespace)
+        self._layout = Layout(namespace, clock)
         self._grant_ttl = grant_ttl
         self._retain = retain
         self._admit = client.register_script(redis_scripts.ADMIT)
@@ -91,7 +92,7 @@ class AsyncRedisState:
 
     async def engage(self, tool: str | None, *, reason: str, who: str) -> KillEntry:
         """Engage a switch."""
-        entry = KillEntry(tool, reason, who, time.time())
+        entry = KillEntry(tool, reason, who, self._layout.now())
         pipe = self._client.pipeline(transaction=True)
         pipe.hset(self._layout.kill, self._layout.switch(tool), json.dumps(entry.as_dict()))
         pipe.publish(self._layout.kill_channel, "")
@@ -121,7 +122,7 @@ class AsyncRedisState:
     async def get(self, request_id: str) -> PendingApproval | None:
         """The request as of now, or None."""
         raw: Any = await _call(self._client.hgetall(self._layout.record(request_id)))
-        return record_from_hash(raw)
+        return self._layout.record_of(raw)
 
     async def list(
         self, *, tenant: str | None, state: str | None, limit: int, cursor: str | None = None
@@ -146,7 +147,7 @@ class AsyncRedisState:
             raws = await _call(pipe.execute())
             gone = []
             for request_id, raw in zip(ids, raws, strict=True):
-                record = record_from_hash(raw)
+                record = self._layout.record_of(raw)
                 if record is None:
                     gone.append(request_id)
                 elif (tenant is None or record.request.tenant == tenant) and state in (None, record.state):
@@ -164,7 +165,7 @@ class AsyncRedisState:
     ) -> PendingApproval:
         """Approve or deny a pending request, atomically."""
         check_decision(decided_by, reason)
-        args = [1 if approve else 0, decided_by, reason, ms(self._grant_ttl), ms(self._retain)]
+        args = self._layout.decide(approve, decided_by, reason, self._grant_ttl, self._retain)
         answer = str(await _call(self._decide(keys=[self._layout.record(request_id)], args=args)))
         if answer != "OK":
             raise decision_error(answer, request_id)
@@ -175,7 +176,8 @@ class AsyncRedisState:
 
     async def consume(self, request_id: str, fingerprint: str) -> bool:
         """True exactly once for an approved, unexpired grant with this fingerprint."""
-        done = await _call(self._consume(keys=[self._layout.record(request_id)], args=[fingerprint]))
+        key = self._layout.record(request_id)
+        done = await _call(self._consume(keys=[key], args=self._layout.consume(fingerprint)))
         return bool(done)
 
     async def close(self) -> None:

@@ -21,7 +21,6 @@ import contextlib
 import json
 import logging
 import threading
-import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar, cast, final
@@ -29,13 +28,14 @@ from typing import Any, Protocol, TypeVar, cast, final
 from toolbox.pipeline.grants import PendingApproval
 from toolbox.pipeline.state_ports import (
     ApprovalDecisionError,
+    Clock,
     KillEntry,
     Quota,
     Refusal,
     StateUnavailableError,
 )
 from toolbox.state.approval_rules import GRANT_TTL, RETAIN, check_decision, check_listing
-from toolbox.state.redis_codec import Layout, decision_error, kill_entries, kill_entry, ms, record_from_hash
+from toolbox.state.redis_codec import Layout, decision_error, kill_entries, kill_entry
 
 try:
     import redis
@@ -70,6 +70,8 @@ class RedisState:
         namespace: the deployment's name; deployments sharing a Redis never see each other's keys.
         grant_ttl: seconds an approved grant stays redeemable.
         retain: seconds a decided or used record outlives its expiry (a replay finds it ``used``).
+        clock: None: the Redis server's clock (hosts that drift agree); tests inject a
+            `toolbox.testing.ManualClock` (keys still expire on the server's clock).
     """
 
     __slots__ = (
@@ -94,11 +96,12 @@ class RedisState:
         namespace: str = "default",
         grant_ttl: float = GRANT_TTL,
         retain: float = RETAIN,
+        clock: Clock | None = None,
     ) -> None:
         from toolbox.state import redis_scripts
 
         self._client = client
-        self._layout = Layout(namespace)
+        self._layout = Layout(namespace, clock)
         self._grant_ttl = grant_ttl
         self._retain = retain
         self._admit = client.register_script(redis_scripts.ADMIT)
@@ -132,7 +135,7 @@ class RedisState:
 
     def engage(self, tool: str | None, *, reason: str, who: str) -> KillEntry:
         """Engage a switch and announce it; every process sees it within its refresh delay."""
-        entry = KillEntry(tool, reason, who, time.time())
+        entry = KillEntry(tool, reason, who, self._layout.now())
         value = json.dumps(entry.as_dict())
 
         def store() -> Any:
@@ -222,7 +225,7 @@ class RedisState:
     def get(self, request_id: str) -> PendingApproval | None:
         """The request as of now, or None (never stored, or forgotten after ``retain``)."""
         raw: Any = self._call(self._client.hgetall, self._layout.record(request_id))
-        return record_from_hash(raw)
+        return self._layout.record_of(raw)
 
     def list(
         self, *, tenant: str | None, state: str | None, limit: int, cursor: str | None = None
@@ -247,7 +250,7 @@ class RedisState:
             raws = self._call(pipe.execute)
             gone = []
             for request_id, raw in zip(ids, raws, strict=True):
-                record = record_from_hash(raw)
+                record = self._layout.record_of(raw)
                 if record is None:
                     gone.append(request_id)
                 elif (tenant is None or record.request.tenant == tenant) and state in (None, record.state):
@@ -264,7 +267,7 @@ class RedisState:
         """Approve or deny a pending request, atomically (one script)."""
         check_decision(decided_by, reason)
         key = self._layout.record(request_id)
-        args = [1 if approve else 0, decided_by, reason, ms(self._grant_ttl), ms(self._retain)]
+        args = self._layout.decide(approve, decided_by, reason, self._grant_ttl, self._retain)
         answer = str(self._call(self._decide, keys=[key], args=args))
         if answer != "OK":
             raise decision_error(answer, request_id)
@@ -276,7 +279,7 @@ class RedisState:
     def consume(self, request_id: str, fingerprint: str) -> bool:
         """True exactly once for an approved, unexpired grant with this fingerprint (one script)."""
         key = self._layout.record(request_id)
-        return bool(self._call(self._consume, keys=[key], args=[fingerprint]))
+        return bool(self._call(self._consume, keys=[key], args=self._layout.consume(fingerprint)))
 
     def close(self) -> None:
         """Stop the kill-switch listener and close the client's connections."""

@@ -22,6 +22,7 @@ from toolbox.pipeline.grants import ApprovalRequest, PendingApproval
 from toolbox.pipeline.state_ports import (
     ApprovalDecisionError,
     ApprovalQueueFullError,
+    Clock,
     KillEntry,
     Quota,
     Refusal,
@@ -42,13 +43,28 @@ def ms(seconds: float) -> int:
 
 @final
 class Layout:
-    """The keys and script arguments of one deployment's namespace."""
+    """The keys and script arguments of one deployment's namespace.
 
-    __slots__ = ("prefix",)
+    ``clock``: None (the default) lets every script read the Redis server's ``TIME``, so
+    hosts whose clocks drift agree; an injected clock (tests) is passed to each script as its
+    last argument instead. Keys still expire on the server's clock (``PEXPIRE``), so a budget
+    window ends only when the server says so.
+    """
 
-    def __init__(self, namespace: str) -> None:
+    __slots__ = ("_clock", "prefix")
+
+    def __init__(self, namespace: str, clock: Clock | None = None) -> None:
         # The braces are a hash tag: every key of the namespace in one cluster slot.
         self.prefix = f"toolbox:{{{key_part(namespace)}}}:"
+        self._clock = clock
+
+    def now(self) -> float:
+        """Wall-clock seconds as this store reads them (the injected clock, else this host's)."""
+        return time.time() if self._clock is None else self._clock()
+
+    def _stamp(self, per_second: int) -> str:
+        """A script's last argument: the injected clock in ticks, or '' (read the server's TIME)."""
+        return "" if self._clock is None else str(round(self._clock() * per_second))
 
     @property
     def kill(self) -> str:
@@ -82,6 +98,7 @@ class Layout:
             args += (quota.limit, max(1, ms(quota.window)))
         for quota in rates:
             args += (quota.limit, max(1, math.ceil(quota.window * 1_000_000)))
+        args.append(self._stamp(1_000_000))
         return keys, args
 
     @staticmethod
@@ -126,7 +143,22 @@ class Layout:
         ]
         for name, value in fields.items():
             args += (name, value)
+        args.append(self._stamp(1000))
         return [self.record(pending.id), self.index, self.queue(request.tenant, request.principal)], args
+
+    def decide(
+        self, approve: bool, decided_by: str, reason: str, grant_ttl: float, retain: float
+    ) -> list[Any]:
+        """The arguments of the DECIDE script."""
+        return [1 if approve else 0, decided_by, reason, ms(grant_ttl), ms(retain), self._stamp(1000)]
+
+    def consume(self, fingerprint: str) -> list[Any]:
+        """The arguments of the CONSUME script."""
+        return [fingerprint, self._stamp(1000)]
+
+    def record_of(self, raw: Mapping[str, str]) -> PendingApproval | None:
+        """The approval record a hash holds, as of this store's now; None for an absent hash."""
+        return record_from_hash(raw, self.now())
 
     @staticmethod
     def submitted(answer: Any) -> str:
@@ -139,8 +171,8 @@ class Layout:
         return str(value)
 
 
-def record_from_hash(raw: Mapping[str, str]) -> PendingApproval | None:
-    """The approval record a hash holds, as of now; None for an empty (absent) hash."""
+def record_from_hash(raw: Mapping[str, str], now: float) -> PendingApproval | None:
+    """The approval record a hash holds, as of ``now``; None for an empty (absent) hash."""
     if "data" not in raw:
         return None
     data = json.loads(raw["data"])
@@ -169,7 +201,7 @@ def record_from_hash(raw: Mapping[str, str]) -> PendingApproval | None:
         decided_at=int(decided_at) / 1000 if decided_at else None,
         reason=raw.get("reason", ""),
     )
-    return effective(pending, time.time())
+    return effective(pending, now)
 
 
 def decision_error(answer: str, request_id: str) -> ApprovalDecisionError:

@@ -1,8 +1,9 @@
 """The Lua scripts of the Redis backend: each check-and-count is one atomic script.
 
 Every script reads the clock with ``TIME`` on the Redis server, so expiry and
-sliding windows agree across hosts whose clocks drift. Times are integer
-milliseconds.
+sliding windows agree across hosts whose clocks drift, unless its last argument
+holds a time (an injected clock: tests). Times are integer milliseconds (the
+rate windows of ADMIT: microseconds).
 """
 
 from __future__ import annotations
@@ -10,17 +11,23 @@ from __future__ import annotations
 __all__ = ["ADMIT", "CONSUME", "DECIDE", "SUBMIT"]
 
 _NOW = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = tonumber(ARGV[#ARGV])
+if now == nil then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
 """
 
 #: KEYS: budget counters then rate windows. ARGV: budget count, a unique call id, then
-#: limit and window (budgets: ms, rates: us) per key. Returns nil (admitted) or
+#: limit and window (budgets: ms, rates: us) per key, then the clock (us, or ''). Returns nil (admitted) or
 #: {key index, is rate, ms (budget) or us (rate) to wait}. A rate window's scores are
 #: microseconds: no rounding lets a call in before its window has fully passed.
 ADMIT = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = tonumber(ARGV[#ARGV])
+if now == nil then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
 local nb = tonumber(ARGV[1])
 for i = 1, nb do
   local count = tonumber(redis.call('GET', KEYS[i]) or '0')
@@ -50,7 +57,7 @@ return false
 
 #: KEYS: the record, the index, the principal's queue (a sorted set: the record keys of its
 #: requests that may still be pending, scored by expiry). ARGV: id, created (ms), expires (ms),
-#: retain (ms), max pending (0: no bound), fingerprint, then field, value pairs.
+#: retain (ms), max pending (0: no bound), fingerprint, then field, value pairs, then the clock.
 #: Returns {'id', id}: stored, or the id that already exists (a resubmit never resets a
 #: decision) or the identical request still pending; {'full', count}: nothing stored.
 #: The queue's members are keys of the same hash tag (one cluster slot), read to prune it.
@@ -71,7 +78,7 @@ for _, key in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
 end
 local most = tonumber(ARGV[5])
 if most > 0 and count >= most then return {'full', count} end
-for i = 7, #ARGV, 2 do
+for i = 7, #ARGV - 1, 2 do
   redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
 end
 redis.call('PEXPIREAT', KEYS[1], tonumber(ARGV[3]) + tonumber(ARGV[4]))
@@ -83,7 +90,7 @@ return {'id', ARGV[1]}
 """
 )
 
-#: KEYS: the record. ARGV: approve (1/0), decided_by, reason, grant ttl (ms), retain (ms).
+#: KEYS: the record. ARGV: approve (1/0), decided_by, reason, grant ttl (ms), retain (ms), the clock.
 #: Returns OK, UNKNOWN_REQUEST, EXPIRED, SELF_APPROVAL or ALREADY_DECIDED:<state>.
 DECIDE = (
     _NOW
@@ -106,7 +113,8 @@ return 'OK'
 """
 )
 
-#: KEYS: the record. ARGV: the fingerprint. Returns 1 exactly once for an approved, unexpired grant.
+#: KEYS: the record. ARGV: the fingerprint, the clock. Returns 1 exactly once for an approved,
+#: unexpired grant.
 CONSUME = (
     _NOW
     + """

@@ -48,6 +48,7 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from toolbox.pipeline.grants import PendingApproval
 from toolbox.pipeline.state_ports import (
     ApprovalQueueFullError,
+    Clock,
     KillEntry,
     Quota,
     Refusal,
@@ -119,10 +120,15 @@ class SqlState:
         prefix: the tables' name prefix: lowercase letters, digits, ``_``.
         grant_ttl: seconds an approved grant stays redeemable.
         retain: seconds a decided or used record outlives its expiry.
+        timeout: seconds to wait for a connection, or for SQLite's write lock.
+        clock: wall-clock seconds (``time.time`` by default); tests pass a
+            `toolbox.testing.ManualClock` to expire requests, grants and windows
+            without waiting.
     """
 
     __slots__ = (
         "_approvals",
+        "_clock",
         "_counters",
         "_engine",
         "_events",
@@ -143,6 +149,7 @@ class SqlState:
         grant_ttl: float = GRANT_TTL,
         retain: float = RETAIN,
         timeout: float = 5.0,
+        clock: Clock = time.time,
     ) -> None:
         if not _PREFIX.fullmatch(prefix):
             raise ValueError("the table prefix must be lowercase letters, digits and _, at most 40")
@@ -195,7 +202,8 @@ class SqlState:
         self._grant_ttl = grant_ttl
         self._retain = retain
         self._ready = False
-        self._limits = SqlLimits(self._counters, self._events, postgres=self._postgres)
+        self._clock = clock
+        self._limits = SqlLimits(self._counters, self._events, postgres=self._postgres, clock=clock)
 
     # -- plumbing --------------------------------------------------------------------
 
@@ -253,7 +261,7 @@ class SqlState:
 
     def engage(self, tool: str | None, *, reason: str, who: str) -> KillEntry:
         """Engage a switch (an engaged one gets the new reason, who and when)."""
-        entry = KillEntry(tool, reason, who, time.time())
+        entry = KillEntry(tool, reason, who, self._clock())
         row = {"switch": self._switch(tool), "reason": reason, "who": who, "at": entry.at}
         insert = self._insert(self._kill).values(**row)
         upsert = insert.on_conflict_do_update(
@@ -325,7 +333,7 @@ class SqlState:
                 )
             if conn.execute(select(approvals.c.id).where(approvals.c.id == pending.id)).first() is not None:
                 return pending.id
-            now = time.time()
+            now = self._clock()
             waiting = and_(mine, approvals.c.expires_at > now)
             same = conn.execute(
                 select(approvals.c.id)
@@ -356,10 +364,10 @@ class SqlState:
         with self._transaction() as conn:
             row = conn.execute(
                 select(approvals).where(
-                    and_(approvals.c.id == request_id, approvals.c.forget_at >= time.time())
+                    and_(approvals.c.id == request_id, approvals.c.forget_at >= self._clock())
                 )
             ).first()
-        return None if row is None else effective(self._pending(row), time.time())
+        return None if row is None else effective(self._pending(row), self._clock())
 
     def list(
         self, *, tenant: str | None, state: str | None, limit: int, cursor: str | None = None
@@ -369,7 +377,7 @@ class SqlState:
         if not _storable(tenant, cursor):
             return []
         approvals = self._approvals
-        now = time.time()
+        now = self._clock()
         query = select(approvals).where(approvals.c.forget_at >= now)
         if tenant is not None:
             query = query.where(approvals.c.tenant == tenant)
@@ -414,7 +422,7 @@ class SqlState:
                 approve=approve,
                 decided_by=decided_by,
                 reason=reason,
-                now=time.time(),
+                now=self._clock(),
                 grant_ttl=self._grant_ttl,
             )
             conn.execute(update(approvals).where(approvals.c.id == request_id).values(**self._row(record)))
@@ -432,7 +440,7 @@ class SqlState:
                     and_(
                         approvals.c.id == request_id,
                         approvals.c.state == "approved",
-                        approvals.c.expires_at > time.time(),
+                        approvals.c.expires_at > self._clock(),
                         approvals.c.fingerprint == fingerprint,
                     )
                 )

@@ -24,7 +24,7 @@ from typing import Any, final
 from sqlalchemy import Connection, Table, and_, bindparam, delete, func, select, text, update
 from sqlalchemy.dialects import sqlite
 
-from toolbox.pipeline.state_ports import Quota, Refusal
+from toolbox.pipeline.state_ports import Clock, Quota, Refusal
 
 __all__ = ["SqlLimits"]
 
@@ -37,10 +37,11 @@ GC_EVERY = 512
 class SqlLimits:
     """`LimitStore.admit` over the ``counters`` and ``events`` tables, inside the caller's transaction."""
 
-    __slots__ = ("_calls", "_cleanup", "_postgres", "_statements")
+    __slots__ = ("_calls", "_cleanup", "_clock", "_postgres", "_statements")
 
-    def __init__(self, counters: Table, events: Table, *, postgres: bool) -> None:
+    def __init__(self, counters: Table, events: Table, *, postgres: bool, clock: Clock = time.time) -> None:
         self._postgres = postgres
+        self._clock = clock
         self._calls = 0
         self._cleanup = _cleanup(counters, events, postgres=postgres)
         self._statements = _postgres_statements(counters, events) if postgres else _portable(counters, events)
@@ -52,7 +53,7 @@ class SqlLimits:
         if not budget_of and not rate_of:
             return None
         held = self._hold(conn, sorted(budget_of.keys() | rate_of.keys()))
-        now = time.time()  # the rows are held: read the clock now
+        now = self._clock()  # the rows are held: read the clock now
         refusal = _spent_budget(budget_of, held, now) or self._full_rate(conn, rate_of, now)
         if refusal is not None:
             return refusal

@@ -27,10 +27,12 @@ from toolbox.intent import ReadIntent, WriteIntent
 from toolbox.policy import ToolPolicy
 from toolbox.provider import ToolProvider
 from toolbox.runtime import ToolRuntime
+from toolbox.testing.clock import ManualClock
 from toolbox.tools import Tools
 
 __all__ = [
     "FakeTool",
+    "ManualClock",
     "assert_denied",
     "build_tools",
     "fake_provider",

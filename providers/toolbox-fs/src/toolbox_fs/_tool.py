@@ -14,7 +14,7 @@ from toolbox_fs._io import delete_file, list_dir, read_file, require_single_link
 from toolbox_fs._options import FsOptions, parse_options
 from toolbox_fs._paths import Resolved, resolve
 
-__all__ = ["FsTool"]
+__all__ = ["FsTool", "data_digest"]
 
 R = TypeVar("R")
 
@@ -187,6 +187,12 @@ class FsTool:
 
     def __repr__(self) -> str:
         return f"FsTool(roots={list(self._options.roots)!r})"
+
+
+def data_digest(data: object) -> str:
+    """``sha256:<hex>`` of what a write writes (a ``str`` as UTF-8): how a write's data is bound."""
+    payload = data.encode("utf-8") if isinstance(data, str) else bytes(data)  # type: ignore[call-overload]
+    return "sha256:" + hashlib.sha256(payload).hexdigest()
 
 
 def _codec(encoding: object) -> str:

@@ -1,0 +1,181 @@
+"""The bubblewrap command line of one run: namespaces, the root view, scratch, inputs, the init.
+
+Every namespace bubblewrap offers is new (user, mount, PID, IPC, UTS, network,
+cgroup); nested user namespaces are disabled; the code runs as uid and gid
+1000 inside, with no capabilities and ``no_new_privs``, in a new session
+(no terminal to inject into), and dies with the supervisor. The root is an
+empty tmpfs made read-only after the mounts; ``/scratch`` is the only writable
+place (unless the profile lists ``read_write`` directories).
+"""
+
+from __future__ import annotations
+
+import ast
+import posixpath
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, final
+
+from toolbox_sandbox._profile import SandboxProfile
+from toolbox_sandbox._root import RootView
+
+__all__ = ["INSIDE_SOURCE", "PROXY_PORT", "Inputs", "bwrap_command"]
+
+
+class _Bare(ast.NodeTransformer):
+    """Strips docstrings, annotations and the ``__future__`` import: less for every run to compile,
+    and nothing a Python older than the host's could refuse."""
+
+    def _body(self, body: list[ast.stmt]) -> list[ast.stmt]:
+        first = body[0] if body else None
+        if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+            body = body[1:]
+        return body or [ast.Pass()]
+
+    def visit_Module(self, node: ast.Module) -> ast.Module:
+        node.body = [
+            n
+            for n in self._body(node.body)
+            if not (isinstance(n, ast.ImportFrom) and n.module == "__future__")
+        ]
+        self.generic_visit(node)
+        return node
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.FunctionDef:
+        node.body, node.returns = self._body(node.body), None
+        for argument in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs):
+            argument.annotation = None
+        self.generic_visit(node)
+        return node
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.stmt:
+        if node.value is None:  # pragma: no cover - the init declares no bare annotations
+            return ast.Pass()
+        return ast.copy_location(ast.Assign(targets=[node.target], value=node.value), node)
+
+
+def _init_source() -> str:
+    tree = ast.parse(Path(__file__).with_name("_inside.py").read_text(encoding="utf-8"))
+    return ast.unparse(ast.fix_missing_locations(_Bare().visit(tree)))
+
+
+#: The init's source (``_inside.py`` without docstrings and annotations), passed with ``-c``.
+INSIDE_SOURCE = _init_source()
+#: The port of the egress relay on the sandbox's own loopback.
+PROXY_PORT = 3128
+_SANDBOX_ID = "1000"
+# A minimal /dev: the five harmless devices and the descriptor links, no terminal, no /dev/shm.
+_DEV = ["--size", "65536", "--tmpfs", "/dev"]
+for _device in ("null", "zero", "full", "random", "urandom"):
+    _DEV += ["--dev-bind", f"/dev/{_device}", f"/dev/{_device}"]
+for _index, _stream in enumerate(("stdin", "stdout", "stderr")):
+    _DEV += ["--symlink", f"/proc/self/fd/{_index}", f"/dev/{_stream}"]
+_DEV += ["--symlink", "/proc/self/fd", "/dev/fd"]
+
+
+@final
+@dataclass(frozen=True)
+class Inputs:
+    """Descriptors bubblewrap reads while it builds the sandbox, and where the export stream goes."""
+
+    code_fd: int | None
+    files: tuple[tuple[int, str], ...]
+    seccomp_fd: int | None
+    status_fd: int
+    export_fd: int
+    proxy_socket: str | None
+
+
+def _file_mounts(files: tuple[tuple[int, str], ...]) -> list[str]:
+    arguments: list[str] = []
+    made: set[str] = set()
+    for fd, name in files:
+        parent = posixpath.dirname(name)
+        chain = []
+        while parent and parent not in made:
+            chain.append(parent)
+            parent = posixpath.dirname(parent)
+        for directory in reversed(chain):
+            made.add(directory)
+            arguments += ["--dir", f"/scratch/{directory}"]
+        arguments += ["--file", str(fd), f"/scratch/{name}"]
+    return arguments
+
+
+def bwrap_command(
+    bwrap: str,
+    profile: SandboxProfile,
+    view: RootView,
+    inputs: Inputs,
+    *,
+    mode: Literal["python", "run"],
+    argv: tuple[str, ...] = (),
+) -> list[str]:
+    """The full argv: bubblewrap's options, then the interpreter running the init."""
+    limits = profile.limits
+    environment = dict(profile.env)
+    if inputs.proxy_socket is not None:
+        proxy = f"http://127.0.0.1:{PROXY_PORT}"
+        for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
+            environment[name] = proxy
+    command = [
+        bwrap,
+        "--unshare-all",
+        "--unshare-user",
+        "--disable-userns",
+        "--uid",
+        _SANDBOX_ID,
+        "--gid",
+        _SANDBOX_ID,
+        "--hostname",
+        "sandbox",
+        "--die-with-parent",
+        # The init runs as PID 1 itself: bubblewrap then waits for it, so the CPU time of every
+        # process of the run reaches the supervisor; when it ends the kernel ends the rest.
+        "--as-pid-1",
+        "--new-session",
+        "--clearenv",
+        "--json-status-fd",
+        str(inputs.status_fd),
+    ]
+    for name, value in sorted(environment.items()):
+        command += ["--setenv", name, value]
+    command += view.arguments
+    for path in profile.read_write:
+        command += ["--bind", path, path]
+    command += ["--proc", "/proc", *_DEV]
+    command += ["--size", str(limits.scratch_bytes), "--tmpfs", "/scratch"]
+    command += _file_mounts(inputs.files)
+    if inputs.code_fd is not None:
+        command += ["--ro-bind-data", str(inputs.code_fd), "/sandbox/main.py"]
+    if inputs.proxy_socket is not None:
+        command += ["--ro-bind", inputs.proxy_socket, "/run/egress.sock"]
+    if inputs.seccomp_fd is not None:
+        command += ["--seccomp", str(inputs.seccomp_fd)]
+    for read_only in ("/dev", *view.masks, "/"):
+        command += ["--remount-ro", read_only]
+    command += ["--chdir", "/scratch"]
+    rlimits = (
+        limits.cpu_seconds,
+        limits.memory_bytes,
+        limits.processes,
+        limits.open_files,
+        limits.file_bytes,
+    )
+    port = PROXY_PORT if inputs.proxy_socket is not None else 0
+    command += [
+        profile.python,
+        "-I",
+        "-S",
+        "-B",
+        "-c",
+        INSIDE_SOURCE,
+        mode,
+        ",".join(str(v) for v in rlimits),
+        f"{limits.export_files},{limits.export_bytes}",
+        "\n".join(profile.exports),
+        str(port),
+        str(inputs.export_fd),
+        *argv,
+    ]
+    return command

@@ -1,0 +1,208 @@
+"""Runs that end normally: inputs, outputs, exports, programs, limits, the audit record, concurrency."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import tempfile
+import threading
+from pathlib import Path
+
+import pytest
+from sandbox_support import ACK, ALLOW_SANDBOX
+
+from toolbox import Governance, Tools
+from toolbox.audit import AuditTrail, EventType, MemorySink
+from toolbox.testing import test_context
+from toolbox_sandbox import SandboxResult, SandboxTool, SandboxUnavailableError, plugin
+
+
+def run(tool: SandboxTool, code: str, **kwargs) -> SandboxResult:
+    return tool.run_python(code, **kwargs).audit_as("Run code").execute()
+
+
+def test_stdin_files_and_exports(sandbox_tools, host):
+    tool = sandbox_tools({"default": {"exports": ["out/*.csv", "summary.txt"]}}).get(SandboxTool)
+    code = """
+import csv, os, sys
+rows = list(csv.reader(open("data/in.csv")))
+os.makedirs("out")
+with open("out/doubled.csv", "w", newline="") as out:
+    csv.writer(out).writerows([[name, int(v) * 2] for name, v in rows])
+open("summary.txt", "w").write(sys.stdin.read() + str(len(rows)))
+open("not-exported.txt", "w").write("x")
+"""
+    result = run(tool, code, stdin="rows: ", files={"data/in.csv": "a,1\nb,2\n"})
+    assert result.ok, result.stderr
+    assert [(f.path, f.content) for f in result.files] == [
+        ("out/doubled.csv", b"a,2\r\nb,4\r\n"),
+        ("summary.txt", b"rows: 2"),
+    ]
+    assert result.files[0].sha256 == hashlib.sha256(b"a,2\r\nb,4\r\n").hexdigest()
+
+
+def test_binary_inputs_and_non_utf8_output(sandbox_tools, host):
+    tool = sandbox_tools({"default": {"exports": ["*.bin"]}}).get(SandboxTool)
+    code = "import sys\ndata = open('in.bin','rb').read()\nopen('out.bin','wb').write(data[::-1])\n"
+    code += "sys.stdout.buffer.write(b'\\xff\\xfeok')"
+    result = run(tool, code, files={"in.bin": b"\x00\x01\xff"})
+    assert [(f.path, f.content) for f in result.files] == [
+        ("in.bin", b"\x00\x01\xff"),
+        ("out.bin", b"\xff\x01\x00"),
+    ]
+    assert result.stdout == "\ufffd\ufffdok"
+
+
+def test_export_caps_end_with_the_exports_limit(sandbox_tools, host):
+    limits = {"export_files": 2, "export_bytes": 4096}
+    tool = sandbox_tools({"default": {"exports": ["*"], "limits": limits}}).get(SandboxTool)
+    result = run(tool, "for i in range(5):\n    open(f'f{i}', 'w').write('x')")
+    assert result.limit == "exports"
+    assert [f.path for f in result.files] == ["f0", "f1"]
+    big = run(tool, "open('big', 'w').write('x' * 5000)")
+    assert (big.limit, big.files) == ("exports", ())
+
+
+def test_profile_environment_and_nothing_else(sandbox_tools, host):
+    tool = sandbox_tools({"default": {"env": {"LANG": "C.UTF-8", "MODE": "report"}}}).get(SandboxTool)
+    result = run(tool, "import os\nprint(sorted(os.environ.items()))")
+    assert result.stdout.strip() == "[('LANG', 'C.UTF-8'), ('MODE', 'report'), ('PWD', '/scratch')]"
+
+
+def test_run_a_listed_program(sandbox_tools, host):
+    tool = sandbox_tools({"default": {"programs": ["/usr/bin/sort"], "exports": ["sorted.txt"]}}).get(
+        SandboxTool
+    )
+    result = (
+        tool.run(["/usr/bin/sort", "words.txt"], files={"words.txt": "pear\napple\n"})
+        .audit_as("Sort")
+        .execute()
+    )
+    assert (result.exit_code, result.stdout) == (0, "apple\npear\n")
+    failing = tool.run(["/usr/bin/sort", "missing.txt"]).audit_as("Sort nothing").execute()
+    assert failing.exit_code == 2 and "missing.txt" in failing.stderr
+    python = tool.run(["/usr/bin/python3", "-c", "import os; print(os.getuid())"]).audit_as("Who").execute()
+    assert python.stdout == "1000\n"
+
+
+def test_open_files_file_size_and_processes_are_limited(sandbox_tools, host):
+    limits = {"open_files": 16, "file_bytes": 65536, "processes": 8}
+    tool = sandbox_tools({"default": {"limits": limits}}).get(SandboxTool)
+    code = """
+import json, os, subprocess
+opened = []
+try:
+    while True:
+        opened.append(open("/dev/null"))
+except OSError as exc:
+    files = (len(opened), exc.errno)
+for f in opened:
+    f.close()
+try:
+    with open("big", "wb") as out:
+        out.write(b"x" * 100000)
+    size = "written"
+except OSError as exc:
+    size = exc.errno
+children = []
+try:
+    for _ in range(20):
+        pid = os.fork()
+        if pid == 0:
+            import time
+            time.sleep(5)
+            os._exit(0)
+        children.append(pid)
+except OSError as exc:
+    forks = (len(children), exc.errno)
+print(json.dumps({"files": files, "size": size, "forks": forks}))
+"""
+    result = run(tool, code)
+    assert result.exit_code == 0, result.stderr
+    import json
+
+    seen = json.loads(result.stdout)
+    assert seen["files"][1] == 24 and seen["files"][0] < 16  # EMFILE
+    assert seen["size"] == 27  # EFBIG
+    assert seen["forks"][1] == 11 and seen["forks"][0] < 8  # EAGAIN
+
+
+def test_the_audit_records_the_source_the_profile_and_the_confinement(host):
+    sink = MemorySink()
+    context = test_context()
+    tools = Tools.load(
+        context,
+        providers=[plugin],
+        discover=False,
+        env=ACK,
+        policy=ALLOW_SANDBOX,
+        governance=Governance(audit=AuditTrail(sink)),
+    )
+    tools.get(SandboxTool).run_python("print('audited')", stdin="secret-ish input").audit_as(
+        "Audit me"
+    ).execute()
+    (declared,) = [e for e in sink.read_trace(context.run_id) if e.type is EventType.INTENT_DECLARED]
+    summary = declared.payload_summary or ""
+    assert "print('audited')" in summary
+    assert '"enforcement":"rlimits+supervisor"' in summary and '"seccomp":true' in summary
+    assert "secret-ish input" not in summary  # inputs are recorded by digest
+    assert declared.intent_text == "Audit me"
+
+
+def test_concurrent_runs_do_not_see_each_other(sandbox, host):
+    code = "import os, time\nopen('mine', 'w').write('x')\ntime.sleep(0.3)\nprint(sorted(os.listdir('.')))"
+    results: list[SandboxResult] = []
+
+    def one() -> None:
+        results.append(run(sandbox, code))
+
+    threads = [threading.Thread(target=one) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert [r.stdout for r in results] == ["['mine']\n"] * 4
+
+
+def test_a_missing_bubblewrap_or_interpreter_is_reported_and_runs_nothing(sandbox_tools):
+    tools = sandbox_tools(bwrap="/nonexistent/bwrap")
+    with pytest.raises(SandboxUnavailableError, match="apt-get install bubblewrap"):
+        tools.get(SandboxTool).run_python("print(1)").audit_as("Nothing").execute()
+    tools = sandbox_tools({"default": {"python": "/nonexistent/python3"}})
+    with pytest.raises(SandboxUnavailableError, match="not an executable file"):
+        tools.get(SandboxTool).run_python("print(1)").audit_as("Nothing").execute()
+    tools = sandbox_tools({"default": {"read_only": ["/nonexistent/dir"]}})
+    with pytest.raises(SandboxUnavailableError, match="read_only path /nonexistent/dir does not exist"):
+        tools.get(SandboxTool).run_python("print(1)").audit_as("Nothing").execute()
+    tools = sandbox_tools({"default": {"read_write": ["/nonexistent/rw"]}})
+    with pytest.raises(SandboxUnavailableError, match="Can't find source path /nonexistent/rw"):
+        tools.get(SandboxTool).run_python("print(1)").audit_as("Nothing").execute()
+    assert tools.executions(SandboxTool) == 1  # started, and failed before any code ran
+
+
+def test_a_read_write_directory_is_the_only_host_path_the_code_changes(sandbox_tools, host, request):
+    # The run's fresh user must reach and write it: not below pytest's private temporary directory.
+    shared = Path(tempfile.mkdtemp(prefix="sandbox-rw-"))
+    shared.chmod(0o777)
+    request.addfinalizer(lambda: shutil.rmtree(shared))
+    tool = sandbox_tools({"default": {"read_write": [str(shared)]}}).get(SandboxTool)
+    code = f"open({str(shared / 'out.txt')!r}, 'w').write('written')\nopen({str(host.sentinel)!r}, 'w')"
+    result = run(tool, code)
+    assert (shared / "out.txt").read_text() == "written"
+    assert result.exit_code == 1 and "FileNotFoundError" in result.stderr  # the sentinel is not there
+
+
+def test_run_reports_a_program_ended_by_a_signal_in_the_shell_convention(sandbox_tools, host):
+    tool = sandbox_tools().get(SandboxTool)
+    code = "import os, signal\nos.kill(os.getpid(), signal.SIGTERM)"
+    result = tool.run(["/usr/bin/python3", "-c", code]).audit_as("End by a signal").execute()
+    assert (result.exit_code, result.limit) == (128 + 15, None)
+
+
+def test_without_setpriv_popen_switches_to_the_fresh_user_itself(sandbox, host, monkeypatch):
+    from toolbox_sandbox import _supervisor
+
+    monkeypatch.setattr(_supervisor, "SETPRIV", "/nonexistent/setpriv")
+    result = run(sandbox, "import os\nprint(os.getuid())")
+    assert (result.exit_code, result.stdout) == (0, "1000\n")
+    assert len(host.uids) == 1  # a fresh host user all the same (the fixture checks none is left)

@@ -1,0 +1,145 @@
+"""The conformance matrix, as one table: promises x doors x tool styles x state stores.
+
+Every cell runs (tests/conformance/test_matrix.py) unless `EXCLUDED` says why
+it does not. To add a door, a tool style or a store, add one line to `DOORS`,
+`STYLES` or `STORES`: it gets every row at once, and a cell that cannot apply
+to it is one more `Exclusion`, with the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from conformance import doors, promises, styles
+from conformance.styles import Style
+
+#: What every door, style and store must hold.
+PROMISES: dict[str, promises.Check] = {
+    "default_deny": promises.default_deny,
+    "acknowledgement": promises.acknowledgement,
+    "intent_required": promises.intent_required,
+    "authorization_per_attempt": promises.authorization_per_attempt,
+    "argument_guards": promises.argument_guards,
+    "guardrails": promises.guardrails,
+    "argument_bound_approvals": promises.argument_bound_approvals,
+    "budgets": promises.budgets,
+    "rate_limits": promises.rate_limits,
+    "kill_switch": promises.kill_switch,
+    "delegation_narrowing": promises.delegation_narrowing,
+    "toolset_scoping": promises.toolset_scoping,
+    "strict_audit": promises.strict_audit,
+    "secret_never_shown": promises.secret_never_shown,
+}
+
+#: The ways a caller reaches a tool.
+DOORS: dict[str, Callable[[], doors.Door]] = {
+    "typed": doors.Typed,
+    "by_name": doors.ByName,
+    "by_name_async": doors.ByNameAsync,
+    "mcp": doors.Mcp,
+    "mcp_http": doors.McpHttp,
+    "rest": doors.Rest,
+    "pydantic_ai": doors.PydanticAI,
+    "openai_agents": doors.OpenAIAgents,
+    "langchain": doors.LangChain,
+}
+
+#: The ways a tool is written.
+STYLES: dict[str, Callable[[Path], Style]] = {
+    "function": styles.function_style("function", "fn", is_async=False),
+    "async_function": styles.function_style("async_function", "afn", is_async=True),
+    "class_based": styles.class_style,
+    "remote_mcp": styles.remote_style,
+}
+
+#: Where fleet state lives.
+STORES: tuple[str, ...] = ("memory", "sqlite", "postgres", "redis")
+
+_IN_PROCESS = ("typed", "by_name", "by_name_async", "pydantic_ai", "openai_agents", "langchain")
+
+
+@dataclass(frozen=True)
+class Exclusion:
+    """Cells that do not run: ``promise``, ``door``, ``style`` and ``store`` match (``*``: any).
+
+    ``applies`` False: the cell cannot apply, and ``why`` says why. True: it applies, but the
+    matrix does not drive it yet, and ``why`` says where the promise is tested instead.
+    """
+
+    why: str
+    promise: str = "*"
+    door: str = "*"
+    style: str = "*"
+    store: str = "*"
+    applies: bool = False
+
+    def matches(self, promise: str, door: str, style: str, store: str) -> bool:
+        wanted = (self.promise, self.door, self.style, self.store)
+        return all(w in ("*", given) for w, given in zip(wanted, (promise, door, style, store), strict=True))
+
+
+#: Every cell that does not run, and why.
+EXCLUDED: tuple[Exclusion, ...] = (
+    Exclusion(
+        "typed arguments are Python values the operation method checks; the size and depth guards "
+        "are for JSON arguments (every by-name door)",
+        promise="argument_guards",
+        door="typed",
+    ),
+    Exclusion(
+        "a REST caller's context is built from its credential, never delegated in process; a "
+        "credential's toolset narrows it instead (toolset_scoping)",
+        promise="delegation_narrowing",
+        door="rest",
+    ),
+    Exclusion(
+        "an MCP-over-HTTP caller's context is built from its credential, never delegated in process; "
+        "a credential's toolset narrows it instead (toolset_scoping)",
+        promise="delegation_narrowing",
+        door="mcp_http",
+    ),
+    *(
+        Exclusion(
+            "a toolset scopes a credential at the service and MCP doors; an in-process caller narrows "
+            "its context with ExecutionContext.delegate (delegation_narrowing)",
+            promise="toolset_scoping",
+            door=door,
+        )
+        for door in _IN_PROCESS
+    ),
+    Exclusion(
+        "a sync by-name call of an async def tool is refused (ERROR: call it with aexecute() or "
+        "Gateway.ainvoke(), tests/test_route.py): the async door runs it",
+        door="by_name",
+        style="async_function",
+    ),
+    Exclusion(
+        "a credential's toolset over REST needs the policy's [mcp.toolsets]: tests/test_service_toolsets.py",
+        promise="toolset_scoping",
+        door="rest",
+        applies=True,
+    ),
+    Exclusion(
+        "a credential's toolset at /mcp needs the policy's [mcp.toolsets]: tests/test_service_toolsets.py",
+        promise="toolset_scoping",
+        door="mcp_http",
+        applies=True,
+    ),
+    Exclusion(
+        "a remote MCP tool's result over REST is issue 28's (the service cannot serialise McpResult "
+        "yet); refusals are driven, successes wait for that fix",
+        door="rest",
+        style="remote_mcp",
+        applies=True,
+    ),
+)
+
+
+def why_not(promise: str, door: str, style: str, store: str) -> str | None:
+    """Why the cell does not run, or None."""
+    for exclusion in EXCLUDED:
+        if exclusion.matches(promise, door, style, store):
+            return exclusion.why
+    return None
