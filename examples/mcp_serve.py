@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import anyio
 from mcp import Client
+from mcp.types import CallToolResult
 
 from toolbox import Effect, ExecutionContext, Gateway, Governance, RiskClass, ToolPolicy, tool
 from toolbox.audit.memory import MemorySink
 from toolbox.audit.trail import AuditTrail
-from toolbox.mcp import TRACE_META_KEY, server
+from toolbox.mcp import ERROR_META_KEY, TRACE_META_KEY, server
 
 
 @tool(risk=RiskClass.MEMORY_ONLY, effect=Effect.READ_ONLY)
@@ -37,10 +38,11 @@ def wire_transfer(iban: str, amount: int) -> str:
     raise AssertionError("never runs: EXTERNAL_RESOURCE tools need an explicit allow")
 
 
-def _codes(structured: object) -> str:
-    """The status and codes of a refused call's structured content."""
-    assert isinstance(structured, dict)
-    codes = (structured["status"], structured["reason_code"], structured["field_path"])
+def _codes(result: CallToolResult) -> str:
+    """The status and codes of a refused call: its ``_meta``, where every error result has them."""
+    assert result.is_error and result.meta is not None
+    outcome = result.meta[ERROR_META_KEY]
+    codes = (outcome["status"], outcome["reason_code"], outcome["field_path"])
     return " ".join(code for code in codes if code)
 
 
@@ -68,14 +70,14 @@ async def main() -> None:
         print("order_status ->", ok.structured_content)
 
         no_intent = await client.call_tool("order_status", {"order_id": 7})
-        print("without purpose ->", _codes(no_intent.structured_content))
+        print("without purpose ->", _codes(no_intent))
 
         arguments = {"order_id": 7, "amount": 5, "audit_as": "Refund the late fee"}
         pending = await client.call_tool("refund", arguments)
-        print("refund ->", _codes(pending.structured_content))
+        print("refund ->", _codes(pending))
 
         denied = await client.call_tool("wire_transfer", {"iban": "X", "amount": 1, "audit_as": "Pay"})
-        print("wire_transfer ->", _codes(denied.structured_content))
+        print("wire_transfer ->", _codes(denied))
 
     assert ok.meta is not None
     run_id = ok.meta[TRACE_META_KEY]

@@ -68,13 +68,15 @@ async def main() -> None:
     agent = Agent(name="clerk", instructions="Help the customer.", model=model, tools=governed.tools)
     context = ExecutionContext(tenant="acme", principal="alice")  # built after authentication
 
-    result = await Runner.run(agent, "Refund order o-7", context=context)
+    # A model naming a tool it was not offered gets a governed refusal, not ModelBehaviorError.
+    config = governed.run_config()
+    result = await Runner.run(agent, "Refund order o-7", context=context, run_config=config)
     for pending in governed.pending(result):
         request = pending.request
         print(f"approval needed: {request.tool} {dict(request.arguments)}")
         state = result.to_state()
         governed.approve(state, pending, approver.grant(request, approved_by="manager-1"))
-        result = await Runner.run(agent, state)
+        result = await Runner.run(agent, state, run_config=config)
     print(f"final: {result.final_output}")
     for record in sink.records:
         if record.type == "INVOCATION_RESPONSE":

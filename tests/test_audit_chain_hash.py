@@ -35,8 +35,9 @@ ODD_NUMBERS = [0, -1, 2**63, 10**40, 0.1, -0.0, 1e300, 5e-324, float("nan"), flo
 def reference(data: dict[str, Any]) -> str:
     """The chain hash as the JSON module encodes it (what every stored chain was hashed with)."""
     values: list[Any] = [data[name] for name in FIELDS[: FIELDS.index("hash")]]
-    if data.get("parent_run_id") is not None:
-        values.append(["parent_run_id", data["parent_run_id"]])
+    for optional in ("parent_run_id", "credential"):  # the fields of later schema versions, when set
+        if data.get(optional) is not None:
+            values.append([optional, data[optional]])
     text = json.dumps(values, separators=(",", ":"), ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -64,6 +65,9 @@ def test_a_known_event_keeps_its_hash() -> None:
     assert chain_hash(data) == "e28db20912fe1a0fecea53ac7117d347d9c0af2033a50d27ddfc1e6f939f9b1f"
     data["parent_run_id"] = "parent"
     assert chain_hash(data) == reference(data)
+    with_parent = chain_hash(data)
+    data["credential"] = "api-key:ci-bot"  # schema version 5: hashed when set, after the parent
+    assert chain_hash(data) == reference(data) != with_parent
 
 
 def test_random_rows_hash_as_the_json_module_encodes_them() -> None:

@@ -82,18 +82,25 @@ ARGS = {"query": "orders", "token": SECRET, "purpose": PURPOSE}
 
 
 def test_success_span_has_the_event_attributes(provider):
-    """A successful call gives one span `toolbox tool.operation` with toolbox.* attributes, status UNSET."""
+    """A successful call gives one ``execute_tool`` span with toolbox.* attributes, status UNSET."""
     gw, context = gateway(provider), ctx(roles=frozenset({"support"}))
     before = time.time_ns()
     result = gw.invoke("lookup", ARGS, context=context)
     assert result.status is Status.SUCCESS
     span = only_span(provider)
-    assert span.name == "toolbox lookup.call"
+    assert span.name == "execute_tool lookup"
     assert span.kind is SpanKind.INTERNAL
     assert span.status.status_code is StatusCode.UNSET
     attributes = dict(span.attributes)
     payload_hash = attributes.pop("toolbox.payload_hash")
     assert len(payload_hash) == 64
+    gen_ai = {key: attributes.pop(key) for key in list(attributes) if not key.startswith("toolbox.")}
+    assert gen_ai == {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "lookup",
+        "gen_ai.tool.type": "function",
+        "gen_ai.tool.description": "Look an order up.",
+    }
     assert attributes == {
         "toolbox.tool": "lookup",
         "toolbox.operation": "call",
@@ -110,7 +117,6 @@ def test_success_span_has_the_event_attributes(provider):
         "toolbox.correlation_id": context.correlation_id,
         "toolbox.attempts": 1,
     }
-    assert all(key.startswith("toolbox.") for key in span.attributes)
     assert before <= span.start_time <= span.end_time <= time.time_ns()
     assert_no_secret(provider)
 
@@ -144,7 +150,7 @@ def test_denied_span_is_an_error_without_the_reason_text(provider):
     result = gw.invoke("lookup", ARGS, context=context)
     assert result.status is Status.DENIED
     span = only_span(provider)
-    assert span.name == "toolbox lookup.call"
+    assert span.name == "execute_tool lookup"
     assert span.status.status_code is StatusCode.ERROR
     assert span.status.description == f"DENIED: {result.reason_code}"
     assert span.attributes["toolbox.status"] == "DENIED"
@@ -162,7 +168,7 @@ def test_invalid_arguments_span(provider):
     result = gw.invoke("lookup.call", {"query": 3, "token": SECRET, "purpose": PURPOSE}, context=context)
     assert result.status is Status.INVALID_ARGUMENTS
     span = only_span(provider)
-    assert span.name == "toolbox lookup.call"
+    assert span.name == "execute_tool lookup"
     assert span.status.status_code is StatusCode.ERROR
     assert span.status.description == "INVALID_ARGUMENTS: INVALID_ARGUMENTS"
     assert span.attributes["toolbox.name"] == "lookup.call"
@@ -196,7 +202,7 @@ def test_one_span_per_invocation_and_secret_never_in_attributes(provider):
         "lookup", {**ARGS, "query": f"https://user:{SECRET}@example.com/?api_key={SECRET}"}, context=context
     )
     gw.invoke("acme-fake.read", {"value": {"password": SECRET}, "purpose": PURPOSE}, context=context)
-    assert [s.name for s in spans(provider)] == ["toolbox lookup.call"] * 3 + ["toolbox acme-fake.read"]
+    assert [s.name for s in spans(provider)] == ["execute_tool lookup"] * 3 + ["execute_tool acme-fake__read"]
     assert_no_secret(provider)
 
 
@@ -246,7 +252,7 @@ def test_typed_door_gives_a_span_too(provider):
     )
     assert tools.get(lookup).call("orders", SECRET).purpose(PURPOSE).execute() == {"query": "orders"}
     span = only_span(provider)
-    assert (span.name, span.attributes["toolbox.status"]) == ("toolbox lookup.call", "SUCCESS")
+    assert (span.name, span.attributes["toolbox.status"]) == ("execute_tool lookup", "SUCCESS")
     assert_no_secret(provider)
 
 
@@ -304,3 +310,58 @@ def test_only_the_api_is_imported():
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
     )
     assert result.returncode == 0, result.stderr
+
+
+# -- the OpenTelemetry semantic conventions for generative AI ----------------------------------
+
+
+def test_spans_follow_the_gen_ai_semantic_conventions(provider):
+    """``execute_tool {gen_ai.tool.name}``, INTERNAL, the required and recommended gen_ai.* attributes
+    (checked against the names the OpenTelemetry semantic-conventions package defines)."""
+    from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
+    from opentelemetry.semconv.attributes import error_attributes
+
+    gw, context = gateway(provider), ctx()
+    gw.invoke("acme-fake.read", {"value": "x", "purpose": PURPOSE}, context=context, call_id="call_7")
+    gw.invoke("explode", {"reason": "x", "audit_as": "Fail"}, context=context, call_id="call_8")
+    read, failed = spans(provider)
+    operation = gen_ai.GenAiOperationNameValues.EXECUTE_TOOL.value
+    assert read.name == f"{operation} acme-fake__read" and read.kind is SpanKind.INTERNAL
+    assert read.attributes[gen_ai.GEN_AI_OPERATION_NAME] == operation
+    assert read.attributes[gen_ai.GEN_AI_TOOL_NAME] == "acme-fake__read"  # the name the model called
+    assert read.attributes[gen_ai.GEN_AI_TOOL_TYPE] == "function"
+    assert read.attributes[gen_ai.GEN_AI_TOOL_CALL_ID] == "call_7"
+    assert error_attributes.ERROR_TYPE not in read.attributes
+    assert failed.attributes[gen_ai.GEN_AI_TOOL_CALL_ID] == "call_8"
+    assert failed.attributes[error_attributes.ERROR_TYPE] == "RuntimeError"
+    # The opt-in content attributes are never recorded: they would carry arguments and results.
+    for span in (read, failed):
+        assert gen_ai.GEN_AI_TOOL_CALL_ARGUMENTS not in span.attributes
+        assert gen_ai.GEN_AI_TOOL_CALL_RESULT not in span.attributes
+    assert_no_secret(provider)
+
+
+def test_a_refusal_names_its_reason_as_the_error_type(provider):
+    gw, context = gateway(provider, authorizers=[lambda *a: toolbox.Decision.deny("no")]), ctx()
+    gw.invoke("lookup", ARGS, context=context)
+    assert only_span(provider).attributes["error.type"] == "AUTH_DENIED"
+
+
+def test_the_model_call_id_reaches_the_span_from_every_door_that_knows_it(provider):
+    """Raw tool calls pass the model's call id; it is bounded, and decides nothing."""
+    from toolbox.tool_calls import anthropic_tool_result, openai_tool_result
+
+    gw, context = gateway(provider), ctx()
+    call = {"id": "call_o1", "type": "function", "function": {"name": "lookup", "arguments": _json(ARGS)}}
+    block = {"type": "tool_use", "id": "toolu_a1", "name": "lookup", "input": ARGS}
+    openai_tool_result(gw, call, context=context)
+    anthropic_tool_result(gw, block, context=context)
+    gw.invoke("lookup", ARGS, context=context, call_id="x" * 5000)
+    ids = [s.attributes["gen_ai.tool.call.id"] for s in spans(provider)]
+    assert ids == ["call_o1", "toolu_a1", "x" * 200]
+
+
+def _json(value):
+    import json
+
+    return json.dumps(value)

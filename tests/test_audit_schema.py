@@ -62,14 +62,38 @@ def _versions(store: Store) -> list[int]:
     return [r[0] for r in store.execute("SELECT version FROM audit_schema_version ORDER BY version")]
 
 
+_BEFORE_CREDENTIAL = tuple(name for name in FIELDS if name != "credential")
+
+
+def _downgrade_to_version_4(store: Store) -> None:
+    """Turn a fresh store into what toolbox wrote at version 4: no credential column.
+
+    A PostgreSQL store is recorded at version 3 (the column is added where missing).
+    """
+    if store.kind != "sqlite":
+        store.execute("ALTER TABLE audit_events DROP COLUMN credential")
+        return
+    columns = ", ".join(_BEFORE_CREDENTIAL)
+    store.execute(
+        "DROP VIEW audit_event_log",
+        "ALTER TABLE audit_events DROP COLUMN credential",
+        "ALTER TABLE audit_pending DROP COLUMN credential",
+        f"CREATE VIEW audit_event_log AS SELECT {columns} FROM audit_events "
+        f"UNION ALL SELECT {columns} FROM audit_pending",
+        "DELETE FROM audit_schema_version WHERE version = 5",
+        "INSERT INTO audit_schema_version (version, applied_at) VALUES (4, 'before')",
+    )
+
+
 def _downgrade_to_version_3(store: Store) -> None:
     """Turn a fresh store into what toolbox wrote at version 3: on SQLite, no pending events.
 
     A PostgreSQL store is kept at version 3 already.
     """
+    _downgrade_to_version_4(store)
     if store.kind != "sqlite":
         return
-    columns = ", ".join(FIELDS)
+    columns = ", ".join(_BEFORE_CREDENTIAL)
     store.execute(
         "DELETE FROM audit_schema_version WHERE version = 4",
         "INSERT INTO audit_schema_version (version, applied_at) VALUES (3, 'before')",
@@ -124,9 +148,9 @@ def _downgrade_to_version_1(store: Store) -> None:
 
 
 def test_schema_version_is_recorded(store: Store) -> None:
-    """First use creates the tables and records schema version 4 (SQLite) or 3 (PostgreSQL)."""
+    """First use creates the tables and records schema version 5 (SQLite) or 3 (PostgreSQL)."""
     sink = store.sink()
-    assert (sql.SCHEMA_VERSION, sql.POSTGRES_SCHEMA_VERSION) == (4, 3)
+    assert (sql.SCHEMA_VERSION, sql.POSTGRES_SCHEMA_VERSION) == (5, 3)
     assert sink.schema_version() == _current(store)
     assert _versions(store) == [_current(store)]
     store.sink().append([event()])  # a second sink finds the schema and leaves it alone
@@ -166,7 +190,7 @@ def _sqlite_objects(store: Store) -> set[tuple[str, str]]:
 def test_newer_schema_is_refused(store: Store) -> None:
     """A store written by a newer toolbox raises, telling to upgrade."""
     store.sink().schema_version()
-    store.execute("INSERT INTO audit_schema_version (version, applied_at) VALUES (5, 'later')")
+    store.execute("INSERT INTO audit_schema_version (version, applied_at) VALUES (99, 'later')")
     with pytest.raises(AuditSinkError, match="upgrade toolbox"):
         store.sink().append([event()])
 
@@ -222,7 +246,7 @@ def test_a_failed_migration_leaves_the_version_2_store_as_it_was(sqlite_store: S
     assert "IS NOT NULL" not in _index_definition(sqlite_store, "ix_audit_events_status")
     sqlite_store.execute("DROP TABLE audit_trace_heads_v3")
     sink = sqlite_store.sink()
-    assert sink.schema_version() == 4  # no restart of anything: the next sink migrates
+    assert sink.schema_version() == sql.SCHEMA_VERSION  # no restart of anything: the next sink migrates
     assert sink.trace_heads() == heads
 
 
@@ -300,7 +324,7 @@ def test_version_3_store_is_migrated_keeping_events_and_heads(store: Store) -> N
     _downgrade_to_version_3(store)
     sink = store.sink()
     assert sink.schema_version() == _current(store)
-    assert _versions(store) == ([3, 4] if store.kind == "sqlite" else [3])
+    assert _versions(store) == ([3, 4, 5] if store.kind == "sqlite" else [3])
     assert sink.trace_heads() == heads
     if store.kind == "sqlite":
         assert len(_sqlite_objects(store)) == 3
@@ -316,3 +340,22 @@ def test_a_postgres_store_is_left_at_version_3_for_the_previous_release(postgres
     postgres_store.sink().append([event("t")])
     assert _versions(postgres_store) == [3]
     assert postgres_store.execute("SELECT to_regclass('audit_pending') IS NULL")[0][0] is True
+
+
+def test_a_version_4_store_gets_the_credential_column_and_old_events_still_verify(store: Store) -> None:
+    """SQLite migrates 4 -> 5; PostgreSQL, kept at version 3 for the previous release, gets the
+    column where it is missing. Events stored before verify; the credential is covered by the hash."""
+    first = store.sink()
+    first.append([event("a"), event("a")])
+    first.close()
+    _downgrade_to_version_4(store)
+    sink = store.sink()
+    assert sink.schema_version() == _current(store)
+    assert _versions(store) == ([4, 5] if store.kind == "sqlite" else [3])
+    sink.append([event("a", credential="api-key:ci-bot")])
+    records = sink.read_trace("a")
+    assert [r.credential for r in records] == [None, None, "api-key:ci-bot"]
+    assert verify_chain(records) == []
+    assert [r.credential for r in sink.query(AuditQuery(tool="calc"))][-1] == "api-key:ci-bot"
+    store.tamper("UPDATE audit_events SET credential = 'api-key:other' WHERE trace_id = 'a' AND sequence = 3")
+    assert verify_chain(sink.read_trace("a")) != []

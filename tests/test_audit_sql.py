@@ -99,6 +99,8 @@ def test_query_filters_oldest_first(store: Store) -> None:
     assert traces(AuditQuery(tenant="acme", limit=2)) == ["t0", "t1"]
     assert traces(AuditQuery(limit=0)) == []
     assert traces(AuditQuery(tenant="nobody")) == []
+    assert traces(AuditQuery(tool="calc", operation="add")) == ["t0", "t2", "t3"]
+    assert traces(AuditQuery(tool="calc", operation="nope")) == []
 
 
 def test_reopening_continues_the_chain(store: Store) -> None:

@@ -115,7 +115,7 @@ def test_a_fold_that_cannot_run_fails_its_write_and_loses_nothing(
         "INSERT INTO audit_events SELECT event_id, 'intruder', correlation_id, 1, timestamp, type, name, "
         "tool, operation, risk, effect, decision, reason_code, rule_ids, intent_kind, intent_text, tenant, "
         "principal, payload_summary, payload_hash, status, duration, attempt, previous_hash, hash, "
-        "parent_run_id FROM audit_pending LIMIT 1"
+        "parent_run_id, credential FROM audit_pending LIMIT 1"
     )
     with pytest.raises(AuditSinkError, match="IntegrityError"):
         sink.append([event("t"), event("t")])

@@ -531,3 +531,26 @@ def test_policy_file_trail_is_shared_and_reachable(tmp_path):
     second.invoke("billing.lookup_invoice", LOOKUP, context=context)
     records = JsonlSink(tmp_path / "a.jsonl").read_trace(context.run_id)
     assert [r.sequence for r in records] == list(range(1, 9)) and verify_chain(records) == []
+
+
+def test_memory_and_jsonl_sinks_filter_by_operation(tmp_path):
+    """``AuditQuery(operation=...)`` narrows to one ``tool.operation`` in every sink."""
+    from toolbox.audit import AuditEvent, AuditQuery, EventType, JsonlSink, MemorySink
+
+    for sink in (MemorySink(), JsonlSink(tmp_path / "audit.jsonl")):
+        sink.append(
+            [
+                AuditEvent(
+                    EventType.INVOCATION_REQUEST, trace_id="a", name="http.get", tool="http", operation="get"
+                ),
+                AuditEvent(
+                    EventType.INVOCATION_REQUEST,
+                    trace_id="b",
+                    name="http.post",
+                    tool="http",
+                    operation="post",
+                ),
+            ]
+        )
+        assert [r.trace_id for r in sink.query(AuditQuery(tool="http", operation="post"))] == ["b"]
+        assert [r.trace_id for r in sink.query(AuditQuery(tool="http"))] == ["a", "b"]

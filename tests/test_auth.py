@@ -437,7 +437,10 @@ def test_bearer_tokens_are_read(header):
         (None, "MISSING_CREDENTIALS"),
         ("", "MISSING_CREDENTIALS"),
         ("Basic YWxpY2U6cHc=", "INVALID_CREDENTIALS"),
-        ("Bearer", "INVALID_CREDENTIALS"),
+        ("Bearer", "MISSING_CREDENTIALS"),  # an empty token is no credential (docs/auth.md)
+        ("Bearer   ", "MISSING_CREDENTIALS"),
+        ("bearer", "MISSING_CREDENTIALS"),
+        ("Bearer\t", "INVALID_CREDENTIALS"),
         ("Bearer a b", "INVALID_CREDENTIALS"),
         ("Bearer abc\r\nX-Tenant: other", "INVALID_CREDENTIALS"),
         ("Bearer ÿ", "INVALID_CREDENTIALS"),

@@ -448,3 +448,28 @@ def test_console_script_prints_json(tmp_path):
     tools = {t["name"]: t["distribution"] for t in document["tools"]}
     assert tools["calculator"] == "toolbox-registry"
     assert tools["acme-web"] == "acme-tools"
+
+
+@pytest.mark.parametrize("command", [["list"], ["check", "--json"]])
+def test_a_reader_that_goes_away_ends_the_command_quietly(command):
+    """``toolbox list | head``: the reader closes the pipe; no BrokenPipeError, no error line."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    reader, writer = os.pipe()
+    os.close(reader)  # the reader is gone before the command writes
+    try:
+        done = subprocess.run(
+            [str(Path(sys.executable).with_name("toolbox")), *command],
+            stdout=writer,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+            env={**os.environ, "TOOLBOX_POLICY": ""},
+            check=False,
+        )
+    finally:
+        os.close(writer)
+    assert (done.returncode, done.stderr) == (141, "")

@@ -236,6 +236,28 @@ def test_show_escapes_control_characters_and_reports_a_broken_chain(jsonl_store,
     assert f"trace {jsonl_store.a} event #1 (" in out
 
 
+def test_show_escapes_line_separators_and_bidi_controls(tmp_path, capsys):
+    """U+2028 / U+2029 break lines and U+202E reverses text in a terminal: shown as escapes."""
+    path = tmp_path / "audit.jsonl"
+    JsonlSink(path).append(
+        [
+            AuditEvent(
+                EventType.INTENT_DECLARED,
+                trace_id="trace-bidi",
+                name="pay\u202eyap",
+                intent_text="Refund\u2028FAKE LINE\u2029\u2066x\u2069",
+                principal="eve\u200f",
+            )
+        ]
+    )
+    status, out, _ = run(capsys, "audit", "show", "trace-bidi", "--jsonl", path)
+    assert status == 0
+    for raw in ("\u202e", "\u2028", "\u2029", "\u2066", "\u2069", "\u200f"):
+        assert raw not in out
+    assert "pay\\u202eyap" in out and "Refund\\u2028FAKE" in out
+    assert not any(line.startswith("FAKE LINE") for line in out.splitlines())
+
+
 def test_show_unknown_trace_exits_1(store, capsys):
     """A trace with no events exits 1 and says so."""
     status, out, err = run(capsys, "audit", "show", "no-such-trace", *store.args)

@@ -80,6 +80,10 @@ def test_serve_answers_on_loopback_with_the_policy_files_auth_and_audit(tmp_path
         process.terminate()
         output = process.communicate(timeout=30)[0].decode(errors="replace")
     assert keys["ops"] not in output
+    # Where to go: the operator does not have to guess the console's address.
+    assert f"toolbox serve: REST API at {url}/v1" in output
+    assert f"toolbox serve: operator console at {url}/console" in output
+    assert f"toolbox serve: MCP endpoint at {url}/mcp" in output
     assert (tmp_path / "audit.db").exists()
 
 

@@ -86,3 +86,19 @@ def test_every_trace_record_has_a_status():
     ctx.trace.append(OperationRecord("calculator", "evaluate", "purpose", "Sum", None))
     ctx.trace.append(DenialRecord("http", "POLICY_DENIED", "default:deny"))
     assert [record.status for record in ctx.trace] == ["DECLARED", "DENIED"]
+
+
+@pytest.mark.parametrize(
+    "text", ["a\nb", "a\x85b", "a\u2028b", "a\u2029b", "a\u202eb", "a\u2067b", "a\u200fb"]
+)
+def test_tenant_and_principal_are_one_line_without_bidi_controls(text):
+    """What names a caller lands in terminals and pages: nothing that breaks or reorders a line."""
+    from toolbox.auth_identity import check_reference
+    from toolbox.errors import AuthenticationError
+
+    with pytest.raises(ValidationError, match="bidirectional"):
+        ExecutionContext(tenant=text, principal="p")
+    with pytest.raises(ValidationError, match="bidirectional"):
+        ExecutionContext(tenant="t", principal=text)
+    with pytest.raises(AuthenticationError):
+        check_reference(text, "tenant")

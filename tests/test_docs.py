@@ -129,3 +129,32 @@ def test_skips_give_reasons():
     for path in DOCS:
         for match in re.finditer(r"<!-- not-run:(.*?)-->", path.read_text(encoding="utf-8")):
             assert match.group(1).strip(), f"{path.name}: not-run without a reason"
+
+
+def _extras() -> set[str]:
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    return set(project["optional-dependencies"])
+
+
+def test_every_extra_the_docs_install_exists():
+    """``toolbox-registry[x]`` and ``<wheel>.whl[x]``: each x is an extra of pyproject.toml."""
+    extras = _extras()
+    named = re.compile(r"(?:toolbox-registry|toolbox_registry-[^\s\"'\[]*\.whl)\[([a-z0-9,\- ]+)\]")
+    for page in DOCS:
+        for found in named.finditer(page.read_text(encoding="utf-8")):
+            for extra in found.group(1).split(","):
+                assert extra.strip() in extras, f"{page.name}: no extra {extra.strip()!r}"
+
+
+def test_the_readme_says_how_extras_are_installed():
+    """From a wheel file (``...whl[mcp]``), and which extra fleet state on Redis needs (not ``[state]``,
+    the policy file's table, which is no extra)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert re.search(r'pip install "dist/toolbox_registry-[^"]+\.whl\[[a-z,\-]+\]"', readme)
+    assert 'toolbox-registry[redis]"' in readme
+    assert "state" not in _extras()
+    listed = re.search(r"The extras: (.+?)\n\n", readme, re.DOTALL)
+    assert listed is not None
+    assert set(re.findall(r"`([a-z0-9\-]+)`", listed.group(1))) == _extras() - {"sql"}

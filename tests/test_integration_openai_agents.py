@@ -15,13 +15,22 @@ import threading
 from typing import Any
 
 import pytest
-from agents import Agent, FunctionTool, Runner, RunState, set_tracing_disabled
+from agents import Agent, FunctionTool, ModelBehaviorError, RunConfig, Runner, RunState, set_tracing_disabled
 from agents._tool_invocation import tool_invocation_identity
 from agents.strict_schema import ensure_strict_json_schema
 
-from agent_framework_support import RUNS, THREADS, Governed, governed
+from agent_framework_support import RUNS, THREADS, TOOLS, Governed, governed
 from scripted_agents_model import ScriptedModel, call, say
-from toolbox import ExecutionContext, Gateway, Guardrail, GuardrailAction, HmacApprover, ToolPolicy
+from toolbox import (
+    ExecutionContext,
+    Gateway,
+    Governance,
+    Guardrail,
+    GuardrailAction,
+    HmacApprover,
+    ToolPolicy,
+)
+from toolbox.audit import AuditTrail, MemorySink
 from toolbox.integrations.openai_agents import GovernedAgentTools
 
 set_tracing_disabled(True)  # the SDK would otherwise try to export traces to OpenAI
@@ -91,6 +100,69 @@ def test_denied_tool_is_a_refusal_the_model_reads_and_the_run_goes_on():
         ("GOVERNANCE_DECISION", "DENIED"),
         ("INVOCATION_RESPONSE", "DENIED"),
     ]
+
+
+def _policy_denies_wipe() -> Governed:
+    """`governed()`'s tools, but the policy denies ``shop.wipe``: it is never offered to the model."""
+    g = governed()
+    sink = MemorySink()
+    gateway = Gateway.load(
+        policy=ToolPolicy.standard().deny("shop.wipe"),
+        providers=list(TOOLS),
+        discover=False,
+        env={},
+        governance=Governance(audit=AuditTrail(sink), approver=g.approver),
+    )
+    return Governed(gateway, sink, g.approver)
+
+
+def test_the_sdks_default_ends_the_run_when_the_model_names_a_tool_it_was_not_offered():
+    """What the documented set-up now avoids: under the SDK's own default the run crashes."""
+    g = _policy_denies_wipe()
+    tools = GovernedAgentTools(g.gateway)
+    assert "shop__wipe" not in [t.name for t in tools.tools]
+    model = ScriptedModel([call("shop__wipe", {"target": "db", "audit_as": "Wipe"}, "c1")], [say("ok")])
+    with pytest.raises(ModelBehaviorError):
+        run(Runner.run(agent(tools, model), "wipe it", context=g.context))
+
+
+@pytest.mark.parametrize(
+    ("name", "reason"),
+    [
+        ("shop__wipe", "POLICY_DENIED"),
+        ("bank__purge", "TOOL_UNAVAILABLE"),
+        ("shop.refund", "TOOL_NOT_OFFERED"),
+    ],
+)
+def test_a_tool_not_offered_is_a_governed_refusal_under_run_config(name, reason):
+    """With ``run_config=governed.run_config()`` a denied, unknown or misspelled name is an answer."""
+    g = _policy_denies_wipe()
+    tools = GovernedAgentTools(g.gateway)
+    model = ScriptedModel([call(name, {"target": "db", "audit_as": "Wipe"}, "c1")], [say("refused")])
+    result = run(Runner.run(agent(tools, model), "wipe it", context=g.context, run_config=tools.run_config()))
+    assert result.final_output == "refused"
+    answer = refusal(model.tool_outputs()["c1"])
+    assert (answer["status"], answer["reason_code"]) == ("DENIED", reason)
+    assert RUNS["wipe"] == 0 and RUNS["refund"] == 0
+    if reason != "TOOL_NOT_OFFERED":  # the refusal is the gateway's own, recorded and audited
+        decisions = [(e.decision, e.reason_code) for e in g.records() if e.type == "GOVERNANCE_DECISION"]
+        assert decisions == [("DENY", reason)]
+
+
+def test_run_config_keeps_the_base_settings_and_its_formatter_for_other_errors():
+    g = _policy_denies_wipe()
+    tools = GovernedAgentTools(g.gateway)
+    seen: list[str] = []
+
+    def mine(args: Any) -> str:
+        seen.append(args.kind)
+        return "mine"
+
+    config = tools.run_config(RunConfig(workflow_name="clerk", tool_error_formatter=mine))
+    assert config.workflow_name == "clerk" and config.tool_not_found_behavior == "return_error_to_model"
+    model = ScriptedModel([call("bank__purge", {}, "c1")], [say("done")])
+    run(Runner.run(agent(tools, model), "purge", context=g.context, run_config=config))
+    assert refusal(model.tool_outputs()["c1"])["reason_code"] == "TOOL_UNAVAILABLE" and seen == []
 
 
 def test_bad_arguments_come_back_with_the_field_and_the_retry_succeeds():

@@ -60,6 +60,13 @@ def test_read_accepts_both(fake):
         ("line one\nline two", "control characters"),
         ("bell\x07", "control characters"),
         ("del\x7f", "control characters"),
+        ("next line\x85", "control"),
+        # Unicode line and paragraph separators and bidirectional controls are refused alike.
+        ("line one\u2028line two", "line separators"),
+        ("para\u2029graph", "line separators"),
+        ("Refund \u202e54 ot 3", "bidirectional controls"),
+        ("isolate \u2066x\u2069", "bidirectional controls"),
+        ("mark \u200f and \u200e and \u061c", "bidirectional controls"),
         (None, "must be a string"),
         (b"bytes", "must be a string"),
     ],

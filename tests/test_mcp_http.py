@@ -20,7 +20,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 import mcp_scenario_tools as scenario
-from test_mcp_serve import PURPOSE, SCENARIOS, trace_of
+from test_mcp_serve import PURPOSE, SCENARIOS, outcome, trace_of
 from toolbox import ConfigurationError, Gateway, Governance, ToolPolicy
 from toolbox.audit.memory import MemorySink
 from toolbox.audit.sink import AuditQuery
@@ -173,11 +173,11 @@ def test_scenario_table_over_http(served, mode):
         if status == "SUCCESS":
             assert result.structured_content == {"note_id": 1, "text": "note 1"}
             continue
-        assert (result.structured_content["status"], result.structured_content["reason_code"]) == (
+        assert (outcome(result)["status"], outcome(result)["reason_code"]) == (
             status,
             reason,
         )
-        assert result.structured_content["error_code"] == error
+        assert outcome(result)["error_code"] == error
     (trace_id,) = traces
     stored = served.sink.read_trace(trace_id)
     assert {(e.tenant, e.principal) for e in stored} == {("tenant-a", "alice")}
@@ -221,9 +221,9 @@ def test_credential_toolset(served):
 
     names, refused = session(served, served.keys["reader"], steps)
     assert names == ["lookup"]
-    assert refused.structured_content["reason_code"] == "NOT_IN_TOOLSET"
+    assert outcome(refused)["reason_code"] == "NOT_IN_TOOLSET"
     names, refused = session(served, served.keys["ghost"], steps)
-    assert names == [] and refused.structured_content["reason_code"] == "NOT_IN_TOOLSET"
+    assert names == [] and outcome(refused)["reason_code"] == "NOT_IN_TOOLSET"
     assert scenario.EXECUTIONS == []
 
 
@@ -343,6 +343,51 @@ def test_non_loopback_needs_allowed_hosts(tmp_path):
     with pytest.raises(ConfigurationError, match="--allowed-host"):
         McpHttpApp(gateway, authenticator, host="0.0.0.0")
     McpHttpApp(gateway, authenticator, host="0.0.0.0", allowed_hosts=["mcp.example.com"])
+
+
+def test_an_allowed_host_is_accepted_with_and_without_a_port_and_as_its_own_origin(tmp_path):
+    """``--allowed-host mcp.test``: ``Host: mcp.test`` (no port) and ``Origin: http://mcp.test:PORT``
+    are the server's own; both were refused. Look-alike hosts and origins still are."""
+    from toolbox.auth import ApiKeyFile
+
+    keys = write_api_keys(tmp_path / "keys.toml", {"alice": {"tenant": "tenant-a"}})
+    gateway = Gateway.load(providers=scenario.PROVIDERS, discover=False, env={})
+    app = McpHttpApp(gateway, ApiKeyFile(tmp_path / "keys.toml"), host="0.0.0.0", allowed_hosts=["mcp.test"])
+    url, server, thread = serve(app.starlette())
+    port = url.rsplit(":", 1)[1].split("/")[0]
+    headers = {**ACCEPT, "Authorization": f"Bearer {keys['alice']}"}
+    try:
+        with httpx.Client(timeout=10) as http:
+
+            def status(**extra: str) -> int:
+                return http.post(url, json=INITIALIZE, headers={**headers, **extra}).status_code
+
+            assert status(Host="mcp.test") == 200
+            assert status(Host=f"mcp.test:{port}") == 200
+            assert status(Host=f"mcp.test:{port}", Origin=f"http://mcp.test:{port}") == 200
+            assert status(Host="mcp.test", Origin="https://mcp.test") == 200
+            for host in ("evil.test", "mcp.test.evil.test", "xmcp.test", f"evil.test:{port}"):
+                assert status(Host=host) == 421, host
+            for origin in ("http://mcp.test.evil.test", f"http://evil.test:{port}", "http://mcp.testx:1"):
+                assert status(Host="mcp.test", Origin=origin) == 403, origin
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+    assert scenario.EXECUTIONS == []
+
+
+def test_allowed_hosts_with_a_port_or_ipv6_mean_exactly_that():
+    from toolbox.mcp import transport_security
+
+    pinned = transport_security("0.0.0.0", ["10.0.0.5:8443"])
+    assert "10.0.0.5:8443" in pinned.allowed_hosts and "10.0.0.5:*" not in pinned.allowed_hosts
+    assert (
+        "http://10.0.0.5:8443" in pinned.allowed_origins and "http://10.0.0.5:*" not in pinned.allowed_origins
+    )
+    bare = transport_security("::", ["2001:db8::1"])
+    assert "[2001:db8::1]" in bare.allowed_hosts and "[2001:db8::1]:*" in bare.allowed_hosts
+    bracketed = transport_security("::", ["[2001:db8::1]:8443"])
+    assert "[2001:db8::1]:8443" in bracketed.allowed_hosts
 
 
 def test_verifier_never_logs_the_token(tmp_path, caplog):

@@ -20,7 +20,7 @@ import mcp_scenario_tools as scenario
 from toolbox import ConfigurationError, ExecutionContext, Gateway, Governance, ToolPolicy
 from toolbox.audit.memory import MemorySink
 from toolbox.audit.trail import AuditTrail
-from toolbox.mcp import TRACE_META_KEY, server
+from toolbox.mcp import ERROR_META_KEY, TRACE_META_KEY, server
 from toolbox.mcp.server import build_server
 
 PURPOSE = "Answer the user's question about a note"
@@ -65,6 +65,14 @@ def run(mcp_server, steps, *, mode="auto"):
 def trace_of(result: types.CallToolResult) -> str:
     assert result.meta is not None
     return result.meta[TRACE_META_KEY]
+
+
+def outcome(result: types.CallToolResult) -> dict[str, Any]:
+    """The codes of an error result (``_meta``): structured content is only ever a success's."""
+    assert result.is_error and result.structured_content is None
+    assert result.meta is not None
+    found: dict[str, Any] = result.meta[ERROR_META_KEY]
+    return found
 
 
 def events(sink: MemorySink, trace_id: str, name: str) -> list[tuple[str, str | None, str | None]]:
@@ -166,7 +174,7 @@ def test_scenario(tmp_path, name, arguments, status, reason, error, executions, 
         assert json.loads(text) == {"note_id": 1, "text": "note 1"}
         assert recorded[-1] == ("INVOCATION_RESPONSE", None, "SUCCESS")
         return
-    structured = result.structured_content
+    structured = outcome(result)
     assert structured["status"] == status
     assert structured["reason_code"] == reason
     assert structured["error_code"] == error
@@ -180,7 +188,7 @@ def test_missing_intent_names_the_field(tmp_path):
     """The model learns which argument to add: field_path is the intent field."""
     gateway, _ = make_gateway(tmp_path)
     result = run(server(gateway, context=OPERATOR), lambda c: c.call_tool("refund", {"amount": 1}))
-    assert result.structured_content["field_path"] == "audit_as"
+    assert outcome(result)["field_path"] == "audit_as"
     assert scenario.EXECUTIONS == []
 
 
@@ -191,7 +199,7 @@ def test_approval_says_how_it_is_obtained(tmp_path):
         server(gateway, context=OPERATOR),
         lambda c: c.call_tool("refund", {"amount": 2, "audit_as": "Refund"}),
     )
-    approval = result.structured_content["approval"]
+    approval = outcome(result)["approval"]
     assert approval["tool"] == "refund" and approval["rules"] == ["descriptor"]
     assert approval["request_id"] in result.content[0].text
     assert "operator approve" in result.content[0].text
@@ -204,7 +212,7 @@ def test_errors_carry_no_secret_or_stack_trace(tmp_path):
         server(gateway, context=OPERATOR), lambda c: c.call_tool("explode", {"item": "x", "purpose": PURPOSE})
     )
     dumped = result.model_dump_json()
-    assert result.is_error and result.structured_content["status"] == "ERROR"
+    assert result.is_error and outcome(result)["status"] == "ERROR"
     assert "hunter2" not in dumped and "Traceback" not in dumped and "db://" not in dumped
     assert scenario.EXECUTIONS == ["explode"]
 
@@ -249,7 +257,7 @@ def test_kill_switch_hides_everything(tmp_path):
     mcp_server = server(gateway, context=OPERATOR)
     assert listed(mcp_server) == {}
     result = run(mcp_server, lambda c: c.call_tool("lookup", {"note_id": 1, "purpose": PURPOSE}))
-    assert result.structured_content["reason_code"] == "KILL_SWITCH"
+    assert outcome(result)["reason_code"] == "KILL_SWITCH"
     assert scenario.EXECUTIONS == []
 
 
@@ -348,7 +356,7 @@ def test_client_supplied_identity_is_ignored(tmp_path):
         return smuggled, meta
 
     smuggled, meta = run(server(gateway, context=OPERATOR), steps)
-    assert smuggled.structured_content["error_code"] == "extra_forbidden"
+    assert outcome(smuggled)["error_code"] == "extra_forbidden"
     assert not meta.is_error
     assert scenario.EXECUTIONS == ["lookup"]
     tenants = {(e.tenant, e.principal) for e in sink.read_trace(trace_of(meta))}
@@ -366,7 +374,7 @@ def test_no_trusted_caller_is_refused(tmp_path):
     mcp_server = build_server(gateway, Nobody())
     assert listed(mcp_server) == {}
     result = run(mcp_server, lambda c: c.call_tool("lookup", {"note_id": 1, "purpose": PURPOSE}))
-    assert result.structured_content["reason_code"] == "NO_TRUSTED_CONTEXT"
+    assert outcome(result)["reason_code"] == "NO_TRUSTED_CONTEXT"
     assert scenario.EXECUTIONS == []
 
 
@@ -395,12 +403,17 @@ def test_toolset_limits_listing_and_calls(tmp_path):
     mcp_server = server(gateway, context=OPERATOR, toolset="readers")
     assert sorted(listed(mcp_server)) == ["lookup"]  # halt is in the set, but kill-switched
     result = run(mcp_server, lambda c: c.call_tool("settle", {"order": 1, "audit_as": "Settle"}))
-    assert (result.structured_content["status"], result.structured_content["reason_code"]) == (
+    assert (outcome(result)["status"], outcome(result)["reason_code"]) == (
         "DENIED",
         "NOT_IN_TOOLSET",
     )
     assert scenario.EXECUTIONS == []
-    assert events(sink, trace_of(result), "settle") == [("GOVERNANCE_DECISION", "DENY", "NOT_IN_TOOLSET")]
+    # Audited with the operation tried, not only the tool.
+    assert events(sink, trace_of(result), "settle.call") == [
+        ("GOVERNANCE_DECISION", "DENY", "NOT_IN_TOOLSET")
+    ]
+    (event,) = [e for e in sink.read_trace(trace_of(result)) if e.reason_code == "NOT_IN_TOOLSET"]
+    assert (event.tool, event.operation) == ("settle", "call")
 
 
 def test_toolset_in_code_and_operation_names(tmp_path):
@@ -442,7 +455,7 @@ def test_hostile_names_are_refused(tmp_path, name):
     """Path-like, unicode look-alike, empty, huge and control-character names run nothing."""
     gateway, _ = make_gateway(tmp_path)
     result = run(server(gateway, context=OPERATOR), lambda c: c.call_tool(name, {"purpose": PURPOSE}))
-    assert result.is_error and result.structured_content["status"] in ("DENIED", "INVALID_ARGUMENTS")
+    assert result.is_error and outcome(result)["status"] in ("DENIED", "INVALID_ARGUMENTS")
     assert scenario.EXECUTIONS == []
     assert len(result.content[0].text) < 2000
 
@@ -470,7 +483,7 @@ def test_hostile_arguments_are_refused(tmp_path, arguments):
     """Huge, deep, wide, encoded arguments are INVALID_ARGUMENTS before the tool runs."""
     gateway, _ = make_gateway(tmp_path)
     result = run(server(gateway, context=OPERATOR), lambda c: c.call_tool("lookup", arguments))
-    assert result.structured_content["status"] == "INVALID_ARGUMENTS"
+    assert outcome(result)["status"] == "INVALID_ARGUMENTS"
     assert scenario.EXECUTIONS == []
 
 
@@ -478,7 +491,7 @@ def test_arguments_that_are_not_an_object(tmp_path):
     """No arguments at all is an empty object: the missing fields are named."""
     gateway, _ = make_gateway(tmp_path)
     result = run(server(gateway, context=OPERATOR), lambda c: c.call_tool("lookup", None))
-    assert result.structured_content["error_code"] == "missing"
+    assert outcome(result)["error_code"] == "missing"
     assert scenario.EXECUTIONS == []
 
 
@@ -531,7 +544,7 @@ def test_roles_hide_what_no_role_grants(tmp_path):
     result = run(
         server(gateway, context=OPERATOR), lambda c: c.call_tool("settle", {"order": 1, "audit_as": "x"})
     )
-    assert result.structured_content["reason_code"] == "AUTH_DENIED"
+    assert outcome(result)["reason_code"] == "AUTH_DENIED"
     assert scenario.EXECUTIONS == []
     assert ("GOVERNANCE_DECISION", "DENY", "AUTH_DENIED") in events(sink, trace_of(result), "settle")
 
@@ -582,7 +595,7 @@ def test_any_call_gives_a_tool_result_and_runs_nothing_invalid(tmp_path, name, a
     result = run(server(gateway, context=OPERATOR), lambda c: c.call_tool(name, arguments))
     assert isinstance(result, types.CallToolResult)
     assert "Traceback" not in result.model_dump_json()
-    if result.is_error and result.structured_content["status"] in ("DENIED", "INVALID_ARGUMENTS"):
+    if result.is_error and outcome(result)["status"] in ("DENIED", "INVALID_ARGUMENTS"):
         assert scenario.EXECUTIONS == []
 
 
@@ -600,7 +613,7 @@ def test_template_limits_carry_over(tmp_path):
         return outside, first, second
 
     outside, first, second = run(mcp_server, steps)
-    assert outside.structured_content["reason_code"] == "DELEGATION_SCOPE"
-    assert not first.is_error and second.structured_content["reason_code"] == "BUDGET_EXHAUSTED"
+    assert outcome(outside)["reason_code"] == "DELEGATION_SCOPE"
+    assert not first.is_error and outcome(second)["reason_code"] == "BUDGET_EXHAUSTED"
     assert scenario.EXECUTIONS == ["lookup"]
     assert trace_of(first) != template.run_id

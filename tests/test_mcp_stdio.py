@@ -19,7 +19,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 import mcp_scenario_tools as scenario
-from test_mcp_serve import PURPOSE, SCENARIOS, trace_of
+from test_mcp_serve import PURPOSE, SCENARIOS, outcome, trace_of
 from toolbox.cli import main
 
 TESTS = Path(__file__).resolve().parent
@@ -97,12 +97,12 @@ def test_scenarios_through_a_child_process(tmp_path, mode):
     ):
         assert ran == executions, name
         if status != "SUCCESS":
-            assert result.is_error and result.structured_content["status"] == status
-            assert (result.structured_content["reason_code"], result.structured_content["error_code"]) == (
+            assert result.is_error and outcome(result)["status"] == status
+            assert (outcome(result)["reason_code"], outcome(result)["error_code"]) == (
                 reason,
                 error,
             )
-    assert failed.structured_content["status"] == "ERROR" and "hunter2" not in failed.model_dump_json()
+    assert outcome(failed)["status"] == "ERROR" and "hunter2" not in failed.model_dump_json()
     trace_id = trace_of(failed)
     assert {trace_of(r) for r, _ in results} == {trace_id}
     shown = child.audit_show(trace_id)
@@ -125,7 +125,7 @@ def test_kill_switch_in_the_child(tmp_path):
 
     listed, result = child.session(steps)
     assert listed == []
-    assert result.structured_content["reason_code"] == "KILL_SWITCH"
+    assert outcome(result)["reason_code"] == "KILL_SWITCH"
     assert child.executions() == []
 
 
@@ -141,7 +141,7 @@ def test_flags_set_the_context_and_toolset(tmp_path):
 
     names, called, refused = child.session(steps)
     assert sorted(names) == ["halt", "lookup"]
-    assert refused.structured_content["reason_code"] == "NOT_IN_TOOLSET"
+    assert outcome(refused)["reason_code"] == "NOT_IN_TOOLSET"
     assert child.executions() == ["lookup"]
     events = child.audit_show(trace_of(called))["events"]
     assert {(e["tenant"], e["principal"]) for e in events} == {("globex", "ops")}

@@ -257,6 +257,58 @@ def test_anthropic_fixture_round_trip():
     assert [r.status for r in sink.records if r.status] == ["SUCCESS"]
 
 
+def test_the_sdks_own_objects_are_accepted_like_dicts():
+    """The OpenAI SDK's ``ChatCompletionMessageFunctionToolCall`` and the Anthropic SDK's
+    ``ToolUseBlock`` are answered under their own ids (an empty id breaks the next request)."""
+    from anthropic.types import ToolUseBlock
+    from openai.types.chat import ChatCompletionMessageFunctionToolCall
+
+    g, sink = gateway()
+    call = ChatCompletionMessageFunctionToolCall.model_validate(openai_calls()[0])
+    block = ToolUseBlock.model_validate(anthropic_block())
+    assert openai_tool_result(g, call, context=CONTEXT) == {
+        "role": "tool",
+        "tool_call_id": "call_Qz1x2y3z4AbCdEfGh",
+        "content": "5",
+    }
+    assert anthropic_tool_result(g, block, context=CONTEXT) == {
+        "type": "tool_result",
+        "tool_use_id": "toolu_01A09q90qw90lq917835lq9",
+        "content": "5",
+        "is_error": False,
+    }
+    assert asyncio.run(aopenai_tool_result(g, call, context=CONTEXT))["tool_call_id"] == call.id
+    assert asyncio.run(aanthropic_tool_result(g, block, context=CONTEXT))["tool_use_id"] == block.id
+    assert len(CALLS) == 4
+    assert [r.status for r in sink.records if r.status] == ["SUCCESS"] * 4
+
+
+def test_sdk_objects_with_bad_arguments_or_denied_tools_keep_their_ids():
+    """A refusal of an SDK object still answers its id; nothing runs; the refusal is audited."""
+    from anthropic.types import ToolUseBlock
+    from openai.types.chat import ChatCompletionMessageFunctionToolCall
+
+    g, sink = gateway(policy=ToolPolicy.standard().deny("math.wipe"))
+    bad = ChatCompletionMessageFunctionToolCall(
+        id="call_bad", type="function", function={"name": "math__add", "arguments": "{"}
+    )
+    denied = ToolUseBlock(
+        id="toolu_denied", type="tool_use", name="math__wipe", input={"target": "db", "audit_as": "Wipe"}
+    )
+    message = openai_tool_result(g, bad, context=CONTEXT)
+    block = anthropic_tool_result(g, denied, context=CONTEXT)
+    assert message["tool_call_id"] == "call_bad"
+    assert refusal(message["content"])["error_code"] == "malformed_json"
+    assert block["tool_use_id"] == "toolu_denied" and block["is_error"] is True
+    assert (refusal(block["content"])["status"], refusal(block["content"])["reason_code"]) == (
+        "DENIED",
+        "POLICY_DENIED",
+    )
+    assert CALLS == []
+    decided = [(r.decision, r.reason_code) for r in sink.records if r.type.value == "GOVERNANCE_DECISION"]
+    assert ("INVALID", "INVALID_ARGUMENTS") in decided and ("DENY", "POLICY_DENIED") in decided
+
+
 def test_async_twins():
     g, _sink = gateway()
     openai = asyncio.run(aopenai_tool_result(g, openai_calls()[0], context=CONTEXT))

@@ -11,7 +11,7 @@ from mcp.server.auth.provider import principal_components
 
 import mcp_scenario_tools as scenario
 from test_mcp_http import ACCEPT, INITIALIZE, _fresh_executions, served, sse_json  # noqa: F401 - fixtures
-from test_mcp_serve import OPERATOR, PURPOSE, make_gateway, run, trace_of
+from test_mcp_serve import OPERATOR, PURPOSE, make_gateway, outcome, run, trace_of
 from toolbox.auth import Identity
 from toolbox.mcp import IdentityVerifier, server
 
@@ -77,7 +77,7 @@ def test_a_toolset_caller_cannot_tell_registered_tools_from_unknown_names(tmp_pa
 
     results = run(mcp_server, steps)
     for name, result in zip(names, results, strict=True):
-        data = result.structured_content
+        data = outcome(result)
         assert result.is_error and (data["status"], data["reason_code"]) == ("DENIED", "NOT_IN_TOOLSET"), name
         assert data["error_code"] is None and "registered" not in data["message"]
     assert scenario.EXECUTIONS == []

@@ -73,6 +73,7 @@ def test_wire_name_and_arguments_tenant_are_tool_arguments(sqlite_service: Deplo
 def test_no_credentials_bad_key_and_expired_key_are_refused_and_audited(service: Deployment) -> None:
     for headers, reason in (
         ({}, "MISSING_CREDENTIALS"),
+        ({"Authorization": "Bearer"}, "MISSING_CREDENTIALS"),  # the scheme with an empty token
         ({"Authorization": "Basic YWxpY2U6eA=="}, "INVALID_CREDENTIALS"),
         ({"Authorization": "Bearer tbx_not-a-key"}, "INVALID_CREDENTIALS"),
         ({"Authorization": f"Bearer {service.keys['old']}"}, "EXPIRED"),
@@ -81,6 +82,7 @@ def test_no_credentials_bad_key_and_expired_key_are_refused_and_audited(service:
             "/v1/tools/echo/invoke", json={"arguments": {"text": "x"}, "purpose": "Greet"}, headers=headers
         )
         body = problem(response, 401, reason)
+        assert body["rule"] == "auth"  # the rule every refused credential names (docs/auth.md)
         assert response.headers["www-authenticate"].startswith("Bearer")
         assert refusals(service, "unauthenticated", reason), reason
         assert body["trace_id"] in {e.correlation_id for e in service.events("unauthenticated")}
@@ -407,7 +409,12 @@ def test_health_ready_and_metrics(sqlite_service: Deployment) -> None:
     assert 'toolbox_calls_total{status="SUCCESS",tool="echo"} 1.0' in text
     assert 'tool="unknown"' in text and "nope" not in text
     assert "toolbox_call_seconds_bucket" in text and "toolbox_audit_queue_depth" in text
-    assert service.get("/openapi.json").json()["info"]["title"] == "toolbox governance service"
+    # The OpenAPI document maps every route: like every route but the probes, it needs a credential.
+    problem(service.get("/openapi.json"), 401, "MISSING_CREDENTIALS")
+    assert refusals(service, "unauthenticated", "MISSING_CREDENTIALS")
+    document = service.get("/openapi.json", "alice").json()
+    assert document["info"]["title"] == "toolbox governance service"
+    assert "/v1/tools/{name}/invoke" in document["paths"] and "/openapi.json" not in document["paths"]
 
 
 def test_readyz_reports_an_unavailable_audit_store(tmp_path: Path) -> None:

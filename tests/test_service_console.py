@@ -19,7 +19,7 @@ import httpx
 import pytest
 from playwright.sync_api import BrowserContext, Page, Playwright, sync_playwright
 
-from service_support import RUNS, Deployment, deployment
+from service_support import RUNS, TOOLS, Deployment, deployment
 from toolbox.audit import AuditQuery
 
 CHROMIUM = "/usr/bin/chromium"
@@ -254,3 +254,71 @@ def test_a_session_signed_with_another_key_or_expired_is_refused() -> None:
     old = expired.headers["set-cookie"].split(";", 1)[0].split("=", 1)[1]
     stale = {**scope, "headers": [(b"cookie", f"toolbox_session={old}".encode())]}
     assert Sessions(b"a" * 32, ttl=60, force_secure=False).read(Request(stale)) is None
+
+
+def test_pages_show_line_separators_and_bidi_controls_as_escapes(service: Deployment) -> None:
+    """An argument holding U+202E (reverses the rest of a line) or U+2028 is shown escaped, so the
+    page shows the approver what is stored, in that order (autoescaping alone leaves them raw)."""
+    spoof = "acct-1\u202e7-tcca\u2028FAKE"
+    raised = service.invoke("alice", "transfer", {"amount": 40, "to": spoof}, audit_as="Pay the supplier")
+    assert raised.status_code == 202, raised.text
+    with httpx.Client(base_url=service.url) as client:
+        login = client.get("/console/login")
+        token = re.search(r'name="csrf" value="([^"]+)"', login.text)
+        assert token
+        client.post("/console/login", data={"csrf": token.group(1), "token": service.keys["bob"]})
+        page = client.get("/console/approvals")
+    assert page.status_code == 200
+    assert "\u202e" not in page.text and "\u2028" not in page.text
+    assert "acct-1\\u202e7-tcca\\u2028FAKE" in page.text
+    assert RUNS["transfer"] == 0
+
+
+def test_printed_values_are_one_line_and_pretty_json_keeps_its_layout() -> None:
+    from markupsafe import Markup
+
+    from toolbox.service.console_views import pretty, printed
+
+    assert printed("a\u202eb\nc") == "a\\u202eb\\x0ac"
+    assert printed(3) == 3 and printed(None) is None
+    shown = pretty({"to": "x\u2066y</pre>", "n": 1})
+    assert isinstance(shown, Markup)
+    assert shown == "{\n  &#34;n&#34;: 1,\n  &#34;to&#34;: &#34;x\\u2066y&lt;/pre&gt;&#34;\n}"
+    assert printed(shown) is shown
+
+
+def test_the_audit_page_filters_by_tool_operation_and_until(tmp_path: Path) -> None:
+    """The Tool filter takes the ``tool.operation`` the list shows; Until bounds the time (as the API)."""
+    from datetime import datetime, timedelta, timezone
+
+    import toolbox.calculator
+
+    with deployment(tmp_path, console=True, tools=(*TOOLS, toolbox.calculator)) as service:
+        before = datetime.now(timezone.utc) - timedelta(minutes=5)
+        sum_call = service.invoke("alice", "calculator.evaluate", {"expression": "1+1"}, purpose="Add")
+        echo_call = service.invoke("alice", "echo", {"text": "x"}, purpose="Greet")
+        assert sum_call.status_code == echo_call.status_code == 200
+        adding, echoing = sum_call.json()["trace_id"], echo_call.json()["trace_id"]
+        with httpx.Client(base_url=service.url) as client:
+            login = client.get("/console/login")
+            token = re.search(r'name="csrf" value="([^"]+)"', login.text)
+            assert token
+            client.post("/console/login", data={"csrf": token.group(1), "token": service.keys["bob"]})
+
+            def listed(**query: str) -> set[str]:
+                page = client.get("/console/audit", params=query)
+                assert page.status_code == 200
+                return {adding, echoing} & set(re.findall(r"/console/audit/([0-9a-f]{32})", page.text))
+
+            assert listed() == {adding, echoing}
+            assert listed(tool="calculator.evaluate") == {adding}  # as the list shows the name
+            assert listed(tool="calculator") == {adding}
+            assert listed(tool="echo") == {echoing}
+            assert listed(tool="calculator.nope") == set()
+            assert 'name="until"' in client.get("/console/audit").text
+            assert listed(until=before.strftime("%Y-%m-%dT%H:%M")) == set()
+            later = (datetime.now(timezone.utc) + timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M")
+            assert listed(until=later) == {adding, echoing}
+        # The API's tool= takes the same spellings.
+        events = service.get("/v1/audit/events?tool=calculator.evaluate", "bob").json()["events"]
+        assert events and {(e["tool"], e["operation"]) for e in events} == {("calculator", "evaluate")}

@@ -22,6 +22,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from service_support import RUNS, Deployment, deployment
+from test_mcp_serve import outcome
 
 PAY = {"amount": 40, "to": "acct-7"}
 INTENT = "Pay the supplier"
@@ -64,8 +65,8 @@ def test_an_mcp_approval_is_approved_in_the_console_and_redeemed_once_over_rest(
 
     # 1. The MCP client learns that a human must approve, and the request id.
     asked = over_mcp(service, "alice", call)
-    assert asked.is_error and asked.structured_content["status"] == "APPROVAL_REQUIRED"
-    request_id = asked.structured_content["approval"]["request_id"]
+    assert asked.is_error and outcome(asked)["status"] == "APPROVAL_REQUIRED"
+    request_id = outcome(asked)["approval"]["request_id"]
     assert request_id in asked.content[0].text and RUNS["transfer"] == 0
 
     # 2. The console lists it, with its arguments and intent; an approver decides it there.
@@ -84,8 +85,8 @@ def test_an_mcp_approval_is_approved_in_the_console_and_redeemed_once_over_rest(
 
     # Asking again over MCP does not spend the grant: MCP carries none; it raises a new request.
     again = over_mcp(service, "alice", call)
-    assert again.structured_content["status"] == "APPROVAL_REQUIRED" and RUNS["transfer"] == 0
-    fresh = again.structured_content["approval"]["request_id"]
+    assert outcome(again)["status"] == "APPROVAL_REQUIRED" and RUNS["transfer"] == 0
+    fresh = outcome(again)["approval"]["request_id"]
     assert fresh != request_id
     assert service.get(f"/v1/approvals/{fresh}", "bob").json()["state"] == "pending"
 
@@ -107,7 +108,7 @@ def test_edited_arguments_or_another_principal_cannot_redeem_an_mcp_approval(ser
     async def call(connected: Any) -> Any:
         return await connected.call_tool("transfer", {**PAY, "audit_as": INTENT})
 
-    request_id = over_mcp(service, "alice", call).structured_content["approval"]["request_id"]
+    request_id = outcome(over_mcp(service, "alice", call))["approval"]["request_id"]
     decided = service.post(
         f"/v1/approvals/{request_id}/decision", "bob", json={"decision": "approve", "reason": "ok"}
     )
@@ -129,7 +130,7 @@ def test_both_doors_show_a_limited_credential_the_same_tools(service: Deployment
 
     names, refused = over_mcp(service, "alice-echo", steps)
     assert names == ["echo"] == service.get("/v1/tools", "alice-echo").json()["names"]
-    assert refused.structured_content["reason_code"] == "NOT_IN_TOOLSET"
+    assert outcome(refused)["reason_code"] == "NOT_IN_TOOLSET"
     rest = service.invoke("alice-echo", "transfer", PAY, audit_as=INTENT)
     assert rest.status_code == 403 and rest.json()["reason_code"] == "NOT_IN_TOOLSET"
     assert RUNS["transfer"] == 0

@@ -81,10 +81,16 @@ def test_every_spelling_of_a_call_outside_the_toolset_is_refused_and_audited(
 ) -> None:
     response = service.invoke("alice-echo", name, PAY, audit_as="Pay the supplier")
     body = problem(response, 403, "NOT_IN_TOOLSET")
-    assert body["rule"] == "service:toolset:echoes" and "transfer.call" in body["detail"]
+    assert body["rule"] == "service:toolset:echoes"
     assert RUNS["transfer"] == 0
     (event,) = audited(service, body["trace_id"], "NOT_IN_TOOLSET")
-    assert event.tool == "transfer" and event.decision == "DENY"
+    # The auditor sees which operation was tried, not only the tool.
+    assert (event.tool, event.operation, event.name, event.decision) == (
+        "transfer",
+        "call",
+        "transfer.call",
+        "DENY",
+    )
     # No approval was raised for a call the credential may not make.
     assert service.get("/v1/approvals?state=pending", "bob").json()["approvals"] == []
 
@@ -94,8 +100,35 @@ def test_names_the_catalog_does_not_know_are_refused_without_running_anything(
 ) -> None:
     for name in ("Transfer", "transfer ", "transfer.call.x", "echo.call/../transfer"):
         response = sqlite_service.invoke("alice-echo", name, PAY)
-        assert response.status_code in {403, 404, 422}, (name, response.text)
+        problem(response, 403, "NOT_IN_TOOLSET")
     assert RUNS["transfer"] == 0
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "transfer",  # registered, outside the toolset
+        "nosuch",  # registered nowhere
+        "transfer.nope",  # a made-up operation of a tool outside the toolset
+        "echo.nope",  # a made-up operation of the tool inside it
+        "nosuch.tool.op:v9",
+        "Ünïcode",
+        "x" * 300,
+    ],
+)
+def test_a_limited_credential_gets_one_answer_for_every_name_outside_its_toolset(
+    sqlite_service: Deployment, name: str
+) -> None:
+    """Registered or not, existing operation or not: 403 NOT_IN_TOOLSET, the same words, nothing
+    that says what is installed (before: 404 TOOL_UNAVAILABLE, or 422 naming the tool)."""
+    response = sqlite_service.invoke("alice-echo", name, PAY, audit_as="Probe")
+    body = problem(response, 403, "NOT_IN_TOOLSET")
+    assert body["rule"] == "service:toolset:echoes"
+    assert body["detail"] == f"{name[:200]!r} is not in the toolset this credential or endpoint is limited to"
+    assert set(body) == {"type", "title", "status", "detail", "reason_code", "rule", "trace_id"}
+    assert RUNS["transfer"] == 0 and RUNS["echo"] == 0
+    (event,) = audited(sqlite_service, body["trace_id"], "NOT_IN_TOOLSET")
+    assert event.decision == "DENY" and event.status == "DENIED"
 
 
 def test_an_approval_of_the_same_principal_cannot_be_redeemed_by_the_limited_credential(

@@ -90,6 +90,24 @@ def test_unknown_and_expired(store: ApprovalStore, clock: ManualClock) -> None:
     assert info.value.reason_code == "EXPIRED"
 
 
+@pytest.mark.parametrize("odd", ["id\x00", "\x00", "a\x00b" * 50])
+def test_an_id_or_tenant_with_nul_is_unknown_never_an_outage(store: ApprovalStore, odd: str) -> None:
+    """PostgreSQL text holds no NUL: such an id or tenant names nothing stored. Before, PostgreSQL
+    answered StateUnavailableError (a store outage) where Redis and SQLite said unknown."""
+    p = pending()
+    store.submit(p)
+    assert store.get(odd) is None
+    with pytest.raises(ApprovalDecisionError) as info:
+        store.decide(odd, approve=True, decided_by="bob", reason="ok")
+    assert info.value.reason_code == "UNKNOWN_REQUEST"
+    assert store.consume(odd, p.request.fingerprint) is False
+    assert store.consume(p.id, odd) is False
+    assert store.list(tenant=odd, state=None, limit=10) == []
+    assert store.list(tenant=None, state=None, limit=10, cursor=odd) == []
+    got = store.get(p.id)
+    assert got is not None and got.state == "pending"  # the real request is untouched
+
+
 def test_consume_needs_an_approval(store: ApprovalStore) -> None:
     p = pending()
     store.submit(p)

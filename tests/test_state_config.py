@@ -280,6 +280,26 @@ def test_kill_status_escapes_what_another_writer_stored(
     assert "+00:00: x\\x1b]0;owned\\x07\\x0aforged line" in line
 
 
+@pytest.mark.parametrize(
+    "stored", ["not json", "{}", '{"reason": "x"}', "[1, 2]", '{"reason": 1, "who": 2, "at": "x"}']
+)
+def test_a_malformed_stored_switch_is_shown_engaged_and_still_stops_calls(
+    redis_policy: tuple[Path, Any], capsys: pytest.CaptureFixture[str], stored: str
+) -> None:
+    """Another writer left a switch's value malformed: `kill status` says it is engaged (it crashed
+    with JSONDecodeError), and the switch still stops every call (it exists: fail closed)."""
+    path, state = redis_policy
+    state.engage("add", reason="first", who="ann")
+    state._client.hset(state._layout.kill, state._layout.switch(None), stored)
+    status, out, err = run_cli("kill", "status", "--policy", str(path), capsys=capsys)
+    assert status == 0, err
+    assert "ALL TOOLS: engaged by (the stored entry is unreadable)" in out
+    assert "add: engaged by ann" in out
+    status, out, _ = run_cli("kill", "status", "--json", "--policy", str(path), capsys=capsys)
+    assert {entry["tool"] for entry in json.loads(out)["engaged"]} == {None, "add"}
+    assert set(state.engaged()) == {None, "add"}
+
+
 def test_kill_with_the_store_down_is_one_line_without_the_url(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

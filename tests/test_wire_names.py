@@ -118,7 +118,28 @@ def test_a_name_too_long_for_the_wire_fails_at_decoration():
     """``tool.operation`` must fit 64 wire characters (each dot counts two): refused, with the numbers."""
     with pytest.raises(InvalidDescriptorError, match=r"66 characters as a wire name.*more than 64"):
         tool(risk=RiskClass.MEMORY_ONLY, name="a" * 60)(lambda: None)
-    tool(risk=RiskClass.MEMORY_ONLY, name="a" * 58)(lambda: None)  # a58__call: 64 exactly
+    tool(risk=RiskClass.MEMORY_ONLY, name="a" * 58, summary="Do nothing.")(lambda: None)  # 64 exactly
+
+
+def test_a_tool_with_nothing_to_describe_it_fails_at_decoration():
+    """No docstring and no ``summary=``: every definition format would offer an empty description."""
+
+    def undocumented() -> str:
+        return "x"
+
+    def blank() -> str:
+        """ """
+        return "x"
+
+    for function, summary in ((undocumented, None), (blank, None), (undocumented, "  ")):
+        with pytest.raises(InvalidDescriptorError, match=r"@tool .*docstring, or pass summary="):
+            tool(risk=RiskClass.MEMORY_ONLY, summary=summary)(function)
+    named = tool(risk=RiskClass.MEMORY_ONLY, summary="Return x.")(undocumented)
+    gateway = Gateway.load(providers=[named], discover=False, env={})
+    for format in ("neutral", "openai", "anthropic", "mcp"):
+        (definition,) = gateway.definitions(format)
+        described = definition.get("description") or definition.get("function", {}).get("description")
+        assert described == "Return x.", format
 
 
 def test_an_installed_tool_too_long_for_the_wire_is_a_broken_provider(tmp_path):
@@ -227,11 +248,13 @@ def test_a_wire_spelling_reaches_only_its_dotted_twin():
 
     @tool(risk=RiskClass.MEMORY_ONLY, effect=Effect.READ_ONLY, name="acme_pay")
     def acme_pay() -> str:
+        """Pay through acme_pay."""
         pay_calls.append("acme_pay")
         return "acme_pay"
 
     @tool(risk=RiskClass.MEMORY_ONLY, effect=Effect.READ_ONLY, name="acme.pay")
     def dotted_pay() -> str:
+        """Pay through acme.pay."""
         pay_calls.append("acme.pay")
         return "acme.pay"
 

@@ -22,7 +22,7 @@ import re
 from typing import final
 
 from toolbox.auth_config import AuthSettings
-from toolbox.auth_identity import Authenticator, Identity
+from toolbox.auth_identity import Authenticator, CredentialCheck, Identity
 from toolbox.auth_keys import ApiKeyFile, hash_api_key, new_api_key
 from toolbox.errors import AuthenticationError
 from toolbox.policy import ToolPolicy
@@ -32,6 +32,7 @@ __all__ = [
     "AuthenticationError",
     "Authenticator",
     "CredentialAuthenticator",
+    "CredentialCheck",
     "Identity",
     "authenticator_from_policy",
     "authenticator_from_settings",
@@ -42,6 +43,7 @@ __all__ = [
 
 # RFC 6750 b64token; anything else in an Authorization header is refused before any lookup.
 _BEARER = re.compile(r"^[Bb][Ee][Aa][Rr][Ee][Rr] +([A-Za-z0-9\-._~+/]+=*)$")
+_EMPTY_BEARER = re.compile(r"[Bb][Ee][Aa][Rr][Ee][Rr] *")
 _MAX_HEADER = 16_500
 
 
@@ -49,10 +51,10 @@ def bearer_token(authorization: str | None) -> str:
     """The token of an ``Authorization: Bearer <token>`` header value.
 
     Raises:
-        AuthenticationError: ``MISSING_CREDENTIALS`` without a header,
-            ``INVALID_CREDENTIALS`` for any other scheme or a malformed token.
+        AuthenticationError: ``MISSING_CREDENTIALS`` without a header or with an empty token
+            (``Bearer`` alone), ``INVALID_CREDENTIALS`` for any other scheme or a malformed token.
     """
-    if not authorization:
+    if not authorization or _EMPTY_BEARER.fullmatch(authorization):
         raise AuthenticationError("no credentials were presented", reason_code="MISSING_CREDENTIALS")
     match = _BEARER.fullmatch(authorization) if len(authorization) <= _MAX_HEADER else None
     if match is None:
@@ -86,6 +88,16 @@ class CredentialAuthenticator:
             return self._jwt.authenticate(token)
         assert self._keys is not None
         return self._keys.authenticate(token)
+
+    def still_valid(self, identity: Identity, /) -> bool:
+        """Whether ``identity``'s credential still holds (`CredentialCheck`), asked of the
+        authenticator that issued it. One of your own without ``still_valid`` cannot tell:
+        True, and only the identity's ``expires_at`` bounds what is kept on its strength."""
+        issuer = self._jwt if identity.credential.startswith("jwt:") else self._keys
+        if issuer is None:
+            return False
+        check = getattr(issuer, "still_valid", None)
+        return bool(check(identity)) if callable(check) else True
 
 
 def authenticator_from_settings(settings: AuthSettings) -> CredentialAuthenticator:

@@ -10,9 +10,11 @@ file is read again when it changes, so keys rotate without a restart.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +26,8 @@ from toolbox.errors import AuthenticationError, PolicyFileError
 
 try:
     import jwt
-    from cryptography.hazmat.primitives.serialization import load_pem_public_key
+    from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa
+    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat, load_pem_public_key
 except ImportError as _import_error:  # pragma: no cover - exercised without the extra
     raise ImportError(
         'JWT verification needs PyJWT: pip install "toolbox-registry[service]" (or [mcp])'
@@ -59,6 +62,13 @@ class _Key:
     key: Any
     #: The algorithm the JWK names for itself (RFC 7517 "alg"), if any: then it is used for that one only.
     algorithm: str | None
+    #: `Identity.key_ref` of the tokens this key verifies: a hash of the public key.
+    ref: str = ""
+
+
+def _key(key: Any, algorithm: str | None) -> _Key:
+    spki = key.public_bytes(Encoding.DER, PublicFormat.SubjectPublicKeyInfo)
+    return _Key(key, algorithm, hashlib.sha256(b"toolbox jwt key\n" + spki).hexdigest()[:32])
 
 
 def _load_keys(settings: JwtSettings) -> dict[str | None, _Key]:
@@ -66,8 +76,8 @@ def _load_keys(settings: JwtSettings) -> dict[str | None, _Key]:
     if settings.key_file is not None:
         text = _read_text(settings.key_file, "JWT key file")
         try:
-            return {None: _Key(load_pem_public_key(text.encode("ascii")), None)}
-        except (ValueError, TypeError, UnicodeEncodeError):
+            return {None: _key(load_pem_public_key(text.encode("ascii")), None)}
+        except (ValueError, TypeError, UnicodeEncodeError, AttributeError):
             raise PolicyFileError(
                 f"JWT key file {str(settings.key_file)!r} must hold one PEM public key"
             ) from None
@@ -87,7 +97,7 @@ def _load_keys(settings: JwtSettings) -> dict[str | None, _Key]:
             raise PolicyFileError(f"{where}: only public keys of asymmetric algorithms are accepted")
         if key.key_id is None and len(keys) > 1:
             raise PolicyFileError(f"{where}: with several keys, each needs a kid")
-        found[key.key_id] = _Key(key.key, entry.get("alg"))
+        found[key.key_id] = _key(key.key, entry.get("alg"))
     return found
 
 
@@ -97,6 +107,15 @@ def _stamp(path: Path) -> tuple[int, int, int] | None:
     except OSError:
         return None
     return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def _fits(key: object, algorithm: str) -> bool:
+    """Whether ``key`` is of the family ``algorithm`` verifies with (RSA, elliptic curve, EdDSA)."""
+    if algorithm.startswith(("RS", "PS")):
+        return isinstance(key, rsa.RSAPublicKey)
+    if algorithm.startswith("ES"):
+        return isinstance(key, ec.EllipticCurvePublicKey)
+    return isinstance(key, (ed25519.Ed25519PublicKey, ed448.Ed448PublicKey))
 
 
 def _roles(value: object) -> frozenset[str]:
@@ -140,12 +159,12 @@ class JwtAuthenticator:
                     self._stamp = stamp
         return self._keys
 
-    def _key_for(self, header: Mapping[str, Any]) -> Any:
+    def _key_for(self, header: Mapping[str, Any]) -> _Key:
         keys = self._current_keys()
         if not keys:
             raise _invalid("no usable verification key is configured")
         if self._settings.key_file is not None:  # one PEM key, used for any token
-            return keys[None].key
+            return keys[None]
         kid = header.get("kid")
         if kid is None and len(keys) == 1:
             kid = next(iter(keys))
@@ -155,10 +174,24 @@ class JwtAuthenticator:
         key = keys[kid]
         if key.algorithm is not None and key.algorithm != header.get("alg"):
             raise _invalid("the token's algorithm does not match its key")
-        return key.key
+        return key
 
     def authenticate(self, token: str, /) -> Identity:
-        """The identity a valid token proves; `AuthenticationError` otherwise."""
+        """The identity a valid token proves; `AuthenticationError` otherwise, whatever the token.
+
+        No token, however malformed (its ``alg`` naming another family than its key's, a
+        header or claims of unexpected types), raises anything else: an error the verifier
+        did not foresee is a refusal too (``INVALID_CREDENTIALS``), never a crash of the
+        request (a 500 that nobody audits).
+        """
+        try:
+            return self._verify(token)
+        except AuthenticationError:
+            raise
+        except Exception:  # noqa: BLE001 - any other failure on a presented token is a refusal
+            raise _invalid("the token is not valid") from None
+
+    def _verify(self, token: str) -> Identity:
         settings = self._settings
         if not token:
             raise AuthenticationError("no token was presented", reason_code="MISSING_CREDENTIALS")
@@ -171,10 +204,14 @@ class JwtAuthenticator:
         algorithm = header.get("alg")
         if algorithm not in settings.algorithms:
             raise _invalid("the token's signing algorithm is not accepted")
+        key = self._key_for(header)
+        if not _fits(key.key, algorithm):
+            # PyJWT raises TypeError when asked to verify, say, RS256 with an EC key.
+            raise _invalid("the token's algorithm does not match its key")
         try:
             claims = jwt.decode(
                 token,
-                self._key_for(header),
+                key.key,
                 algorithms=[algorithm],
                 audience=settings.audience,
                 issuer=settings.issuer,
@@ -200,4 +237,22 @@ class JwtAuthenticator:
             roles=_roles(claims.get(settings.roles_claim)),
             toolset=None if toolset is None else check_reference(toolset, "toolset"),
             credential=f"jwt:{settings.issuer}",
+            expires_at=float(claims["exp"]) + settings.leeway_seconds,  # as long as it is accepted
+            key_ref=key.ref,
+        )
+
+    def still_valid(self, identity: Identity, /) -> bool:
+        """Whether ``identity``'s token is unexpired and its key still configured (`CredentialCheck`).
+
+        A token cannot be revoked on its own: removing its signing key from the key or JWKS
+        file (or replacing the key file) is how a key, and everything it signed, is revoked.
+        """
+        keys = self._current_keys()
+        return (
+            keys is not None
+            and identity.credential == f"jwt:{self._settings.issuer}"
+            and identity.expires_at is not None
+            and identity.expires_at > time.time()
+            and identity.key_ref is not None
+            and any(key.ref == identity.key_ref for key in keys.values())
         )

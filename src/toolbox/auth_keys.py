@@ -108,11 +108,18 @@ def _read(path: Path) -> dict[str, _Entry]:
                     else None
                 ),
                 credential=f"api-key:{key_id}",
+                expires_at=expires.timestamp() if expires is not None else None,
+                key_ref=key_ref(digest),
             )
         except AuthenticationError as exc:
             raise table.error("", str(exc).replace("the credential's", "the")) from None
         entries[digest] = _Entry(identity, expires)
     return entries
+
+
+def key_ref(digest: str) -> str:
+    """The `Identity.key_ref` of the key stored as ``digest``: a hash of the hash, safe to keep."""
+    return hashlib.sha256(b"toolbox key ref\n" + digest.encode("ascii")).hexdigest()[:32]
 
 
 def _stamp(path: Path) -> tuple[int, int, int] | None:
@@ -172,3 +179,23 @@ class ApiKeyFile:
         if entry.expires is not None and entry.expires <= datetime.now(timezone.utc):
             raise AuthenticationError("the API key has expired", reason_code="EXPIRED")
         return entry.identity
+
+    def still_valid(self, identity: Identity, /) -> bool:
+        """Whether ``identity``'s key is still in the file, unchanged and unexpired (`CredentialCheck`).
+
+        A key removed, replaced under its id (another hash), given other roles, a tenant,
+        principal or toolset of its own, or expired since: False. So is a file that stopped
+        parsing (it fails closed).
+        """
+        entries = self._current()
+        if entries is None or identity.key_ref is None:
+            return False
+        for entry in entries.values():
+            found = entry.identity
+            if found.credential == identity.credential:
+                return (
+                    found == identity
+                    and found.key_ref == identity.key_ref
+                    and (entry.expires is None or entry.expires > datetime.now(timezone.utc))
+                )
+        return False

@@ -31,7 +31,6 @@ if TYPE_CHECKING:
 __all__ = ["Catalog", "CatalogEntry"]
 
 POLICY_ENV = "TOOLBOX_POLICY"
-FUNCTION_OPERATION = "call"
 _MAX_CACHED_NAMES = 4096
 
 
@@ -287,8 +286,7 @@ class Catalog:
             built = described_schema(tool, operation, parameters, op.effect, summary)
         else:
             built = operation_schema(tool, operation, getattr(tool_type, operation), op.effect, summary)
-        if len(descriptor.operations) == 1 and operation == FUNCTION_OPERATION:
-            built.name = tool  # a @tool function is called by its own name
+        built.name = descriptor.offered_name(operation)  # a @tool function: by its own name
         with self._lock:
             return self._schemas.setdefault(key, built)
 

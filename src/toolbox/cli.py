@@ -39,7 +39,8 @@ one JSON document instead of aligned columns.
 Exit status: 0 on success; 1 when a ``--require``-d tool is unusable, when
 ``audit verify`` finds a problem or when a trace has no events; 2 on an
 error (malformed policy file, provider conflict, bad arguments), reported as
-one ``toolbox: error: ...`` line on stderr, never a traceback.
+one ``toolbox: error: ...`` line on stderr, never a traceback; 141, quietly, when
+the output's reader went away (``toolbox list | head``), as for ``cat``.
 
 Nothing from the environment is printed except acknowledgement variable names
 and the values they must hold, which are approvals, not secrets.
@@ -52,6 +53,8 @@ own module (``list`` / ``check``: `toolbox.cli_inspect`, ``audit``:
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from collections.abc import Sequence
 
 from toolbox.catalog import POLICY_ENV
@@ -64,6 +67,9 @@ from toolbox.cli_mcp import add_mcp
 from toolbox.errors import ToolboxError
 
 __all__ = ["main"]
+
+#: The status of a command whose output's reader went away (a shell's 128 + SIGPIPE).
+EXIT_BROKEN_PIPE = 141
 
 
 def _version() -> str:
@@ -108,6 +114,22 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _reader_gone() -> int:
+    """The output's reader closed it (``toolbox list | head``): stop quietly, as ``cat`` does.
+
+    Standard output is pointed at ``/dev/null`` so the interpreter's last flush cannot fail
+    again; the status is the shell's for a process ended by SIGPIPE (128 + 13).
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no real file descriptor behind sys.stdout (a test's capture)
+        pass
+    finally:
+        os.close(devnull)
+    return EXIT_BROKEN_PIPE
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``toolbox`` command with ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
     try:
@@ -116,6 +138,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else EXIT_ERROR
     try:
         status: int = args.handler(args)
+        sys.stdout.flush()  # a reader that left early is found here, not at interpreter exit
+    except BrokenPipeError:
+        return _reader_gone()
     except (ToolboxError, CliError) as exc:  # malformed policy, provider conflict, bad store, ...
         return fail(str(exc))
     except OSError as exc:

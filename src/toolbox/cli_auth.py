@@ -16,16 +16,19 @@ from typing import Any
 
 from toolbox.auth_keys import MAX_KEY_LENGTH, hash_api_key, new_api_key
 from toolbox.errors import ConfigurationError
+from toolbox.line_text import breaks_line
 
 __all__ = ["add_auth"]
 
 _KEY_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-_REFERENCE = re.compile(r"^[^\x00-\x1f\x7f]{1,256}$")
 
 
 def _reference(value: str, flag: str) -> str:
-    if not _REFERENCE.fullmatch(value):
-        raise ConfigurationError(f"{flag} must be 1 to 256 characters without control characters")
+    if not 1 <= len(value) <= 256 or breaks_line(value):
+        raise ConfigurationError(
+            f"{flag} must be 1 to 256 characters without control characters, line separators "
+            "or bidirectional controls"
+        )
     return value
 
 

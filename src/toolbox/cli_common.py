@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from toolbox.catalog import POLICY_ENV
 from toolbox.context import ExecutionContext
+from toolbox.line_text import one_line
 from toolbox.policy import ToolPolicy
 from toolbox.tools import Tools
 
@@ -51,7 +52,6 @@ CLI_TENANT = "cli"
 FALLBACK_PRINCIPAL = "operator"
 STANDARD = "standard"
 
-_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 MAX_ERROR_TEXT = 500
 _URL_PASSWORD = re.compile(r"(://[^/\s:@]*:)[^@\s/]*@")
 
@@ -62,8 +62,9 @@ Document = dict[str, object]
 
 
 def clean(text: object) -> str:
-    """``text`` as one printable line: control characters (ANSI escapes, newlines) are escaped."""
-    return _CONTROL_CHARS.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
+    """``text`` as one printable line: control characters (ANSI escapes, newlines), line separators
+    and bidirectional controls are escaped (`toolbox.line_text.one_line`)."""
+    return one_line(text)
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, indent: str = "") -> list[str]:

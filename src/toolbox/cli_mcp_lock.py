@@ -10,12 +10,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 from typing import Any
 
 from toolbox.catalog import POLICY_ENV
 from toolbox.discovery import discover
 from toolbox.errors import ToolboxError
+from toolbox.line_text import one_line
 from toolbox.operations import OperationLock
 from toolbox.policy import ToolPolicy
 from toolbox.tools import Tools
@@ -24,12 +24,11 @@ __all__ = ["add_lock", "drift_document", "drift_lines"]
 
 DEFAULT_TIMEOUT = 30.0
 DRIFT_TIMEOUT = 10.0
-_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _MAX_LINE = 300
 
 
 def _clean(text: object) -> str:
-    line = _CONTROL_CHARS.sub("?", str(text))
+    line = one_line(text)
     return line if len(line) <= _MAX_LINE else line[: _MAX_LINE - 3] + "..."
 
 

@@ -53,6 +53,18 @@ def _loopback(host: str) -> bool:
         return host == "localhost"
 
 
+def _where(app: Any, host: str, port: int, *, tls: bool) -> list[str]:
+    """Where the REST API, the console and the MCP endpoint answer (what this app serves)."""
+    shown = f"[{host}]" if ":" in host else host
+    base = f"{'https' if tls else 'http'}://{shown}:{port}"
+    lines = [f"REST API at {base}/v1"]
+    if getattr(app.state, "console_sessions", None) is not None:  # set when the console is mounted
+        lines.append(f"operator console at {base}/console")
+    if "/mcp" in {getattr(route, "path", None) for route in app.routes}:
+        lines.append(f"MCP endpoint at {base}/mcp")
+    return lines
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     policy = args.policy or os.environ.get(POLICY_ENV)
     if not policy:
@@ -82,6 +94,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             "put a TLS proxy in front and pass --secure-cookies",
             file=sys.stderr,
         )
+    for line in _where(app, args.host, args.port, tls=bool(args.tls_cert)):
+        print(f"toolbox serve: {line}", file=sys.stderr, flush=True)
     uvicorn.run(
         app,
         host=args.host,

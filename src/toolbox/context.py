@@ -6,7 +6,6 @@ must never be parsed from model output or user-supplied JSON.
 
 from __future__ import annotations
 
-import re
 import time
 import uuid
 from collections import deque
@@ -28,6 +27,7 @@ from pydantic import (
 from toolbox.budget import Budget
 from toolbox.delegation import DelegationScope
 from toolbox.errors import DelegationError
+from toolbox.line_text import breaks_line
 
 __all__ = [
     "DEFAULT_TRACE_RETENTION",
@@ -37,12 +37,10 @@ __all__ = [
     "Trace",
 ]
 
-_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
-
 
 def _printable(value: str) -> str:
-    if _CONTROL_CHARS.search(value):
-        raise ValueError("must not contain control characters")
+    if breaks_line(value):
+        raise ValueError("must not contain control characters, line separators or bidirectional controls")
     return value
 
 
@@ -279,6 +277,9 @@ class ExecutionContext(BaseModel):
     ancestor_run_ids: tuple[_Ref, ...] = Field(default=(), max_length=MAX_DELEGATION_DEPTH)
     """Every run above this one, the top-level run first and ``parent_run_id`` last (`delegate` sets it):
     per-run shared budgets count a delegated call in each of them."""
+    credential: _Ref | None = None
+    """The label of the credential the caller authenticated with (``api-key:ci-bot``,
+    ``jwt:<issuer>``; `toolbox.auth.Identity.credential`), never the secret. Audited."""
     scope: DelegationScope | None = Field(default=None, exclude=True)
     """The tools and operations a delegated run may call; others are DENIED/DELEGATION_SCOPE."""
     trace_retention: int | None = Field(default=DEFAULT_TRACE_RETENTION, exclude=True)
@@ -365,6 +366,7 @@ class ExecutionContext(BaseModel):
             ancestor_run_ids=ancestors,
             scope=DelegationScope.narrow(self.scope, tools, operations),
             trace_retention=self.trace_retention,
+            credential=self.credential,
         )
 
     @property

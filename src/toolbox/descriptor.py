@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import enum
-import re
 from collections.abc import Mapping
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from toolbox.errors import InvalidDescriptorError
+from toolbox.line_text import breaks_line
 from toolbox.wire_names import MAX_WIRE_NAME, to_wire_name
 
 __all__ = [
@@ -28,7 +28,6 @@ _PART = r"[a-z0-9-]*(?:_[a-z0-9-]+)*"
 TOOL_NAME_PATTERN = rf"^[a-z]{_PART}(?:\.[a-z0-9]{_PART})*$"
 OPERATION_NAME_PATTERN = r"^[a-z][a-z0-9]*(?:_[a-z0-9]+)*$"
 MAX_NAME_LENGTH = 64
-_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
 
 
 class RiskClass(str, enum.Enum):
@@ -81,8 +80,8 @@ class Acknowledgement(BaseModel):
     @field_validator("value")
     @classmethod
     def _printable(cls, value: str) -> str:
-        if _CONTROL_CHARS.search(value):
-            raise ValueError("must not contain control characters")
+        if breaks_line(value):
+            raise ValueError("must not contain control characters, line separators or bidirectional controls")
         return value
 
 
@@ -99,6 +98,10 @@ class OperationDescriptor(BaseModel):
     """One line for people and models."""
     requires_approval: bool = False
     """Every call needs a human approval bound to its exact arguments."""
+
+
+#: The one operation of a ``@tool`` function; such a tool is called by its own name.
+FUNCTION_OPERATION = "call"
 
 
 class ToolDescriptor(BaseModel):
@@ -141,6 +144,16 @@ class ToolDescriptor(BaseModel):
             if op.name == operation:
                 return op.effect
         return Effect.UNSAFE
+
+    def offered_name(self, operation: str) -> str:
+        """The by-name name ``operation`` is offered to models under (dotted; see `toolbox.wire_names`).
+
+        ``tool.operation``, except for a tool whose one operation is ``call`` (a ``@tool``
+        function): it is called by the tool's own name.
+        """
+        if len(self.operations) == 1 and operation == FUNCTION_OPERATION:
+            return self.name
+        return f"{self.name}.{operation}"
 
 
 def describe_validation_error(error: ValidationError) -> str:

@@ -89,13 +89,19 @@ class ToolDeniedError(ToolboxError, PermissionError):
         tool: the tool name.
         reason_code: a stable code such as ``POLICY_DENIED``.
         rule: the rule that produced the decision, e.g. ``default:deny``.
+        request_sent: for a denial an operation raises while it runs: False when it refused
+            before sending anything (the attempt is then not counted: ``attempts`` stays as
+            before it), True when something was sent first, None when it does not say (counted).
     """
 
-    def __init__(self, message: str, *, tool: str, reason_code: str, rule: str) -> None:
+    def __init__(
+        self, message: str, *, tool: str, reason_code: str, rule: str, request_sent: bool | None = None
+    ) -> None:
         super().__init__(message)
         self.tool = tool
         self.reason_code = reason_code
         self.rule = rule
+        self.request_sent = request_sent
 
 
 class AuthenticationError(ToolboxError, PermissionError):

@@ -22,6 +22,7 @@ from typing import Any, Generic, Literal, Protocol, TypeVar, final, overload
 
 from toolbox.binding import Binder
 from toolbox.descriptor import (
+    FUNCTION_OPERATION,
     Acknowledgement,
     Effect,
     OperationDescriptor,
@@ -29,7 +30,7 @@ from toolbox.descriptor import (
     ToolDescriptor,
     validate_descriptor,
 )
-from toolbox.errors import GovernanceBypassError, ToolExecutionError
+from toolbox.errors import GovernanceBypassError, InvalidDescriptorError, ToolExecutionError
 from toolbox.intent import ReadIntent, WriteIntent
 from toolbox.pipeline.arguments import operation_schema
 from toolbox.provider import ToolProvider
@@ -38,7 +39,7 @@ from toolbox.runtime import ToolRuntime
 __all__ = ["FunctionTool", "ReadCall", "ReadFunctionTool", "WriteCall", "WriteFunctionTool", "tool"]
 
 R = TypeVar("R")
-OPERATION = "call"
+OPERATION = FUNCTION_OPERATION  # a @tool function is called by its own name (ToolDescriptor.offered_name)
 
 
 class ReadCall(Protocol[R]):
@@ -215,12 +216,14 @@ def tool(
         effect: what the function does; undeclared means ``UNSAFE``.
         name: the tool name (default: the function's name).
         version: the tool version.
-        summary: one line for people and models (default: the docstring's first line).
+        summary: one line for people and models (default: the docstring's first line); a
+            function with neither is refused.
         acknowledgement: a deployment acknowledgement the tool requires.
         requires_approval: every call needs a human approval bound to its arguments.
 
     Raises:
-        InvalidDescriptorError: the resulting descriptor is invalid (e.g. a bad name).
+        InvalidDescriptorError: the resulting descriptor is invalid (e.g. a bad name), or the
+            function has no docstring and no ``summary`` is given.
     """
     if not isinstance(risk, RiskClass):
         raise TypeError(f"risk must be a toolbox.RiskClass, got {risk!r}")
@@ -247,6 +250,13 @@ def tool(
         )
         # Fail at decoration, not on the first call: the schema must be derivable.
         operation_schema(descriptor.name, OPERATION, function, chosen_effect)
+        if not doc.strip():
+            # Every format offers the summary as the tool's description: a model shown none
+            # cannot tell what the tool is for (refused here, as an over-long name is).
+            raise InvalidDescriptorError(
+                f"@tool {function.__qualname__}: give the function a docstring, or pass summary=: "
+                "its first line is the description models are offered"
+            )
         bound_type = type(
             f"{function.__name__}_tool",
             (_Bound,),

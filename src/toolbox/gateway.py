@@ -36,6 +36,7 @@ __all__ = ["ContextResolver", "Gateway"]
 
 _CACHED_CONTEXTS = 256
 _ROUTED_NAMES = 4096
+_MAX_CALL_ID = 200
 
 
 class ContextResolver(Protocol):
@@ -184,6 +185,7 @@ class Gateway:
         *,
         context: ExecutionContext | str | None = None,
         approval: Approval | None = None,
+        call_id: str | None = None,
     ) -> ToolResult:
         """Call ``name`` (``tool.operation``, optionally ``:version``) with JSON ``arguments``.
 
@@ -193,6 +195,10 @@ class Gateway:
 
         ``arguments`` carry the operation's parameters plus its intent field:
         ``purpose`` for READ_ONLY operations, ``audit_as`` for the others.
+
+        ``call_id`` is the model's id of this tool call, when there is one: hooks see it
+        as `Invocation.call_id` (`OtelHook` records it as ``gen_ai.tool.call.id``). It is
+        model output: it decides nothing.
         """
         route = self._routes.get(name) if type(name) is str else None
         if route is not None and approval is None and type(context) is ExecutionContext:
@@ -201,7 +207,7 @@ class Gateway:
             routed = route.run(context, arguments, tools)
             if routed is not None:
                 return routed
-        prepared = self._prepare(name, arguments, context, approval)
+        prepared = self._prepare(name, arguments, context, approval, call_id)
         if isinstance(prepared, ToolResult):
             return prepared
         result = self._catalog.pipeline.run(prepared)
@@ -216,6 +222,7 @@ class Gateway:
         *,
         context: ExecutionContext | str | None = None,
         approval: Approval | None = None,
+        call_id: str | None = None,
     ) -> ToolResult:
         """Async twin of `invoke`."""
         route = self._routes.get(name) if type(name) is str else None
@@ -225,7 +232,7 @@ class Gateway:
             routed = await route.arun(context, arguments, tools)
             if routed is not None:
                 return routed
-        prepared = self._prepare(name, arguments, context, approval)
+        prepared = self._prepare(name, arguments, context, approval, call_id)
         if isinstance(prepared, ToolResult):
             return prepared
         result = await self._catalog.pipeline.arun(prepared)
@@ -273,7 +280,7 @@ class Gateway:
         )
 
     def _prepare(
-        self, name: str, arguments: object, context: object, approval: Approval | None
+        self, name: str, arguments: object, context: object, approval: Approval | None, call_id: object
     ) -> Invocation | ToolResult:
         trusted = self._trusted(context)
         if trusted is None:
@@ -307,6 +314,8 @@ class Gateway:
         invocation.version = version
         invocation.approval = approval
         invocation.tools = self.tools_for(trusted)
+        if type(call_id) is str and call_id:
+            invocation.call_id = call_id[:_MAX_CALL_ID]  # model output: bounded, only ever shown
         return invocation
 
     def _refuse_name(self, name: str, context: ExecutionContext, exc: InvalidArgumentsError) -> ToolResult:

@@ -7,13 +7,13 @@ them has to import another for it.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
+
+from toolbox.line_text import breaks_line
 
 __all__ = ["MAX_INTENT_LENGTH", "VALID_TEXTS", "declared_intent", "validate_intent_text"]
 
 MAX_INTENT_LENGTH = 1000
-_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 #: Texts already found valid: they are usually literals repeated on every call.
 VALID_TEXTS: dict[str, None] = {}
 _VALID_TEXTS_MAX = 4096
@@ -22,8 +22,9 @@ _VALID_TEXTS_MAX = 4096
 def validate_intent_text(text: object) -> str:
     """Return ``text`` if it is a valid intent text, else raise `ValueError`.
 
-    Valid: a string, non-empty after stripping, at most 1000 characters, no
-    control characters.
+    Valid: a string, non-empty after stripping, at most 1000 characters, one line:
+    no control character, line or paragraph separator or bidirectional control
+    (`toolbox.line_text`).
     """
     if type(text) is str and text in VALID_TEXTS:
         return text
@@ -33,8 +34,11 @@ def validate_intent_text(text: object) -> str:
         raise ValueError("intent text is empty: say why this call is made, e.g. 'Fetch rates'")
     if len(text) > MAX_INTENT_LENGTH:
         raise ValueError(f"intent text is {len(text)} characters; shorten it to at most {MAX_INTENT_LENGTH}")
-    if _CONTROL_CHARS.search(text):
-        raise ValueError("intent text contains control characters; use a single plain line")
+    if breaks_line(text):
+        raise ValueError(
+            "intent text contains control characters, line separators or bidirectional controls; "
+            "use a single plain line"
+        )
     if len(VALID_TEXTS) < _VALID_TEXTS_MAX:
         VALID_TEXTS[text] = None
     return text

@@ -25,6 +25,7 @@ from types import MappingProxyType
 from typing import Any, final
 
 from toolbox.descriptor import MAX_NAME_LENGTH, OPERATION_NAME_PATTERN, TOOL_NAME_PATTERN
+from toolbox.line_text import breaks_line
 from toolbox.table_reader import TableReader
 
 __all__ = ["MCP_KEY", "McpConfig", "McpContext", "mcp_config", "read_mcp_table"]
@@ -40,7 +41,6 @@ _TOOLSET_NAME = re.compile(TOOLSET_NAME_PATTERN)
 # A toolset entry is a tool name, or a tool name and an operation joined by one dot.
 _ENTRY = rf"(?:{TOOL_NAME_PATTERN[1:-1]})(?:\.{OPERATION_NAME_PATTERN[1:-1]})?"
 _REF_MAX = 256
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 @final
@@ -66,7 +66,7 @@ class McpConfig:
 
 def _reference(table: TableReader, key: str) -> str:
     value = table.string(key)
-    if not value or len(value) > _REF_MAX or _CONTROL.search(value):
+    if not value or len(value) > _REF_MAX or breaks_line(value):
         raise table.error(key, f"must be 1-{_REF_MAX} printable characters")
     return value
 
@@ -84,7 +84,7 @@ def read_mcp_table(table: TableReader) -> McpConfig:
         section.only(_CONTEXT)
         roles = section.strings("roles", what="role")
         for index, role in enumerate(roles):
-            if len(role) > _REF_MAX or _CONTROL.search(role):
+            if len(role) > _REF_MAX or breaks_line(role):
                 raise section.error("roles", f"[{index}] must be at most {_REF_MAX} printable characters")
         context = McpContext(_reference(section, "tenant"), _reference(section, "principal"), tuple(roles))
     toolsets: dict[str, tuple[str, ...]] = {}

@@ -246,6 +246,7 @@ class Route:
                     context.tenant,
                     context.principal,
                     context.parent_run_id,
+                    context.credential,
                     text,
                     declared,
                     None,

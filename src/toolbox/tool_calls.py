@@ -1,8 +1,9 @@
 """Run one raw model tool call (OpenAI ``tool_calls`` item, Anthropic ``tool_use`` block).
 
-The application passes the call exactly as the API returned it plus the trusted
-context; the call runs through `Gateway.invoke` and the answer is the message to
-send back: an OpenAI ``tool`` message or an Anthropic ``tool_result`` block.
+The application passes the call exactly as the API returned it (a dict, or the
+OpenAI / Anthropic SDK's own object) plus the trusted context; the call runs
+through `Gateway.invoke` and the answer is the message to send back: an OpenAI
+``tool`` message or an Anthropic ``tool_result`` block.
 Nothing raises for bad model output: a wrong call shape, malformed or oversized
 JSON text, duplicate keys or a non-object become an audited INVALID_ARGUMENTS
 result, and the tool's code never runs.
@@ -11,7 +12,7 @@ result, and the tool's code never runs.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
 from toolbox.context import ExecutionContext
@@ -20,6 +21,7 @@ from toolbox.gateway import Gateway
 from toolbox.pipeline.approval import Approval
 from toolbox.pipeline.arguments import ArgumentLimits, ArgumentValidation
 from toolbox.pipeline.result import Status, ToolResult
+from toolbox.pipeline.shown import shown
 
 __all__ = [
     "aanthropic_tool_result",
@@ -76,7 +78,8 @@ def _decode(text: str) -> object:
     return value
 
 
-_ENCODER = json.JSONEncoder(default=str)
+# Content that is not JSON is shown as every door shows it (toolbox.pipeline.shown).
+_ENCODER = json.JSONEncoder(default=shown)
 # The limits of a pipeline, found once: its interceptors never change after it is built.
 _LIMITS: dict[int, tuple[tuple[object, ...], ArgumentLimits]] = {}
 
@@ -121,11 +124,32 @@ def parse_arguments(text: object, limits: ArgumentLimits) -> dict[str, Any]:
     return parsed
 
 
+def _plain(call: object) -> object:
+    """A call as the SDKs return it (a pydantic model) or as a dict: a dict either way.
+
+    The OpenAI SDK's ``ChatCompletionMessageFunctionToolCall`` and the Anthropic SDK's
+    ``ToolUseBlock`` are pydantic models; their ``model_dump()`` is the dict of the API's
+    JSON. Anything else passes unchanged and is refused as a bad call if it is not a dict.
+    """
+    if isinstance(call, dict):
+        return call
+    if isinstance(call, Mapping):
+        return dict(call)
+    dump = getattr(call, "model_dump", None)
+    if callable(dump):
+        try:
+            dumped = dump()
+        except Exception:  # noqa: BLE001 - an object that cannot dump itself is a bad call
+            return call
+        return dumped if isinstance(dumped, dict) else call
+    return call
+
+
 def _openai_call(gateway: Gateway, call: object) -> tuple[str, str, dict[str, Any]]:
     """(id, name, arguments) of an OpenAI ``tool_calls`` item."""
     if not isinstance(call, dict):
         raise _Refused("bad_call", "a tool call must be an object")
-    call_id, function = call.get("id"), call.get("function")
+    call_id, function = call.get("id"), _plain(call.get("function"))
     if type(call_id) is not str or not call_id or call.get("type", "function") != "function":
         raise _Refused("bad_call", "a tool call needs a string id and type 'function'")
     if not isinstance(function, dict) or type(function.get("name")) is not str or not function["name"]:
@@ -184,7 +208,12 @@ def result_text(result: ToolResult) -> str:
         content = result.content
         if isinstance(content, str):
             return content
-        return str(content) if type(content) is int else _ENCODER.encode(content)
+        if type(content) is int:
+            return str(content)
+        try:
+            return _ENCODER.encode(content)
+        except (ValueError, TypeError, RecursionError):  # a cycle, or a result type's hook that fails
+            return str(content)
     refusal = {
         "status": result.status.value,
         "reason_code": result.reason_code,
@@ -222,7 +251,13 @@ def _malformed(recorded: ToolResult, refused: _Refused) -> ToolResult:
 
 
 def invoke_arguments(
-    gateway: Gateway, name: str, text: object, *, context: Context, approval: Approval | None = None
+    gateway: Gateway,
+    name: str,
+    text: object,
+    *,
+    context: Context,
+    approval: Approval | None = None,
+    call_id: str | None = None,
 ) -> ToolResult:
     """Run ``name`` with arguments given as JSON text, as OpenAI's ``function.arguments`` are.
 
@@ -230,16 +265,23 @@ def invoke_arguments(
     ``null`` for an optional parameter means absent. Text that cannot be arguments is an
     audited INVALID_ARGUMENTS result; the tool's code never runs. Agent frameworks that
     hand a tool the model's raw argument text (the OpenAI Agents SDK) call this.
+    ``call_id`` is the model's id of the call (see `Gateway.invoke`).
     """
     try:
         arguments = _parsed(gateway, name, text)
     except _Refused as refused:
         return _refused(gateway, name, context, refused)
-    return gateway.invoke(name, arguments, context=context, approval=approval)
+    return gateway.invoke(name, arguments, context=context, approval=approval, call_id=call_id)
 
 
 def ainvoke_arguments(
-    gateway: Gateway, name: str, text: object, *, context: Context, approval: Approval | None = None
+    gateway: Gateway,
+    name: str,
+    text: object,
+    *,
+    context: Context,
+    approval: Approval | None = None,
+    call_id: str | None = None,
 ) -> Coroutine[Any, Any, ToolResult]:
     """Async twin of `invoke_arguments`: await what it returns.
 
@@ -250,7 +292,7 @@ def ainvoke_arguments(
         arguments = _parsed(gateway, name, text)
     except _Refused as refused:
         return _arefused(gateway, name, context, refused)
-    return gateway.ainvoke(name, arguments, context=context, approval=approval)
+    return gateway.ainvoke(name, arguments, context=context, approval=approval, call_id=call_id)
 
 
 def _openai_message(call_id: str, result: ToolResult) -> dict[str, Any]:
@@ -271,49 +313,60 @@ def openai_tool_result(
 ) -> dict[str, Any]:
     """Run one OpenAI ``tool_calls`` item; the ``{"role": "tool", ...}`` message to send back.
 
-    A ``null`` for a parameter that is optional (nullable in the strict schema) means absent.
+    ``call`` is the item as a dict or as the OpenAI SDK's own object
+    (``ChatCompletionMessageFunctionToolCall``). A ``null`` for a parameter that is optional
+    (nullable in the strict schema) means absent.
     """
+    call = _plain(call)
     try:
         call_id, name, arguments = _openai_call(gateway, call)
     except _Refused as refused:
         name = _name_of(call, "function", "name")
         return _openai_message(_call_id(call, "id"), _refused(gateway, name, context, refused))
-    return _openai_message(call_id, gateway.invoke(name, arguments, context=context, approval=approval))
+    result = gateway.invoke(name, arguments, context=context, approval=approval, call_id=call_id)
+    return _openai_message(call_id, result)
 
 
 async def aopenai_tool_result(
     gateway: Gateway, call: object, *, context: Context, approval: Approval | None = None
 ) -> dict[str, Any]:
     """Async twin of `openai_tool_result`."""
+    call = _plain(call)
     try:
         call_id, name, arguments = _openai_call(gateway, call)
     except _Refused as refused:
         name = _name_of(call, "function", "name")
         return _openai_message(_call_id(call, "id"), await _arefused(gateway, name, context, refused))
-    result = await gateway.ainvoke(name, arguments, context=context, approval=approval)
+    result = await gateway.ainvoke(name, arguments, context=context, approval=approval, call_id=call_id)
     return _openai_message(call_id, result)
 
 
 def anthropic_tool_result(
     gateway: Gateway, block: object, *, context: Context, approval: Approval | None = None
 ) -> dict[str, Any]:
-    """Run one Anthropic ``tool_use`` block; the ``tool_result`` block to send back."""
+    """Run one Anthropic ``tool_use`` block; the ``tool_result`` block to send back.
+
+    ``block`` is the block as a dict or as the Anthropic SDK's own ``ToolUseBlock``.
+    """
+    block = _plain(block)
     try:
         call_id, name, arguments = _anthropic_call(block)
     except _Refused as refused:
         refusal = _refused(gateway, _name_of(block, "name"), context, refused)
         return _anthropic_block(_call_id(block, "id"), refusal)
-    return _anthropic_block(call_id, gateway.invoke(name, arguments, context=context, approval=approval))
+    result = gateway.invoke(name, arguments, context=context, approval=approval, call_id=call_id)
+    return _anthropic_block(call_id, result)
 
 
 async def aanthropic_tool_result(
     gateway: Gateway, block: object, *, context: Context, approval: Approval | None = None
 ) -> dict[str, Any]:
     """Async twin of `anthropic_tool_result`."""
+    block = _plain(block)
     try:
         call_id, name, arguments = _anthropic_call(block)
     except _Refused as refused:
         refusal = await _arefused(gateway, _name_of(block, "name"), context, refused)
         return _anthropic_block(_call_id(block, "id"), refusal)
-    result = await gateway.ainvoke(name, arguments, context=context, approval=approval)
+    result = await gateway.ainvoke(name, arguments, context=context, approval=approval, call_id=call_id)
     return _anthropic_block(call_id, result)

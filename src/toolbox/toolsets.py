@@ -13,10 +13,15 @@ from collections.abc import Iterable, Mapping
 from typing import final
 
 from toolbox.catalog import Catalog
+from toolbox.context import DenialRecord, ExecutionContext
 from toolbox.errors import ConfigurationError, InvalidArgumentsError
 from toolbox.mcp_config import mcp_config
+from toolbox.pipeline.result import Status, ToolResult
 
-__all__ = ["Toolsets"]
+__all__ = ["NOT_IN_TOOLSET", "Toolsets", "in_toolset", "not_in_toolset"]
+
+NOT_IN_TOOLSET = "NOT_IN_TOOLSET"
+_SHOWN_NAME = 200
 
 
 @final
@@ -79,3 +84,44 @@ def _expand(catalog: Catalog, name: str, entries: Iterable[str]) -> set[str]:
             )
         found.add(dotted)
     return found
+
+
+def _resolved(catalog: Catalog, name: object) -> tuple[str, str] | None:
+    """(tool, operation) of a by-name ``name``, or None when it names no registered operation."""
+    try:
+        _, tool, operation, _ = catalog.resolve_name(name)  # type: ignore[arg-type]
+    except InvalidArgumentsError:
+        return None
+    return tool, operation
+
+
+def in_toolset(catalog: Catalog, allowed: frozenset[str], name: object) -> bool:
+    """Whether by-name ``name`` is an operation of ``allowed`` (dotted ``tool.operation`` names)."""
+    found = _resolved(catalog, name)
+    return found is not None and f"{found[0]}.{found[1]}" in allowed
+
+
+def not_in_toolset(catalog: Catalog, context: ExecutionContext, name: object, rule: str) -> ToolResult:
+    """The one answer to any name outside a caller's toolset: DENIED/NOT_IN_TOOLSET, recorded.
+
+    Registered or not, malformed or an operation that does not exist: the caller gets the
+    same status, reason and message (naming what it sent), so a limited caller cannot learn
+    which tools are installed, nor the operations of one it may not use. The trace and the
+    audit trail name the tool and operation tried, when the name resolves to one (the name
+    as sent, else), for the operator.
+    """
+    shown = str(name)[:_SHOWN_NAME]
+    tool, operation = _resolved(catalog, name) or (shown, "")
+    context.trace.append(DenialRecord(tool, NOT_IN_TOOLSET, rule))
+    catalog.pipeline.report_denial(context, tool, NOT_IN_TOOLSET, rule, operation=operation)
+    return ToolResult(
+        Status.DENIED,
+        name=shown,
+        tool=tool,
+        operation=operation,
+        reason_code=NOT_IN_TOOLSET,
+        rule=rule,
+        message=f"{shown!r} is not in the toolset this credential or endpoint is limited to",
+        trace_id=context.run_id,
+        correlation_id=context.correlation_id,
+    )

@@ -25,7 +25,7 @@ from toolbox import (
     ToolUnavailableError,
 )
 from toolbox.auth import ApiKeyFile, CredentialAuthenticator
-from toolbox.mcp import server
+from toolbox.mcp import ERROR_META_KEY, server
 from toolbox.pipeline.result import ToolResult
 from toolbox.service import create_app
 from toolbox.testing.credentials import write_api_keys
@@ -177,7 +177,7 @@ class Mcp(Door):
         shown = repr(result.model_dump())
         if not result.is_error:
             return Outcome("SUCCESS", shown=shown)
-        data = result.structured_content or {}
+        data = (result.meta or {}).get(ERROR_META_KEY) or {}  # an error result's codes (toolbox.mcp)
         status = str(data.get("status", "ERROR"))
         reason = data.get("error_code") if status == "INVALID_ARGUMENTS" else data.get("reason_code")
         return Outcome(status, reason, data.get("approval"), shown)

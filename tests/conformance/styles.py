@@ -171,11 +171,25 @@ def _function_tools(prefix: str, is_async: bool) -> list[object]:
 
     mem, read_only = RiskClass.MEMORY_ONLY, Effect.READ_ONLY
     return [
-        tool(risk=mem, effect=read_only, name=f"{prefix}.read")(read),
-        tool(risk=mem, effect=read_only, name=f"{prefix}.ping")(ping),
-        tool(risk=mem, effect=Effect.UNSAFE, name=f"{prefix}.pay", requires_approval=True)(pay),
-        tool(risk=RiskClass.PRIVILEGED, effect=read_only, name=f"{prefix}.vault")(vault),
-        tool(risk=mem, effect=read_only, name=f"{prefix}.guarded", acknowledgement=ACK)(guarded),
+        tool(risk=mem, effect=read_only, name=f"{prefix}.read", summary="Read an item.")(read),
+        tool(risk=mem, effect=read_only, name=f"{prefix}.ping", summary="Ping an item.")(ping),
+        tool(
+            risk=mem,
+            effect=Effect.UNSAFE,
+            name=f"{prefix}.pay",
+            requires_approval=True,
+            summary="Pay someone.",
+        )(pay),
+        tool(risk=RiskClass.PRIVILEGED, effect=read_only, name=f"{prefix}.vault", summary="Read the vault.")(
+            vault
+        ),
+        tool(
+            risk=mem,
+            effect=read_only,
+            name=f"{prefix}.guarded",
+            acknowledgement=ACK,
+            summary="Read a guarded item.",
+        )(guarded),
     ]
 
 

@@ -4,7 +4,8 @@ Run as ``python mcp_test_server.py`` (stdio) with ``MODE`` choosing its tools
 (``v1``: ``add``, ``echo``, ``notes_search``, ``sleep``, ``crash``, ``big``,
 ``fail``; ``v2``: ``add`` with another schema, and a new tool ``wipe``), and
 ``COUNT_FILE`` naming a file each tool call appends one line to, so tests count
-upstream executions. `build_server` is used in-process for the HTTP server.
+upstream executions; ``DROP`` names tools it no longer lists (comma-separated).
+`build_server` is used in-process for the HTTP server.
 """
 
 from __future__ import annotations
@@ -104,4 +105,7 @@ def build_server(mode: str = "v1", count=_count) -> MCPServer:
 
 
 if __name__ == "__main__":
-    build_server(os.environ.get("MODE", "v1")).run("stdio")
+    served = build_server(os.environ.get("MODE", "v1"))
+    for dropped in filter(None, os.environ.get("DROP", "").split(",")):
+        served.remove_tool(dropped)  # a tool the server no longer lists
+    served.run("stdio")

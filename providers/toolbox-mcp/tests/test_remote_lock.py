@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import lock, stdio_server, write_policy
+from conftest import AUDITOR, lock, stdio_server, write_policy
 
 import toolbox_mcp.plugin
 from toolbox import ExecutionContext, Status, ToolPolicy, Tools
@@ -55,6 +55,7 @@ def test_a_changed_schema_and_a_new_tool_are_refused_until_locked_again(tmp_path
     assert result.reason_code == DRIFT
     assert result.rule == "mcp:lock:changed"
     assert "toolbox mcp lock notes" in result.message
+    assert result.attempts == 0  # refused before anything was sent
     assert ("INVOCATION_RESPONSE", "DENIED", DRIFT) in setup.events(CTX)
     # The new tool is no operation at all, on either door.
     unknown = setup.gateway.invoke("mcp.notes.wipe", {"audit_as": "Wipe"}, context=CTX)
@@ -76,6 +77,24 @@ def test_a_changed_schema_and_a_new_tool_are_refused_until_locked_again(tmp_path
     again = make_setup(policy, count_file)
     assert again.gateway.invoke("mcp.notes.add", {**ADD, "c": 3}, context=CTX).content.text == "6"
     assert again.gateway.invoke("mcp.notes.wipe", {"audit_as": "Wipe"}, context=CTX).status is Status.SUCCESS
+
+
+def test_a_removed_tool_is_refused_with_the_way_out_and_no_attempt(tmp_path, count_file, make_setup):
+    """The server stops listing a pinned tool: DENIED/MCP_LOCK_DRIFT naming `toolbox mcp lock`, and
+    0 attempts (nothing was sent), in the result and the audit trail alike (docs/audit.md)."""
+    policy = write_policy(tmp_path / "policy.toml", {"notes": stdio_server(count_file)})
+    lock(policy, "notes")
+    write_policy(tmp_path / "policy.toml", {"notes": stdio_server(count_file, env={"DROP": "echo"})})
+    setup = make_setup(policy, count_file)
+    result = setup.gateway.invoke("mcp.notes.echo", {"text": "hi", "audit_as": "Echo"}, context=CTX)
+    assert (result.status, result.reason_code, result.rule) == (Status.DENIED, DRIFT, "mcp:lock:removed")
+    assert "toolbox mcp lock notes" in result.message
+    assert result.attempts == 0
+    (response,) = [
+        r for r in setup.trail.read_trace(CTX.run_id, context=AUDITOR) if r.type == "INVOCATION_RESPONSE"
+    ]
+    assert (response.status, response.reason_code, response.attempt) == ("DENIED", DRIFT, 0)
+    assert setup.executions() == []
 
 
 def test_a_list_changed_notification_never_adds_a_usable_operation(tmp_path, count_file, make_setup):

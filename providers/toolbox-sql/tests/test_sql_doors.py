@@ -23,7 +23,7 @@ from pydantic_ai.tools import DeferredToolRequests
 from toolbox import ApprovalRequired, ExecutionContext, Status, Tools
 from toolbox.audit import EventType, MemorySink
 from toolbox.integrations.pydantic_ai import GovernedToolset, deferred_results
-from toolbox.mcp import TRACE_META_KEY, server
+from toolbox.mcp import ERROR_META_KEY, TRACE_META_KEY, server
 from toolbox_sql import SqlDeniedError, SqlResult, SqlTool
 
 from .sql_support import ACK, ACME, APPROVER, TestDatabase
@@ -109,9 +109,10 @@ def test_mcp_official_client(reads: TestDatabase, runs: list[str]) -> None:
     names = {tool.name for tool in listed.tools}
     assert {"sql__shop__query", "sql__shop__schema", "sql_write__shop__execute"} <= names
     assert not ok.is_error and ok.structured_content["rows"] == [[3]]
-    assert refused.is_error and refused.structured_content["reason_code"] == "SQL_NOT_ONE_STATEMENT"
-    assert refused.structured_content["attempts"] == 0
-    assert write.structured_content["status"] == "APPROVAL_REQUIRED"
+    # An error result's codes are in _meta (structured content is a success's, by the output schema).
+    assert refused.is_error and refused.meta[ERROR_META_KEY]["reason_code"] == "SQL_NOT_ONE_STATEMENT"
+    assert refused.meta[ERROR_META_KEY]["attempts"] == 0 and refused.structured_content is None
+    assert write.meta[ERROR_META_KEY]["status"] == "APPROVAL_REQUIRED"
     assert runs == ["SELECT"]
     trace = refused.meta[TRACE_META_KEY]
     assert _deny_events(sink, trace) == ["SQL_NOT_ONE_STATEMENT"]

@@ -82,6 +82,8 @@ class CallContext(Protocol):
     def principal(self) -> str: ...
     @property
     def parent_run_id(self) -> str | None: ...
+    @property
+    def credential(self) -> str | None: ...
 
 
 @final
@@ -135,6 +137,7 @@ def call_event(
         tenant=context.tenant,
         principal=context.principal,
         parent_run_id=context.parent_run_id,
+        credential=context.credential,
         **fields,
     )
     event.timestamp = timestamp
@@ -441,6 +444,7 @@ def _common_row(
         "previous_hash": GENESIS_HASH,
         "hash": "",
         "parent_run_id": context.parent_run_id,
+        "credential": context.credential,
     }
 
 

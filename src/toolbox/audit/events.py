@@ -4,8 +4,9 @@ Each trace's events form a hash chain: an event's ``hash`` covers its fields
 and the ``previous_hash`` of its trace, so editing, removing or reordering a
 stored event breaks the chain where it happened.
 
-``parent_run_id`` (the delegating run, schema version 2) is the last field and
-is hashed only when set, so events stored before it existed still verify.
+``parent_run_id`` (the delegating run, schema version 2) and ``credential``
+(the label of the caller's credential, schema version 5) are the last fields,
+each hashed only when set, so events stored before they existed still verify.
 """
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ class EventType(str, enum.Enum):
 
 
 #: The fields of an event, in storage order (the chain hash covers all but ``hash``;
-#: ``parent_run_id`` only when set).
+#: ``parent_run_id`` and ``credential`` only when set).
 FIELDS = (
     "event_id",
     "trace_id",
@@ -122,6 +123,7 @@ FIELDS = (
     "previous_hash",
     "hash",
     "parent_run_id",
+    "credential",
 )
 
 
@@ -170,6 +172,7 @@ class AuditEvent:
         duration: float | None = None,
         attempt: int | None = None,
         parent_run_id: str | None = None,
+        credential: str | None = None,
     ) -> None:
         self.event_id = new_event_id()
         self.trace_id = trace_id
@@ -205,6 +208,7 @@ class AuditEvent:
         self.previous_hash = GENESIS_HASH
         self.hash = ""
         self.parent_run_id = parent_run_id
+        self.credential = credential
 
     @classmethod
     def from_storage(cls, row: dict[str, Any], timestamp: float) -> AuditEvent:
@@ -267,6 +271,8 @@ def canonical(data: dict[str, Any]) -> str:
 
 
 _HASHED = FIELDS[: FIELDS.index("hash")]  # every field before ``hash``, in storage order
+#: Fields after ``hash``, added by later schema versions: hashed only when set, in this order.
+_OPTIONAL = FIELDS[FIELDS.index("hash") + 1 :]
 _HASHED_VALUES = itemgetter(*_HASHED)
 _ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str).encode
 # The C encoder `_ENCODE` builds again on every call (JSONEncoder.iterencode), built once with the
@@ -285,12 +291,14 @@ _ENCODE_CHUNKS: Any = (
 def chain_hash(data: dict[str, Any]) -> str:
     """SHA-256 over every field but ``hash`` (``previous_hash`` included), in storage order.
 
-    ``parent_run_id`` is appended only when set: events without it hash as before it existed.
+    ``parent_run_id`` and ``credential`` are appended only when set: events without them hash
+    as before they existed.
     """
     values: tuple[Any, ...] = _HASHED_VALUES(data)  # encoded as a JSON array, like a list
-    parent = data.get("parent_run_id")
-    if parent is not None:
-        values = (*values, ["parent_run_id", parent])
+    for name in _OPTIONAL:
+        value = data.get(name)
+        if value is not None:
+            values = (*values, [name, value])
     text = _ENCODE(values) if _ENCODE_CHUNKS is None else "".join(_ENCODE_CHUNKS(values, 0))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -326,6 +334,7 @@ class AuditRecord(BaseModel):
     previous_hash: str
     hash: str
     parent_run_id: str | None = None
+    credential: str | None = None
 
     def storage_dict(self) -> dict[str, Any]:
         """The mapping the chain hash was computed over."""

@@ -42,6 +42,7 @@ _OPTIONAL_TEXT = (
     "payload_hash",
     "status",
     "parent_run_id",
+    "credential",
 )
 _EVENT_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 #: Assigned by the sink when the event is stored: never taken from the file.

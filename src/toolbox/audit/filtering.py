@@ -13,7 +13,7 @@ __all__ = ["matches", "select"]
 
 def matches(record: AuditRecord, query: AuditQuery) -> bool:
     """Whether ``record`` passes every filter of ``query``."""
-    for field in ("tenant", "tool", "principal", "status", "parent_run_id"):
+    for field in ("tenant", "tool", "principal", "status", "parent_run_id", "operation"):
         wanted = getattr(query, field)
         if wanted is not None and getattr(record, field) != wanted:
             return False

@@ -19,6 +19,8 @@ __all__ = ["HELD_OPENING", "HELD_RESPONSE", "held_call", "held_events", "held_re
 #: A held call's first field: its opening (3 events) or its response (1 event).
 HELD_OPENING = 0
 HELD_RESPONSE = 1
+#: The index of a held opening's first argument value (the fields before it: `held_call`'s).
+_FIRST_VALUE = 11
 
 
 def held_call(  # noqa: PLR0917 - the tuple's fields, in order
@@ -47,6 +49,7 @@ def held_call(  # noqa: PLR0917 - the tuple's fields, in order
         context.tenant,
         context.principal,
         context.parent_run_id,
+        context.credential,
         intent_text,
         timestamp,
         duration,
@@ -63,10 +66,12 @@ def held_events(held: tuple[Any, ...], subject: CallSubject, names: tuple[str, .
     """The events of a held call (`held_call`, `held_response`): its `Opening`'s, or its `Closing`'s."""
     if held[0] == HELD_RESPONSE:
         _, opening, timestamp, duration = held
-        _, _, run_id, correlation_id, tenant, principal, parent_run_id, text = opening[:8]
+        _, _, run_id, correlation_id, tenant, principal, parent_run_id, credential, text = opening[:9]
         kind = HELD_RESPONSE
     else:
-        kind, _, run_id, correlation_id, tenant, principal, parent_run_id, text, timestamp, _ = held[:10]
+        kind, _, run_id, correlation_id, tenant, principal, parent_run_id, credential, text, timestamp, _ = (
+            held[:_FIRST_VALUE]
+        )
     common = {
         "trace_id": run_id,
         "correlation_id": correlation_id,
@@ -80,6 +85,7 @@ def held_events(held: tuple[Any, ...], subject: CallSubject, names: tuple[str, .
         "tenant": tenant,
         "principal": principal,
         "parent_run_id": parent_run_id,
+        "credential": credential,
     }
     if kind == HELD_RESPONSE:
         made = [
@@ -93,7 +99,7 @@ def held_events(held: tuple[Any, ...], subject: CallSubject, names: tuple[str, .
             )
         ]
     else:
-        arguments = dict(zip(names, held[10:], strict=True))
+        arguments = dict(zip(names, held[_FIRST_VALUE:], strict=True))
         summary, digest = subject.redaction.payload_fields(arguments)
         made = [
             AuditEvent(EventType.INTENT_DECLARED, payload_summary=summary, payload_hash=digest, **common),

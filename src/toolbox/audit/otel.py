@@ -13,16 +13,25 @@ Only ``opentelemetry-api`` is imported (``opentelemetry.trace``); the
 application chooses and configures the SDK and its exporters. Without a
 configured provider the API's no-op tracer makes this hook free.
 
-Each span is named ``toolbox <tool>.<operation>``, starts when the operation
-was first dispatched (or, when it never was, when the intent was declared),
-ends when the result is final, and carries the audit event's fields as
-``toolbox.*`` attributes: tool, operation, name, status, decision,
-reason_code, error_code, rule_ids, effect, risk, intent_kind, intent_text,
-tenant, principal, trace_id (the context's run id), parent_run_id (for a
-delegated run), correlation_id, attempts and payload_hash. Never the arguments, headers, bodies or messages:
-the payload appears only as the hash of its redacted form (`Redaction`).
-Statuses other than SUCCESS and APPROVAL_REQUIRED set the span status to
-ERROR, described by their codes only.
+Each span follows the OpenTelemetry semantic conventions for generative AI
+(an ``execute_tool`` span): it is named ``execute_tool <wire name>``
+(``execute_tool calculator__evaluate``, the name the model called), of kind
+INTERNAL, with ``gen_ai.operation.name`` = ``execute_tool``,
+``gen_ai.tool.name`` (the wire name), ``gen_ai.tool.type`` = ``function``,
+``gen_ai.tool.description`` (the operation's summary, when it has one),
+``gen_ai.tool.call.id`` (the model's call id, when the door was given one) and,
+for an error, ``error.type`` (the reason code, else the error code, else the
+status). The opt-in ``gen_ai.tool.call.arguments`` and ``.result`` are never
+recorded. It starts when the operation was first dispatched (or, when it never
+was, when the intent was declared), ends when the result is final, and carries
+the audit event's fields as ``toolbox.*`` attributes: tool, operation, name,
+status, decision, reason_code, error_code, rule_ids, effect, risk,
+intent_kind, intent_text, tenant, principal, trace_id (the context's run id),
+parent_run_id (for a delegated run), correlation_id, attempts and
+payload_hash. Never the arguments, headers, bodies or messages: the payload
+appears only as the hash of its redacted form (`Redaction`). Statuses other
+than SUCCESS and APPROVAL_REQUIRED set the span status to ERROR, described by
+their codes only.
 
 The hook never refuses a call (``on_request`` returns None) and never lets a
 tracing failure reach the caller.
@@ -37,6 +46,7 @@ from typing import TYPE_CHECKING, Any, final
 
 from toolbox.audit.redaction import Redaction
 from toolbox.pipeline.result import Status, ToolResult
+from toolbox.wire_names import to_wire_name
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
@@ -48,6 +58,8 @@ __all__ = ["OtelHook"]
 
 LOGGER = logging.getLogger("toolbox.audit")
 PREFIX = "toolbox."
+#: The GenAI semantic conventions' operation name (and span name prefix) of a tool execution.
+EXECUTE_TOOL = "execute_tool"
 INSTRUMENTATION_NAME = "toolbox"
 INSTALL_HINT = (
     "OtelHook needs the OpenTelemetry API. Please install it: "
@@ -68,6 +80,33 @@ def _nanoseconds(seconds: float) -> int:
     return int(seconds * 1_000_000_000)
 
 
+def _tool_name(invocation: Invocation) -> str:
+    """The name the model calls the operation by: its wire name (``calculator__evaluate``)."""
+    descriptor = invocation.descriptor
+    if descriptor is None:
+        return to_wire_name(f"{invocation.tool}.{invocation.operation}")
+    return to_wire_name(descriptor.offered_name(invocation.operation))
+
+
+def _gen_ai(invocation: Invocation, result: ToolResult) -> dict[str, AttributeValue]:
+    """The GenAI semantic conventions' attributes of an ``execute_tool`` span."""
+    found: dict[str, AttributeValue] = {
+        "gen_ai.operation.name": EXECUTE_TOOL,
+        "gen_ai.tool.name": _tool_name(invocation),
+        "gen_ai.tool.type": "function",
+    }
+    descriptor = invocation.descriptor
+    if descriptor is not None:
+        summary = next((op.summary for op in descriptor.operations if op.name == invocation.operation), "")
+        if summary:
+            found["gen_ai.tool.description"] = summary
+    if invocation.call_id is not None:
+        found["gen_ai.tool.call.id"] = invocation.call_id
+    if result.is_error:
+        found["error.type"] = result.reason_code or result.error_code or result.status.value
+    return found
+
+
 @final
 class OtelHook:
     """An `AuditHook` that records one span per invocation; pass it in ``Governance(audit_hooks=[...])``.
@@ -82,7 +121,7 @@ class OtelHook:
         ImportError: ``opentelemetry-api`` is not installed.
     """
 
-    __slots__ = ("_redaction", "_status_code", "_status_type", "_tracer")
+    __slots__ = ("_internal", "_redaction", "_status_code", "_status_type", "_tracer")
 
     def __init__(self, tracer: Tracer | None = None, redaction: Redaction | None = None) -> None:
         try:
@@ -93,6 +132,7 @@ class OtelHook:
         self._redaction = redaction or Redaction()
         self._status_type = trace.Status
         self._status_code = trace.StatusCode
+        self._internal = trace.SpanKind.INTERNAL
 
     def on_request(self, invocation: Invocation) -> ToolResult | None:
         """Tracing never refuses a call."""
@@ -137,13 +177,18 @@ class OtelHook:
             "attempts": record.attempts,
             "payload_hash": payload_hash,
         }
-        return {PREFIX + key: value for key, value in values.items() if value is not None}
+        attributes: dict[str, AttributeValue] = {
+            PREFIX + key: value for key, value in values.items() if value is not None
+        }
+        attributes.update(_gen_ai(invocation, result))
+        return attributes
 
     def _record(self, invocation: Invocation, result: ToolResult) -> None:
         record = invocation.record
         began = record.started_at if record.started_at is not None else record.declared_at
         span = self._tracer.start_span(
-            f"toolbox {invocation.tool}.{invocation.operation}",
+            f"{EXECUTE_TOOL} {_tool_name(invocation)}",
+            kind=self._internal,
             start_time=_nanoseconds(began),
             attributes=self.attributes(invocation, result),
         )

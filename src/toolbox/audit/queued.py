@@ -27,7 +27,7 @@ __all__ = ["QueuedCalls", "queued"]
 # Tags of the queued forms: plain ``object`` instances, which the collector never tracks.
 _OPENING = object()
 _CLOSING = object()
-_FIRST_ARGUMENT = 16  # the index of an opening's first argument name; values alternate with names
+_FIRST_ARGUMENT = 17  # the index of an opening's first argument name; values alternate with names
 
 #: The (cached) subject of a queued opening's fields: `AuditTrail.subject_of`.
 SubjectOf = Callable[[str, str, str, "str | None", str, str], CallSubject]
@@ -75,6 +75,7 @@ def _queued_opening(opening: Opening, redaction: Redaction) -> tuple[Any, ...] |
         context.tenant,
         context.principal,
         context.parent_run_id,
+        context.credential,
         opening.intent_text,
         opening.timestamp,
         opening.payload,
@@ -90,10 +91,17 @@ def _queued_opening(opening: Opening, redaction: Redaction) -> tuple[Any, ...] |
 class _QueuedContext:
     """The fields of a queued call's `toolbox.ExecutionContext` that its events carry."""
 
-    __slots__ = ("correlation_id", "parent_run_id", "principal", "run_id", "tenant")
+    __slots__ = ("correlation_id", "credential", "parent_run_id", "principal", "run_id", "tenant")
 
     def __init__(self, fields: tuple[Any, ...]) -> None:
-        self.run_id, self.correlation_id, self.tenant, self.principal, self.parent_run_id = fields
+        (
+            self.run_id,
+            self.correlation_id,
+            self.tenant,
+            self.principal,
+            self.parent_run_id,
+            self.credential,
+        ) = fields
 
 
 @final
@@ -149,9 +157,9 @@ class QueuedCalls:
     def _opening(self, item: tuple[Any, ...]) -> Opening:
         """The `Opening` ``item`` was made from (new events: a queued call was stored by no sink yet)."""
         name, tool, operation, risk, effect, intent_kind = item[1:7]
-        intent_text, timestamp, payload, rules = item[12:_FIRST_ARGUMENT]
+        intent_text, timestamp, payload, rules = item[13:_FIRST_ARGUMENT]
         arguments = dict(zip(item[_FIRST_ARGUMENT::2], item[_FIRST_ARGUMENT + 1 :: 2], strict=True))
         subject = self._subject_of(name, tool, operation, risk, effect, intent_kind)
-        opening = Opening(subject, _QueuedContext(item[7:12]), intent_text, arguments, timestamp)
+        opening = Opening(subject, _QueuedContext(item[7:13]), intent_text, arguments, timestamp)
         opening.payload, opening.rules = payload, rules
         return opening

@@ -31,6 +31,8 @@ class AuditQuery:
     limit: int = 1000
     #: Events of the runs this run delegated to (their ``parent_run_id``).
     parent_run_id: str | None = None
+    #: Events of this operation (with ``tool``: one ``tool.operation``).
+    operation: str | None = None
 
 
 @runtime_checkable

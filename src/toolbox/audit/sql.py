@@ -46,6 +46,7 @@ from toolbox.audit.sql_schema import (
     MIGRATIONS,
     POSTGRES_SCHEMA_VERSION,
     SCHEMA_VERSION,
+    add_missing_columns,
     create_tables,
     events_table,
     heads_table,
@@ -236,7 +237,7 @@ class SqlSink:
 
         def matching(table: Table) -> list[ColumnElement[bool]]:
             conditions = []
-            for field in ("tenant", "tool", "principal", "status", "parent_run_id"):
+            for field in ("tenant", "tool", "principal", "status", "parent_run_id", "operation"):
                 wanted = getattr(query, field)
                 if wanted is not None:
                     conditions.append(table.c[field] == wanted)
@@ -302,6 +303,7 @@ class SqlSink:
             create_tables(conn)
             self._record_version(conn, current)
             return
+        add_missing_columns(conn)
         if stored > current:
             raise AuditSinkError(
                 f"{self._name}: the audit schema is version {stored}, newer than this toolbox "

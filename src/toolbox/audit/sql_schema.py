@@ -37,7 +37,18 @@ from collections.abc import Callable
 from typing import Any
 
 try:
-    from sqlalchemy import Column, Double, Index, Integer, MetaData, String, Table, Text, UniqueConstraint
+    from sqlalchemy import (
+        Column,
+        Double,
+        Index,
+        Integer,
+        MetaData,
+        String,
+        Table,
+        Text,
+        UniqueConstraint,
+        inspect,
+    )
     from sqlalchemy import text as sql_text
     from sqlalchemy.engine import Connection
     from sqlalchemy.schema import CreateTable
@@ -53,6 +64,7 @@ __all__ = [
     "MIGRATIONS",
     "POSTGRES_SCHEMA_VERSION",
     "SCHEMA_VERSION",
+    "add_missing_columns",
     "create_tables",
     "events_table",
     "heads_table",
@@ -63,23 +75,33 @@ __all__ = [
 
 #: The schema version this code writes (2: ``parent_run_id``, the delegating run; 3: partial
 #: indexes on status and parent_run_id, SQLite's heads table without rowid; 4: SQLite's
-#: ``audit_pending`` table and ``audit_event_log`` view).
-SCHEMA_VERSION = 4
-#: The version this code keeps a PostgreSQL store at. Version 4 changed SQLite only: not
-#: recording it there lets the previous release go on writing a shared store while a fleet
-#: upgrades one process at a time. (The next version that changes PostgreSQL migrates it
-#: through 4, a no-op there.)
+#: ``audit_pending`` table and ``audit_event_log`` view; 5: ``credential``, the label of the
+#: caller's credential).
+SCHEMA_VERSION = 5
+#: The version this code keeps a PostgreSQL store at. Versions 4 and 5 are not recorded there,
+#: so the previous release (which refuses a newer version) goes on writing a shared store while
+#: a fleet upgrades one process at a time: version 4 changed SQLite only, and version 5's
+#: nullable ``credential`` column is added where missing (`add_missing_columns`), which the
+#: previous release's writes and reads, naming their columns, never see.
 POSTGRES_SCHEMA_VERSION = 3
+
+
+def _add_text_column(conn: Connection, table: Table, column: str) -> None:
+    """Append the nullable text ``column`` to ``table`` (in the PostgreSQL sink's schema, if any),
+    unless it has it already."""
+    schema = conn.schema_for_object(events_table)  # the PostgreSQL sink's schema, if it has one
+    if column in {found["name"] for found in inspect(conn).get_columns(table.name, schema=schema)}:
+        return  # looked up first: ALTER TABLE locks the table even for nothing
+    preparer = conn.dialect.identifier_preparer
+    name = preparer.quote(table.name)
+    if schema:
+        name = f"{preparer.quote_schema(schema)}.{name}"
+    conn.execute(sql_text(f"ALTER TABLE {name} ADD COLUMN {preparer.quote(column)} TEXT"))
 
 
 def _add_parent_run_id(conn: Connection) -> None:
     """Version 1 -> 2: the nullable ``parent_run_id`` column (appended last) and its index."""
-    preparer = conn.dialect.identifier_preparer
-    table = preparer.quote(events_table.name)
-    schema = conn.schema_for_object(events_table)  # the PostgreSQL sink's schema, if it has one
-    if schema:
-        table = f"{preparer.quote_schema(schema)}.{table}"
-    conn.execute(sql_text(f"ALTER TABLE {table} ADD COLUMN parent_run_id TEXT"))
+    _add_text_column(conn, events_table, "parent_run_id")
     _parent_index.create(conn)
 
 
@@ -108,9 +130,29 @@ _HEADS_V3 = "audit_trace_heads_v3"
 
 
 def _pending_events(conn: Connection) -> None:
-    """Version 3 -> 4: SQLite's ``audit_pending`` table and ``audit_event_log`` view (a no-op elsewhere)."""
+    """Version 3 -> 4: SQLite's ``audit_pending`` table and ``audit_event_log`` view (a no-op elsewhere).
+
+    The pending table is made with today's columns, so the events table gets the columns of
+    later versions first (``credential``, version 5): the view over both needs them in both.
+    """
     if conn.dialect.name == "sqlite":
+        _add_text_column(conn, events_table, "credential")
         _create_pending(conn)
+
+
+def _add_credential(conn: Connection) -> None:
+    """Version 4 -> 5 (SQLite): the nullable ``credential`` column, appended last to the events and
+    the pending events, and the view of both made again with it."""
+    _add_text_column(conn, events_table, "credential")
+    _add_text_column(conn, pending_table, "credential")
+    conn.execute(sql_text(f"DROP VIEW IF EXISTS {EVENT_LOG_VIEW}"))
+    _create_pending(conn)
+
+
+def add_missing_columns(conn: Connection) -> None:
+    """PostgreSQL: add the columns newer than the recorded version 3 (``credential``) where missing."""
+    if conn.dialect.name == "postgresql":
+        _add_text_column(conn, events_table, "credential")
 
 
 def create_tables(conn: Connection) -> None:
@@ -149,6 +191,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     1: _add_parent_run_id,
     2: _partial_indexes_and_compact_heads,
     3: _pending_events,
+    4: _add_credential,
 }
 
 metadata = MetaData(
@@ -198,6 +241,7 @@ events_table = Table(
     Column("previous_hash", String(64), nullable=False),
     Column("hash", String(64), nullable=False),
     Column("parent_run_id", Text),
+    Column("credential", Text),
     UniqueConstraint("trace_id", "sequence"),
     Index(None, "tenant", "timestamp"),
     Index(None, "timestamp"),

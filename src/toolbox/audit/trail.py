@@ -359,14 +359,17 @@ class AuditTrail:
             ),
         ]
 
-    def on_denial(self, context: ExecutionContext, tool: str, reason_code: str, rule: str) -> None:
-        """A ``Tools.get`` denial (no operation yet)."""
+    def on_denial(
+        self, context: ExecutionContext, tool: str, reason_code: str, rule: str, *, operation: str = ""
+    ) -> None:
+        """A denial outside the chain: ``Tools.get`` (no operation yet), or a name outside a toolset."""
         event = AuditEvent(
             EventType.GOVERNANCE_DECISION,
             trace_id=context.run_id,
             correlation_id=context.correlation_id,
-            name=tool,
+            name=f"{tool}.{operation}" if operation else tool,
             tool=tool,
+            operation=operation,
             decision="DENY",
             reason_code=reason_code,
             rule_ids=(rule,),
@@ -374,6 +377,7 @@ class AuditTrail:
             principal=context.principal,
             status=Status.DENIED.value,
             parent_run_id=context.parent_run_id,
+            credential=context.credential,
         )
         if not self._store([event]):
             self._keep([event])

@@ -219,25 +219,29 @@ class GovernedLangChainTools:
         def run(arguments: object, tool_call_id: str | None, config: RunnableConfig) -> Any:
             context = trusted_context(self._context, config)
             prepared = self._arguments(name, arguments)
-            result = gateway.invoke(name, prepared, context=context, approval=_grant(config, tool_call_id))
+            result = gateway.invoke(
+                name, prepared, context=context, approval=_grant(config, tool_call_id), call_id=tool_call_id
+            )
             if self._pauses(result, tool_call_id, config):
                 grant = self._interrupt(name, arguments, result, tool_call_id)
                 if grant is None:
                     return _declined(name, tool_call_id)
-                result = gateway.invoke(name, prepared, context=context, approval=grant)
+                result = gateway.invoke(name, prepared, context=context, approval=grant, call_id=tool_call_id)
             return self._answer(name, arguments, result, tool_call_id)
 
         async def arun(arguments: object, tool_call_id: str | None, config: RunnableConfig) -> Any:
             context = trusted_context(self._context, config)
             prepared = self._arguments(name, arguments)
             result = await gateway.ainvoke(
-                name, prepared, context=context, approval=_grant(config, tool_call_id)
+                name, prepared, context=context, approval=_grant(config, tool_call_id), call_id=tool_call_id
             )
             if self._pauses(result, tool_call_id, config):
                 grant = self._interrupt(name, arguments, result, tool_call_id)
                 if grant is None:
                     return _declined(name, tool_call_id)
-                result = await gateway.ainvoke(name, prepared, context=context, approval=grant)
+                result = await gateway.ainvoke(
+                    name, prepared, context=context, approval=grant, call_id=tool_call_id
+                )
             return self._answer(name, arguments, result, tool_call_id)
 
         return _GovernedTool(

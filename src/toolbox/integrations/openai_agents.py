@@ -30,13 +30,15 @@ See docs/integrations/openai-agents.md.
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, final
 
 try:
-    from agents import FunctionTool, RunContextWrapper, RunState, Tool
+    from agents import FunctionTool, RunConfig, RunContextWrapper, RunState, Tool, ToolErrorFormatterArgs
     from agents.items import ToolApprovalItem
     from agents.tool_context import ToolContext
 except ImportError as _import_error:  # pragma: no cover - exercised by a test that hides the package
@@ -136,7 +138,10 @@ class GovernedAgentTools:
             async def invoke(ctx: ToolContext[Any], text: str) -> str:
                 # trusted_context called here, not through _trusted: one frame less on every call.
                 context = trusted_context(getter, ctx)
-                return result_text(await ainvoke_arguments(gateway, name, text, context=context))
+                result = await ainvoke_arguments(
+                    gateway, name, text, context=context, call_id=ctx.tool_call_id
+                )
+                return result_text(result)
 
             return FunctionTool(
                 name=name,
@@ -159,7 +164,9 @@ class GovernedAgentTools:
                 return result_text(early)  # the gateway answered while the SDK asked about approval
             self._requests.pop(key)
             grant = self._grants.pop(key)
-            result = await ainvoke_arguments(gateway, name, text, context=context, approval=grant)
+            result = await ainvoke_arguments(
+                gateway, name, text, context=context, approval=grant, call_id=ctx.tool_call_id
+            )
             return result_text(result)
 
         return FunctionTool(
@@ -173,6 +180,45 @@ class GovernedAgentTools:
 
     def _trusted(self, wrapper: RunContextWrapper[Any]) -> ExecutionContext | str | None:
         return trusted_context(self._context, wrapper)
+
+    def run_config(self, base: RunConfig | None = None) -> RunConfig:
+        """A `RunConfig` under which a model naming a tool it was not offered gets an answer.
+
+        The SDK's default (``tool_not_found_behavior="raise_error"``) ends the run with
+        ``ModelBehaviorError`` when the model calls a name that is not among ``tools``: a tool
+        the policy denies (never offered), or a name it made up. Pass this to ``Runner.run(...,
+        run_config=governed.run_config())``: such a call is governed like any other (refused by
+        the gateway, recorded and audited, nothing runs) and the model reads the refusal, as it
+        does for every denial. ``base`` keeps your other settings (its own formatter still
+        answers the other kinds of tool error).
+        """
+        chosen = base if base is not None else RunConfig()
+        formatter = chosen.tool_error_formatter
+
+        async def answer(args: ToolErrorFormatterArgs[Any]) -> str | None:
+            if args.kind != "tool_not_found":
+                found = formatter(args) if formatter is not None else None
+                return await found if inspect.isawaitable(found) else found
+            return await self._not_offered(args.tool_name, args.run_context)
+
+        return dataclasses.replace(
+            chosen, tool_not_found_behavior="return_error_to_model", tool_error_formatter=answer
+        )
+
+    async def _not_offered(self, name: str, wrapper: RunContextWrapper[Any]) -> str:
+        """The governed answer to a call of ``name``, which no offered tool has."""
+        result = await self._gateway.ainvoke(name[:200], None, context=self._trusted(wrapper))
+        if result.status is Status.DENIED:
+            return result_text(result)
+        # The name resolves to an offered operation spelled otherwise (``shop.refund``): say how.
+        return result_text(
+            ToolResult(
+                Status.DENIED,
+                name=result.name,
+                reason_code="TOOL_NOT_OFFERED",
+                message=f"no tool is offered as {name[:200]!r}; call the tools by their listed names",
+            )
+        )
 
     async def _ask(
         self, name: str, wrapper: RunContextWrapper[Any], params: dict[str, Any], call_id: str
@@ -191,7 +237,7 @@ class GovernedAgentTools:
             return key in self._requests  # the same call asked again: it must not run twice
         self._asked.put(key, canonical)
         arguments = without_optional_nulls(self._gateway, name, params)
-        result = await self._gateway.ainvoke(name, arguments, context=context)
+        result = await self._gateway.ainvoke(name, arguments, context=context, call_id=call_id)
         if result.status is Status.APPROVAL_REQUIRED and result.approval is not None:
             self._early.pop(key)
             self._requests.put(key, result.approval)

@@ -204,7 +204,9 @@ class GovernedToolset(AbstractToolset[AgentDepsT], Generic[AgentDepsT]):
                 raise ToolFailed(result_text(recorded))
             raise ModelRetry(f"{tool_args.message} ({tool_args.code}); send the arguments as a JSON object")
         approval = _grant(ctx.tool_call_metadata) if ctx.tool_call_approved else None
-        result = await self.gateway.ainvoke(name, tool_args, context=context, approval=approval)
+        result = await self.gateway.ainvoke(
+            name, tool_args, context=context, approval=approval, call_id=ctx.tool_call_id
+        )
         status = result.status
         if status is Status.SUCCESS:
             return result.content

@@ -18,12 +18,13 @@ except ImportError as _import_error:  # pragma: no cover - exercised without the
     ) from _import_error
 
 from toolbox.mcp.http import IdentityVerifier, McpHttpApp, http_app, transport_security
-from toolbox.mcp.results import TRACE_META_KEY, call_result
+from toolbox.mcp.results import ERROR_META_KEY, TRACE_META_KEY, call_result
 from toolbox.mcp.server import Caller, CallerSource, server
 from toolbox.mcp.stdio import serve_stdio
 from toolbox.mcp.toolsets import Toolsets
 
 __all__ = [
+    "ERROR_META_KEY",
     "TRACE_META_KEY",
     "Caller",
     "CallerSource",

@@ -149,7 +149,9 @@ def transport_security(host: str, allowed_hosts: Sequence[str] = ()) -> Transpor
     """DNS-rebinding protection for a server bound to ``host``.
 
     Loopback needs nothing more; any other address must name the Host headers it answers
-    to (``allowed_hosts``, e.g. ``mcp.example.com`` or ``10.0.0.5:8080``).
+    to (``allowed_hosts``, e.g. ``mcp.example.com`` or ``10.0.0.5:8080``). A name without a
+    port is allowed with no port (the scheme's default) or any port, in ``Host`` and in a
+    browser's ``Origin`` (``http://mcp.example.com:8765``); a name with one, on that port only.
 
     Raises:
         ConfigurationError: a non-loopback ``host`` without ``allowed_hosts``.
@@ -161,9 +163,26 @@ def transport_security(host: str, allowed_hosts: Sequence[str] = ()) -> Transpor
             "pass allowed_hosts (--allowed-host)"
         )
     for name in allowed_hosts:
-        hosts.append(name if ":" in name else f"{name}:*")
-        origins += [f"https://{name}", f"http://{name}"]
+        host, port = _host_and_port(name)
+        if port is not None:  # exactly this port
+            hosts.append(f"{host}:{port}")
+            origins += [f"https://{host}:{port}", f"http://{host}:{port}"]
+        else:  # the default port (a Host header without one) or any other
+            hosts += [host, f"{host}:*"]
+            origins += [f"https://{host}", f"http://{host}", f"https://{host}:*", f"http://{host}:*"]
     return TransportSecuritySettings(allowed_hosts=hosts, allowed_origins=origins)
+
+
+def _host_and_port(name: str) -> tuple[str, str | None]:
+    """``mcp.example.com`` -> (it, None); ``10.0.0.5:8080`` -> (``10.0.0.5``, ``8080``); an IPv6
+    address, bare or in brackets, in brackets as Host headers write it."""
+    if name.startswith("["):
+        host, _, rest = name.partition("]")
+        return f"{host}]", rest[1:] if rest.startswith(":") and rest[1:] else None
+    if name.count(":") > 1:  # a bare IPv6 address
+        return f"[{name}]", None
+    host, _, port = name.partition(":")
+    return host, port or None
 
 
 @final

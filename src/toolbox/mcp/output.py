@@ -5,23 +5,25 @@ A ``@tool`` function's return annotation, or the ``T`` of a class tool's
 at the root, so other types (``int``, ``list[str]``) are wrapped as
 ``{"result": ...}``, as the SDK's own `MCPServer` does. No annotation, or
 ``Any``, gives no schema: the result is then text (and structured content
-when it is a JSON object).
+when it is a JSON object). What content becomes as JSON is decided once, for
+every door, by `toolbox.pipeline.shown`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
-import json
 import typing
 from typing import Any, final
 
-from pydantic import BaseModel, TypeAdapter
-from pydantic_core import to_jsonable_python
+from jsonschema.protocols import Validator
+from jsonschema.validators import validator_for
+from pydantic import TypeAdapter
 
 from toolbox.catalog import Catalog
 from toolbox.intent import ReadIntent, WriteIntent
 from toolbox.pipeline.arguments import check_local_refs
+from toolbox.pipeline.shown import json_content
 
 __all__ = ["OutputShape", "output_shape"]
 
@@ -32,50 +34,47 @@ _RESULT = "result"
 class OutputShape:
     """How one operation's content becomes structured content, and the schema that describes it."""
 
-    __slots__ = ("_adapter", "schema", "wrapped")
+    __slots__ = ("_adapter", "_validator", "schema", "wrapped")
 
     def __init__(
         self, adapter: TypeAdapter[Any] | None, schema: dict[str, Any] | None, *, wrapped: bool
     ) -> None:
         self._adapter = adapter
+        self._validator: Validator | None = None
         #: The ``outputSchema`` of the tool, or None.
         self.schema = schema
         #: Whether content is sent as ``{"result": content}``.
         self.wrapped = wrapped
 
-    def structured(self, content: Any) -> Any:
-        """``content`` as structured content (None when it has none)."""
+    def structured(self, content: Any) -> tuple[Any, bool]:
+        """``content`` as structured content (None when it has none), and whether it conforms.
+
+        MCP requires structured content to conform to the declared output schema (the
+        TypeScript SDK refuses a result that does not): content that is not the declared
+        type is checked against the schema the clients check, never sent as conforming.
+        """
         if self._adapter is None:
-            value = jsonable(content)
-            return value if isinstance(value, dict) else None
+            value = json_content(content)
+            return (value if isinstance(value, dict) else None), True
         try:
-            value = self._adapter.dump_python(content, mode="json")
-        except Exception:  # noqa: BLE001 - content that is not the declared type is sent as it is
-            value = jsonable(content)
-        return {_RESULT: value} if self.wrapped else value
+            value = self._adapter.dump_python(content, mode="json", warnings=False)
+        except Exception:  # noqa: BLE001 - content that is not the declared type is checked below
+            value = json_content(content)
+        structured = {_RESULT: value} if self.wrapped else value
+        return structured, self._conforms(structured)
+
+    def _conforms(self, structured: Any) -> bool:
+        validator, schema = self._validator, self.schema
+        if validator is None:
+            assert schema is not None  # only a shape with an adapter checks, and it has a schema
+            validator = self._validator = validator_for(schema)(schema)
+        try:
+            return bool(validator.is_valid(structured))
+        except Exception:  # noqa: BLE001 - a value the validator cannot even walk does not conform
+            return False
 
 
 NO_SCHEMA = OutputShape(None, None, wrapped=False)
-
-
-def jsonable(content: Any) -> Any:
-    """``content`` as JSON-ready values, as `toolbox.tool_calls` shows it to a model.
-
-    JSON values pass; a pydantic model gives its fields; anything else becomes
-    its text (``str``), never its attributes: a result object's ``repr`` is
-    what its author made safe to show (``HttpResponse`` leaves out headers,
-    cookies and body).
-    """
-    try:
-        return json.loads(json.dumps(content, default=_shown))
-    except (ValueError, TypeError, RecursionError):  # a cycle, or a model that cannot dump itself
-        return str(content)
-
-
-def _shown(value: Any) -> Any:
-    if isinstance(value, BaseModel):
-        return to_jsonable_python(value)
-    return str(value)
 
 
 def _returned(catalog: Catalog, tool: str, operation: str) -> Any:

@@ -20,21 +20,20 @@ from mcp import types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 
-from toolbox.context import DenialRecord, ExecutionContext
-from toolbox.errors import InvalidArgumentsError
+from toolbox.context import ExecutionContext
 from toolbox.gateway import Gateway
 from toolbox.mcp.listing import ServedTools
 from toolbox.mcp.output import NO_SCHEMA, OutputShape
 from toolbox.mcp.results import call_result
 from toolbox.mcp.toolsets import Toolsets
 from toolbox.pipeline.result import Status, ToolResult
+from toolbox.toolsets import in_toolset, not_in_toolset
 
 __all__ = ["Caller", "CallerSource", "ContextSource", "build_server", "server"]
 
 logger = logging.getLogger("toolbox.mcp")
 
 _CALLER_KEY = "toolbox.caller"
-NOT_IN_TOOLSET = "NOT_IN_TOOLSET"
 
 
 @final
@@ -80,6 +79,7 @@ def session_context(source: ContextSource) -> ExecutionContext:
             budget=source.budget,
             parent_run_id=source.parent_run_id,
             scope=source.scope,
+            credential=source.credential,
         )
     made = source()
     if not isinstance(made, ExecutionContext):
@@ -208,33 +208,14 @@ def _untrusted(name: str) -> ToolResult:
 
 
 def _outside_toolset(gateway: Gateway, caller: Caller, name: str) -> ToolResult | None:
-    """DENIED/NOT_IN_TOOLSET (recorded and audited) when ``name`` is outside the caller's toolset."""
-    if caller.allowed is None:
+    """DENIED/NOT_IN_TOOLSET (recorded and audited) when ``name`` is outside the caller's toolset.
+
+    `toolbox.toolsets.not_in_toolset` answers every such name alike, registered or not.
+    """
+    if caller.allowed is None or in_toolset(gateway.catalog, caller.allowed, name):
         return None
-    try:
-        _, tool, operation, _ = gateway.catalog.resolve_name(name)
-    except InvalidArgumentsError:
-        # Unknown to the catalog: refused the same way as a registered tool outside the set, so a
-        # limited caller learns neither which tools exist nor the operations of one it may not use.
-        tool, operation = str(name)[:200], ""
-    if f"{tool}.{operation}" in caller.allowed:
-        return None
-    context = caller.context
     rule = f"mcp:toolset:{caller.toolset}" if caller.toolset else "mcp:toolset"
-    context.trace.append(DenialRecord(tool, NOT_IN_TOOLSET, rule))
-    gateway.catalog.pipeline.report_denial(context, tool, NOT_IN_TOOLSET, rule)
-    shown = f"{tool}.{operation}" if operation else repr(tool)
-    return ToolResult(
-        Status.DENIED,
-        name=name[:200],
-        tool=tool,
-        operation=operation,
-        reason_code=NOT_IN_TOOLSET,
-        rule=rule,
-        message=f"{shown} is not in the toolset this endpoint or credential is limited to",
-        trace_id=context.run_id,
-        correlation_id=context.correlation_id,
-    )
+    return not_in_toolset(gateway.catalog, caller.context, name, rule)
 
 
 def _shape_of(served: ServedTools, result: ToolResult) -> OutputShape:

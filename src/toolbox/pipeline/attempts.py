@@ -64,6 +64,8 @@ class AttemptOutcomes:
         """The result of an attempt that raised ``exc``, or seconds to wait before retrying."""
         invocation.error = exc
         if isinstance(exc, ToolDeniedError):
+            if exc.request_sent is False and invocation.record.attempts:
+                invocation.record.attempts -= 1  # refused before anything was sent: no attempt made
             return invocation.denied(exc.reason_code, exc.rule, str(exc))
         if isinstance(exc, InvalidArgumentsError):
             return invocation.invalid(exc.error_code, exc.field_path, str(exc))

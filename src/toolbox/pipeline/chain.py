@@ -181,11 +181,21 @@ class Pipeline:
         """The audit trail, when it is the only hook: the fast paths record through it."""
         return self._trail
 
-    def report_denial(self, context: ExecutionContext, tool: str, reason_code: str, rule: str) -> None:
-        """Tell hooks that implement ``on_denial`` about a refusal outside the chain (e.g. ``get()``)."""
+    def report_denial(
+        self, context: ExecutionContext, tool: str, reason_code: str, rule: str, *, operation: str = ""
+    ) -> None:
+        """Tell hooks that implement ``on_denial`` about a refusal outside the chain (e.g. ``get()``).
+
+        ``operation`` names the operation tried, when the refusal knows one (a call outside a
+        toolset); hooks get it as the keyword ``operation`` only then.
+        """
         for hook in self._hooks:
             on_denial = getattr(hook, "on_denial", None)
-            if on_denial is not None:
+            if on_denial is None:
+                continue
+            if operation:
+                on_denial(context, tool, reason_code, rule, operation=operation)
+            else:
                 on_denial(context, tool, reason_code, rule)
 
     def report_untrusted(self, name: str) -> None:

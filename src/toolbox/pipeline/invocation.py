@@ -74,6 +74,9 @@ class Invocation:
     error: BaseException | None = None
     #: What waits for this call's outcome to be recorded (an approval request's submission).
     commit: Commit | None = None
+    #: The model's id of this tool call (OpenAI ``tool_call_id``, Anthropic ``tool_use`` id), when
+    #: the door knows it: model output, for traces (``gen_ai.tool.call.id``), never a decision.
+    call_id: str | None = None
 
     def __init__(
         self,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated, final
@@ -13,6 +14,8 @@ from toolbox.auth import AuthenticationError, Identity
 from toolbox.service.identity import new_trace_id, token_of, unauthorized
 from toolbox.service.problems import Problem
 from toolbox.service.service import Service, service_of
+
+LOGGER = logging.getLogger("toolbox.service")
 
 __all__ = [
     "AnyCaller",
@@ -45,15 +48,23 @@ def route_of(connection: HTTPConnection) -> str:
 
 
 async def authenticate_token(service: Service, token: str | None, route: str, trace_id: str) -> Identity:
-    """The identity of ``token`` (None: none was presented), or an audited 401 problem."""
+    """The identity of ``token`` (None: none was presented), or an audited 401 problem.
+
+    An authenticator that fails otherwise than with `AuthenticationError` (a bug, or a token
+    it did not foresee) refuses too: ``INVALID_CREDENTIALS``, audited, never a 500.
+    """
     try:
         if token is None:
             raise AuthenticationError("no credentials were presented", reason_code="MISSING_CREDENTIALS")
         return service.authenticator.authenticate(token)
     except AuthenticationError as exc:
-        await service.audit.refused(route, exc.reason_code, "authentication", trace_id=trace_id)
-        # The reason code says enough; the authenticator's message is not echoed.
-        raise unauthorized(exc.reason_code, trace_id) from None
+        reason = exc.reason_code
+    except Exception as exc:  # noqa: BLE001 - fail closed; the type only: the message may quote the token
+        LOGGER.error("the authenticator failed (%s): the credential is refused", type(exc).__name__)
+        reason = "INVALID_CREDENTIALS"
+    await service.audit.refused(route, reason, AuthenticationError.rule, trace_id=trace_id)
+    # The reason code says enough; the authenticator's message is not echoed.
+    raise unauthorized(reason, trace_id) from None
 
 
 async def authenticate(connection: HTTPConnection) -> Caller:
@@ -64,10 +75,18 @@ async def authenticate(connection: HTTPConnection) -> Caller:
         token: str | None = token_of(connection)
     except AuthenticationError as exc:
         await service.audit.refused(
-            route_of(connection), exc.reason_code, "authentication", trace_id=trace_id
+            route_of(connection), exc.reason_code, AuthenticationError.rule, trace_id=trace_id
         )
         raise unauthorized(exc.reason_code, trace_id) from None
     identity = await authenticate_token(service, token, route_of(connection), trace_id)
+    # Which key or issuer made the request, beside its trace: what the audit events also record.
+    LOGGER.info(
+        "%s authenticated %s (tenant %r), trace %s",
+        route_of(connection),
+        identity.credential,
+        identity.tenant,
+        trace_id,
+    )
     return Caller(identity, trace_id)
 
 

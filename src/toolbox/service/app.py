@@ -1,7 +1,7 @@
 """`create_app`: the governance service as a FastAPI app (mount it, or run it under any ASGI server).
 
 ``toolbox serve`` builds it from a policy file (`toolbox.service.startup`). Every route but ``/healthz``
-and ``/readyz`` needs a credential: there is no anonymous mode.
+and ``/readyz`` needs a credential, ``/openapi.json`` included: there is no anonymous mode.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
+from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from toolbox.auth import Authenticator
@@ -32,6 +33,7 @@ from toolbox.service import (
     routes_tools,
     routes_turns,
 )
+from toolbox.service.access import AnyCaller
 from toolbox.service.approvals import ApprovalDesk
 from toolbox.service.audit_log import ServiceAudit
 from toolbox.service.problems import install_problem_handlers
@@ -111,9 +113,16 @@ def create_app(
         title="toolbox governance service",
         version="1",
         lifespan=lifespan,
-        docs_url=None,  # the Swagger page loads its assets from a CDN; /openapi.json stays
+        docs_url=None,  # the Swagger page loads its assets from a CDN
         redoc_url=None,
+        openapi_url=None,  # served below, to authenticated callers only
     )
+
+    @app.get("/openapi.json", include_in_schema=False)
+    async def openapi(_caller: AnyCaller) -> JSONResponse:
+        """The OpenAPI document, for any authenticated caller: it maps every route and parameter."""
+        return JSONResponse(app.openapi())
+
     app.state.service = service
     app.state.turns = None
     if turn_model is not None:

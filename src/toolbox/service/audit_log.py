@@ -73,6 +73,7 @@ class ServiceAudit:
                 tenant=identity.tenant if identity is not None else None,
                 principal=identity.principal if identity is not None else None,
                 status="DENIED",
+                credential=identity.credential if identity is not None else None,
             )
         )
 
@@ -104,5 +105,6 @@ class ServiceAudit:
                 tenant=identity.tenant,
                 principal=identity.principal,
                 status=decision,
+                credential=identity.credential,
             )
         )

@@ -17,8 +17,10 @@ from typing import Any, final
 from toolbox.audit.events import AuditRecord
 from toolbox.audit.sink import AuditQuery, AuditSink
 from toolbox.audit.verify import verify_chain
+from toolbox.catalog import Catalog
+from toolbox.errors import InvalidArgumentsError
 
-__all__ = ["EventFilter", "TenantAudit", "decode_cursor", "encode_cursor"]
+__all__ = ["EventFilter", "TenantAudit", "decode_cursor", "encode_cursor", "tool_filter"]
 
 _Key = tuple[str, int, str]
 
@@ -66,6 +68,20 @@ class EventFilter:
     status: str | None = None
     since: datetime | None = None
     until: datetime | None = None
+    operation: str | None = None
+
+
+def tool_filter(catalog: Catalog, text: str | None) -> tuple[str | None, str | None]:
+    """The (tool, operation) a Tool filter names: a tool (``http``), or ``tool.operation`` as the
+    audit lists show names (``http.get``); a tool no longer installed is split at its last dot."""
+    if not text or catalog.entry(text) is not None:
+        return text or None, None
+    try:
+        _, tool, operation, _ = catalog.resolve_name(text)
+    except InvalidArgumentsError:
+        tool, _, operation = text.rpartition(".")
+        return (tool, operation) if tool and operation else (text, None)
+    return tool, operation
 
 
 @final
@@ -111,7 +127,14 @@ class TenantAudit:
         while True:
             rows = self._sink.query(
                 AuditQuery(
-                    self._tenant, wanted.tool, wanted.principal, wanted.status, since, wanted.until, fetch
+                    self._tenant,
+                    wanted.tool,
+                    wanted.principal,
+                    wanted.status,
+                    since,
+                    wanted.until,
+                    fetch,
+                    operation=wanted.operation,
                 )
             )
             fresh = [r for r in rows if after is None or _key(r) > after]

@@ -23,9 +23,9 @@ from starlette.responses import RedirectResponse, Response
 
 from toolbox.service.access import Caller, authenticate_token, check_role
 from toolbox.service.approvals import approval_document, store_call
-from toolbox.service.audit_reads import EventFilter, TenantAudit
+from toolbox.service.audit_reads import EventFilter, TenantAudit, tool_filter
 from toolbox.service.console_session import ConsoleSession, Sessions
-from toolbox.service.console_views import OUTCOMES, pretty, tool_rows, trace_rows, when
+from toolbox.service.console_views import OUTCOMES, pretty, printed, tool_rows, trace_rows, when
 from toolbox.service.identity import new_trace_id
 from toolbox.service.kill_switch import SwitchState
 from toolbox.service.problems import Problem
@@ -55,6 +55,7 @@ _MAX_FORM = 32 * 1024
 _environment = Environment(
     loader=PackageLoader("toolbox.service", "templates"),
     autoescape=select_autoescape(default=True, default_for_string=True),
+    finalize=printed,
 )
 _environment.filters["when"] = when
 _environment.filters["pretty"] = pretty
@@ -297,7 +298,7 @@ async def decide(request: Request, approval_id: str) -> Response:
     return RedirectResponse(f"/console/approvals?notice={state}", status_code=303, headers=HEADERS)
 
 
-def _since(text: str | None) -> datetime | None:
+def _moment(text: str | None) -> datetime | None:
     if not text:
         return None
     try:
@@ -317,8 +318,10 @@ def _filters(query: Mapping[str, str]) -> dict[str, Any]:
         "principal": short("principal", 256),
         "tool": short("tool", 200),
         "status": status if status in OUTCOMES else None,
-        "since": _since(short("since", 40)),
+        "since": _moment(short("since", 40)),
         "since_text": short("since", 40) or "",
+        "until": _moment(short("until", 40)),
+        "until_text": short("until", 40) or "",
     }
 
 
@@ -342,13 +345,17 @@ async def _auditor(request: Request) -> tuple[ConsoleSession, TenantAudit] | Res
 
 @router.get("/audit")
 async def audit_page(request: Request) -> Response:
-    """Traces of the tenant, newest first, filtered by principal, tool, status and time."""
+    """Traces of the tenant, newest first, filtered by principal, tool (or ``tool.operation``),
+    status and time (since, until)."""
     reads = await _auditor(request)
     if isinstance(reads, Response):
         return reads
     session, audit = reads
     filters = _filters(request.query_params)
-    wanted = EventFilter(filters["principal"], filters["tool"], filters["status"], filters["since"])
+    tool, operation = tool_filter(service_of(request).served.catalog, filters["tool"])
+    wanted = EventFilter(
+        filters["principal"], tool, filters["status"], filters["since"], filters["until"], operation
+    )
     records = await run_in_threadpool(audit.latest, wanted, 1000)
     return _page(
         request,
@@ -443,9 +450,14 @@ async def kill_switch_change(request: Request) -> Response:
 
 def mount_console(app: FastAPI, key: bytes) -> None:
     """Add the console's routes and its static files to ``app``; sessions are signed with ``key``."""
-    settings = app.state.service.settings
+    service = app.state.service
+    settings = service.settings
+    check = getattr(service.authenticator, "still_valid", None)
     app.state.console_sessions = Sessions(
-        key, ttl=settings.session_ttl_seconds, force_secure=settings.force_secure_cookies
+        key,
+        ttl=settings.session_ttl_seconds,
+        force_secure=settings.force_secure_cookies,
+        still_valid=check if callable(check) else None,
     )
     app.include_router(router)
     app.mount("/console/static", StaticFiles(packages=[("toolbox.service", "static")]), name="console-static")

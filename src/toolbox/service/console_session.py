@@ -1,11 +1,15 @@
 """Console sessions and CSRF tokens: signed, short-lived, never holding the credential.
 
 After a login with an API key or token, the console keeps the resulting
-identity (tenant, principal, roles, the credential's label) in a cookie
-signed with HMAC-SHA256 under the service secret: ``HttpOnly``,
-``SameSite=Strict``, ``Path=/console`` and ``Secure`` on TLS. The key or
-token itself is never stored. Every form carries a CSRF token bound to the
-session id (or, on the login form, to a pre-login nonce cookie).
+identity (tenant, principal, roles, the credential's label, its expiry and
+key fingerprint) in a cookie signed with HMAC-SHA256 under the service
+secret: ``HttpOnly``, ``SameSite=Strict``, ``Path=/console`` and ``Secure`` on
+TLS. The key or token itself is never stored. A session never outlives its
+credential: it ends at the session TTL or the credential's own expiry,
+whichever comes first, and every request asks the authenticator whether the
+credential still holds (`toolbox.auth.CredentialCheck`: the key not revoked,
+replaced or changed). Every form carries a CSRF token bound to the session id
+(or, on the login form, to a pre-login nonce cookie).
 """
 
 from __future__ import annotations
@@ -15,8 +19,10 @@ import binascii
 import hashlib
 import hmac
 import json
+import math
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import final
 
@@ -57,12 +63,21 @@ class ConsoleSession:
 class Sessions:
     """Issues and reads session cookies and CSRF tokens under one key."""
 
-    __slots__ = ("_force_secure", "_key", "_ttl")
+    __slots__ = ("_force_secure", "_key", "_still_valid", "_ttl")
 
-    def __init__(self, key: bytes, *, ttl: float, force_secure: bool) -> None:
+    def __init__(
+        self,
+        key: bytes,
+        *,
+        ttl: float,
+        force_secure: bool,
+        still_valid: Callable[[Identity], bool] | None = None,
+    ) -> None:
         self._key = key
         self._ttl = ttl
         self._force_secure = force_secure
+        #: Asked on every request: does the session's credential still hold? (None: cannot tell.)
+        self._still_valid = still_valid
 
     def _sign(self, purpose: str, payload: str) -> str:
         return _b64(hmac.new(self._key, f"{purpose}\n{payload}".encode(), hashlib.sha256).digest())
@@ -86,7 +101,14 @@ class Sessions:
     # -- sessions -------------------------------------------------------------------------
 
     def start(self, response: Response, connection: HTTPConnection, identity: Identity) -> None:
-        """Sign ``identity`` in: set the session cookie, drop the login nonce."""
+        """Sign ``identity`` in: set the session cookie, drop the login nonce.
+
+        The session ends at the TTL or when the credential expires, whichever is first.
+        """
+        now = time.time()
+        ends = now + self._ttl
+        if identity.expires_at is not None:
+            ends = min(ends, identity.expires_at)
         payload = _b64(
             json.dumps(
                 {
@@ -95,8 +117,10 @@ class Sessions:
                     "r": sorted(identity.roles),
                     "s": identity.toolset,
                     "c": identity.credential,
+                    "x": identity.expires_at,
+                    "k": identity.key_ref,
                     "i": secrets.token_hex(16),
-                    "e": time.time() + self._ttl,
+                    "e": ends,
                 },
                 separators=(",", ":"),
             ).encode()
@@ -106,7 +130,7 @@ class Sessions:
             connection,
             SESSION_COOKIE,
             f"{payload}.{self._sign('session', payload)}",
-            int(self._ttl),
+            max(1, math.ceil(ends - now)),
         )
         self._set(response, connection, LOGIN_COOKIE, "", 0)
 
@@ -131,12 +155,16 @@ class Sessions:
                 roles=roles,
                 toolset=None if data["s"] is None else check_reference(data["s"], "toolset"),
                 credential=check_reference(data["c"], "credential"),
+                expires_at=None if data["x"] is None else float(data["x"]),
+                key_ref=None if data["k"] is None else str(data["k"]),
             )
             session_id, expires_at = str(data["i"]), float(data["e"])
         except (ValueError, KeyError, TypeError, binascii.Error, AuthenticationError):
             return None
         if expires_at <= time.time():
             return None
+        if self._still_valid is not None and not self._still_valid(identity):
+            return None  # the key was revoked, replaced or changed since the login
         return ConsoleSession(identity, session_id, expires_at)
 
     # -- CSRF -----------------------------------------------------------------------------

@@ -12,13 +12,16 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, final
 
+from markupsafe import Markup, escape
+
 from toolbox.audit.events import AuditRecord
 from toolbox.context import ExecutionContext
 from toolbox.descriptor import OperationDescriptor
+from toolbox.line_text import one_line
 from toolbox.service.service import Service
 from toolbox.tools import ToolDecision, Tools
 
-__all__ = ["ToolRow", "TraceRow", "pretty", "tool_rows", "trace_rows", "when"]
+__all__ = ["ToolRow", "TraceRow", "pretty", "printed", "tool_rows", "trace_rows", "when"]
 
 _OUTCOMES = (
     "SUCCESS",
@@ -105,9 +108,26 @@ def when(value: object) -> str:
     return datetime.fromtimestamp(value, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def pretty(value: Any) -> str:
-    """JSON for people: indented, non-ASCII kept (the template escapes it)."""
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=repr)
+def pretty(value: Any) -> Markup:
+    """JSON for people: indented, non-ASCII kept, escaped for HTML here.
+
+    JSON writes a string's line breaks as ``\\n``; what it leaves raw and could still break or
+    reorder a line (C1 controls, U+2028, bidirectional controls) is escaped as ``\\u202e``. The
+    indentation's own newlines stay: the result is `Markup`, left alone by `printed`.
+    """
+    text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=repr)
+    return escape("\n".join(one_line(line) for line in text.split("\n")))
+
+
+def printed(value: Any) -> Any:
+    """Every value a template prints (Jinja's ``finalize``), as one line (`toolbox.line_text`).
+
+    Autoescaping stops markup; this stops text that reorders or breaks what an operator reads
+    (``\u202e`` shows the rest of a line backwards).
+    """
+    if isinstance(value, Markup) or value is None or isinstance(value, (bool, int, float)):
+        return value
+    return one_line(value)
 
 
 OUTCOMES = _OUTCOMES

@@ -12,7 +12,7 @@ import uuid
 
 from starlette.requests import HTTPConnection
 
-from toolbox.auth import Authenticator, Identity, bearer_token
+from toolbox.auth import AuthenticationError, Authenticator, Identity, bearer_token
 from toolbox.service.problems import Problem
 
 __all__ = ["ROLES", "Authenticator", "Identity", "new_trace_id", "unauthorized"]
@@ -49,7 +49,7 @@ def unauthorized(reason_code: str, trace_id: str) -> Problem:
         401,
         reason,
         _DETAILS[reason],
-        rule="authentication",
+        rule=AuthenticationError.rule,  # "auth", as every refused credential says (docs/auth.md)
         trace_id=trace_id,
         headers={"WWW-Authenticate": 'Bearer realm="toolbox"'},
     )

@@ -10,6 +10,7 @@ credential, a header value or a stack trace.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Mapping
 from http import HTTPStatus
 from typing import Any, final
@@ -120,9 +121,13 @@ def install_problem_handlers(app: FastAPI) -> None:
         )
 
     async def on_crash(_request: Request, exc: Exception) -> Response:
-        LOGGER.error("request failed (%s)", type(exc).__name__)
+        # A fresh trace id, in the answer and the log line, so the two can be matched.
+        trace_id = uuid.uuid4().hex
+        LOGGER.error("request failed (%s), trace %s", type(exc).__name__, trace_id)
         return problem_response(
-            Problem(500, "INTERNAL_ERROR", "the service failed; see its log", rule="service")
+            Problem(
+                500, "INTERNAL_ERROR", "the service failed; see its log", rule="service", trace_id=trace_id
+            )
         )
 
     app.add_exception_handler(Problem, on_problem)

@@ -10,7 +10,7 @@ from starlette.concurrency import run_in_threadpool
 
 from toolbox.audit.sink import AuditSink
 from toolbox.service.access import AsAuditor, Caller
-from toolbox.service.audit_reads import EventFilter, TenantAudit, decode_cursor, encode_cursor
+from toolbox.service.audit_reads import EventFilter, TenantAudit, decode_cursor, encode_cursor, tool_filter
 from toolbox.service.problems import Problem
 from toolbox.service.service import Service, service_of
 
@@ -83,7 +83,10 @@ async def query_events(
     cursor: str | None = Query(None, max_length=512),
     limit: int = Query(100, ge=1, le=1000),
 ) -> dict[str, Any]:
-    """Events of the caller's tenant, oldest first, filtered; page on with ``next_cursor``."""
+    """Events of the caller's tenant, oldest first, filtered; page on with ``next_cursor``.
+
+    ``tool`` is a tool name or ``tool.operation``, as the events' names show it.
+    """
     service = service_of(request)
     after = decode_cursor(cursor) if cursor is not None else None
     if cursor is not None and after is None:
@@ -95,7 +98,8 @@ async def query_events(
             trace_id=caller.trace_id,
             field_path="cursor",
         )
-    wanted = EventFilter(principal, tool, status, since, until)
+    named, operation = tool_filter(service.served.catalog, tool)
+    wanted = EventFilter(principal, named, status, since, until, operation)
     reads = tenant_audit(service, caller)
     records, more = await run_in_threadpool(
         lambda: reads.events(wanted, limit=min(limit, service.settings.max_page), after=after)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import logging
 from typing import Any
 
 from fastapi import APIRouter, Query, Request
@@ -13,6 +14,7 @@ from toolbox.definition_formats import FORMATS
 from toolbox.gateway import Gateway
 from toolbox.pipeline.grants import Approval
 from toolbox.pipeline.result import Status
+from toolbox.pipeline.shown import json_content
 from toolbox.service.access import AsCaller, route_of
 from toolbox.service.approvals import approval_document
 from toolbox.service.body import read_json_object
@@ -24,6 +26,7 @@ from toolbox.wire_names import dotted_name
 __all__ = ["router"]
 
 router = APIRouter(prefix="/v1/tools", tags=["tools"])
+LOGGER = logging.getLogger("toolbox.service")
 _INTENT_FIELDS = ("purpose", "audit_as")
 
 
@@ -132,9 +135,45 @@ async def _call(
     context: ExecutionContext,
     approval: Approval | None,
 ) -> Response:
+    """The call's answer. Anything failing once the call may have run is an uncertain effect.
+
+    The tool may have acted by then, so the caller gets the trace id to check it by and
+    is told not to repeat the call blindly, never a bare 500 that invites a retry.
+    """
+    try:
+        return await _answer(service, name, arguments, context, approval)
+    except Problem:
+        raise
+    except Exception as exc:  # noqa: BLE001 - reported as an uncertain effect, with the trace id
+        LOGGER.error(
+            "answering a call of %r failed (%s), trace %s", name[:200], type(exc).__name__, context.run_id
+        )
+        raise Problem(
+            502,
+            "UNCERTAIN_EFFECT",
+            "the call may have run, but its answer could not be given; check its trace before repeating it",
+            rule="service",
+            trace_id=context.run_id,
+            extra={
+                "tool_status": Status.UNCERTAIN_EFFECT.value,
+                "name": name[:200],
+                "uncertain_effect": True,
+            },
+        ) from None
+
+
+async def _answer(
+    service: Service,
+    name: str,
+    arguments: dict[str, Any],
+    context: ExecutionContext,
+    approval: Approval | None,
+) -> Response:
     result = await service.runner.run(service.served.gateway, name, arguments, context, approval)
     if result.status is Status.SUCCESS:
-        return JSONResponse(result.as_dict())
+        document = result.as_dict()
+        document["content"] = json_content(result.content)
+        return JSONResponse(document)
     if result.status is Status.APPROVAL_REQUIRED and result.approval is not None:
         records = [r for r in context.trace.records() if isinstance(r, OperationRecord)]
         last = records[-1] if records else None

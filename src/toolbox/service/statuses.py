@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from toolbox.pipeline.result import Status, ToolResult
+from toolbox.pipeline.shown import json_content
 from toolbox.service.problems import Problem
 
 __all__ = ["REASON_HTTP", "RETRY_AFTER_SECONDS", "STATUS_HTTP", "http_status", "result_problem"]
@@ -60,7 +61,7 @@ def result_problem(result: ToolResult) -> Problem:
     if result.error_code is not None:
         extra["error_code"] = result.error_code
     if result.status is Status.BUSINESS_FAILED:
-        extra["content"] = result.content
+        extra["content"] = json_content(result.content)
     headers = {"Retry-After": str(RETRY_AFTER_SECONDS)} if status == 429 else None
     return Problem(
         status,

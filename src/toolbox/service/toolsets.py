@@ -4,10 +4,11 @@
 `Toolsets` the MCP server enforces, so both doors agree). Every context the
 service builds for such a caller carries the toolset as a `DelegationScope`,
 so the chain itself refuses anything outside it (DENIED/DELEGATION_SCOPE) on
-every path, turns included; in front of that, an invoke outside the toolset is
-answered as the MCP server answers it: DENIED/NOT_IN_TOOLSET, recorded in the
-trace and audited, a 403 problem. A credential naming a toolset the policy
-does not define is refused everything (403 UNKNOWN_TOOLSET): fail closed.
+every path, turns included; in front of that, an invoke of any name outside the
+toolset, registered or not, is answered as the MCP server answers it:
+DENIED/NOT_IN_TOOLSET, recorded in the trace and audited, a 403 problem. A
+credential naming a toolset the policy does not define is refused everything
+(403 UNKNOWN_TOOLSET): fail closed.
 """
 
 from __future__ import annotations
@@ -18,16 +19,14 @@ from starlette.concurrency import run_in_threadpool
 
 from toolbox.auth import Identity
 from toolbox.catalog import Catalog
-from toolbox.context import DenialRecord, ExecutionContext
+from toolbox.context import ExecutionContext
 from toolbox.delegation import DelegationScope
-from toolbox.errors import InvalidArgumentsError
 from toolbox.service.audit_log import ServiceAudit
 from toolbox.service.problems import Problem
-from toolbox.toolsets import Toolsets
+from toolbox.toolsets import NOT_IN_TOOLSET, Toolsets, in_toolset, not_in_toolset
 
 __all__ = ["NOT_IN_TOOLSET", "UNKNOWN_TOOLSET", "ToolsetGate"]
 
-NOT_IN_TOOLSET = "NOT_IN_TOOLSET"
 UNKNOWN_TOOLSET = "UNKNOWN_TOOLSET"
 
 
@@ -81,26 +80,17 @@ class ToolsetGate:
     async def check(self, identity: Identity, name: str, context: ExecutionContext) -> None:
         """Refuse ``name`` when it is outside ``identity``'s toolset, as the MCP server does.
 
+        Every such name gets the same answer, registered or not (`toolbox.toolsets.not_in_toolset`):
+        an unknown tool or a made-up operation is not a 404 or a 422 that would tell the caller
+        what is installed.
+
         Raises:
             Problem: 403 NOT_IN_TOOLSET, recorded in ``context``'s trace and audited.
         """
         allowed = self.allowed(identity)
-        if allowed is None:
-            return
-        try:
-            _, tool, operation, _ = self._catalog.resolve_name(name)
-        except InvalidArgumentsError:
-            return  # the gateway refuses (and records) an unknown or malformed name itself
-        if f"{tool}.{operation}" in allowed:
+        if allowed is None or in_toolset(self._catalog, allowed, name):
             return
         rule = f"service:toolset:{identity.toolset}"
-        context.trace.append(DenialRecord(tool, NOT_IN_TOOLSET, rule))
         # The audit hook may write to a durable sink on the calling thread: off the loop.
-        await run_in_threadpool(self._catalog.pipeline.report_denial, context, tool, NOT_IN_TOOLSET, rule)
-        raise Problem(
-            403,
-            NOT_IN_TOOLSET,
-            f"{tool}.{operation} is not in the toolset this credential is limited to",
-            rule=rule,
-            trace_id=context.run_id,
-        )
+        refused = await run_in_threadpool(not_in_toolset, self._catalog, context, name, rule)
+        raise Problem(403, NOT_IN_TOOLSET, refused.message, rule=rule, trace_id=context.run_id)

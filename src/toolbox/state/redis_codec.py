@@ -30,7 +30,10 @@ from toolbox.pipeline.state_ports import (
 )
 from toolbox.state.approval_rules import effective
 
-__all__ = ["Layout", "decision_error", "kill_entries", "kill_entry", "ms", "record_from_hash"]
+__all__ = ["UNREADABLE", "Layout", "decision_error", "kill_entries", "kill_entry", "ms", "record_from_hash"]
+
+#: The reason and who of an engaged switch whose stored value cannot be read.
+UNREADABLE = "(the stored entry is unreadable)"
 
 
 def ms(seconds: float) -> int:
@@ -214,9 +217,16 @@ def decision_error(answer: str, request_id: str) -> ApprovalDecisionError:
 
 
 def kill_entry(tool: str | None, value: str) -> KillEntry:
-    """One switch from its JSON value."""
-    data = json.loads(value)
-    return KillEntry(tool, str(data["reason"]), str(data["who"]), float(data["at"]))
+    """One switch from its JSON value.
+
+    A switch is engaged because its field exists, whatever its value: a value another writer
+    left malformed is still an engaged switch (fail closed), shown as unreadable.
+    """
+    try:
+        data = json.loads(value)
+        return KillEntry(tool, str(data["reason"]), str(data["who"]), float(data["at"]))
+    except (ValueError, TypeError, KeyError, RecursionError):
+        return KillEntry(tool, UNREADABLE, UNREADABLE, 0.0)
 
 
 def kill_entries(raw: Mapping[str, str]) -> dict[str | None, KillEntry]:

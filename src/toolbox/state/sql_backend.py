@@ -105,6 +105,12 @@ def _tables(prefix: str) -> tuple[MetaData, Table, Table, Table, Table]:
     return meta, kill, counters, events, approvals
 
 
+def _storable(*texts: str | None) -> bool:
+    """Whether the texts can be in the store: PostgreSQL text never holds NUL, so an id or a
+    tenant with one names nothing stored (a bad request, not an outage of the store)."""
+    return not any(text is not None and "\x00" in text for text in texts)
+
+
 @final
 class SqlState:
     """Kill switches, shared limits and approvals in one SQL database.
@@ -352,6 +358,8 @@ class SqlState:
 
     def get(self, request_id: str) -> PendingApproval | None:
         """The request as of now, or None."""
+        if not _storable(request_id):
+            return None
         approvals = self._approvals
         with self._transaction() as conn:
             row = conn.execute(
@@ -366,6 +374,8 @@ class SqlState:
     ) -> list[PendingApproval]:
         """Up to ``limit`` requests, newest first, after ``cursor``."""
         check_listing(state, limit)
+        if not _storable(tenant, cursor):
+            return []
         approvals = self._approvals
         now = self._clock()
         query = select(approvals).where(approvals.c.forget_at >= now)
@@ -398,6 +408,8 @@ class SqlState:
 
     def decide(self, request_id: str, *, approve: bool, decided_by: str, reason: str) -> PendingApproval:
         """Approve or deny a pending request, holding its row."""
+        if not _storable(request_id):  # UNKNOWN_REQUEST, as for any id the store does not hold
+            return decided(None, request_id, approve=approve, decided_by=decided_by, reason=reason, now=0.0)
         approvals = self._approvals
         query = select(approvals).where(approvals.c.id == request_id)
         if self._postgres:
@@ -418,6 +430,8 @@ class SqlState:
 
     def consume(self, request_id: str, fingerprint: str) -> bool:
         """One conditional ``UPDATE``: True exactly once for an approved, unexpired, matching grant."""
+        if not _storable(request_id, fingerprint):
+            return False
         approvals = self._approvals
         with self._transaction() as conn:
             done = conn.execute(

@@ -36,6 +36,14 @@ class McpResult:
     def __str__(self) -> str:
         return self.text
 
+    def __toolbox_json__(self) -> Any:
+        """What every door shows as JSON (`toolbox.pipeline.shown`): the structured content, else the text.
+
+        MCP asks a server that returns structured content to send the same value as JSON text,
+        so the structured content is the whole result when there is one.
+        """
+        return self.structured if self.structured is not None else self.text
+
 
 def _block_text(block: object) -> str:
     if isinstance(block, mcp_types.TextContent):

@@ -49,7 +49,8 @@ class DriftError(ToolDeniedError):
     """
 
     def __init__(self, message: str, *, tool: str, rule: str) -> None:
-        super().__init__(message, tool=tool, reason_code=DRIFT, rule=rule)
+        # Decided before anything is sent to the server: the refused call made no attempt.
+        super().__init__(message, tool=tool, reason_code=DRIFT, rule=rule, request_sent=False)
 
 
 def effective_effect(declared: Effect, annotations: Mapping[str, object]) -> Effect:
@@ -313,7 +314,8 @@ class Server:
             )
         if operation in drift.removed:
             raise DriftError(
-                f"{self.tool}.{operation} is pinned but the server no longer lists it",
+                f"{self.tool}.{operation} is pinned but the server no longer lists it; review the "
+                f"server's tools and run `toolbox mcp lock {self.name}`",
                 tool=self.tool,
                 rule="mcp:lock:removed",
             )
