@@ -160,26 +160,13 @@ EXCLUDED: tuple[Exclusion, ...] = (
         style="remote_mcp",
         applies=True,
     ),
-    *(
-        Exclusion(
-            f"the service cannot serialise a {result} over REST yet (a 500 once the tool ran: issue 28's "
-            "toolbox.pipeline.shown turns any pydantic result into JSON); the refusal cells of this door "
-            "run, these wait for that fix",
-            promise=promise,
-            door="rest",
-            style=style,
-            applies=True,
-        )
-        for style, result in (("sql", "SqlResult"), ("sandbox", "SandboxResult"))
-        for promise in RUNS_THE_TOOL
-    ),
 )
 
 #: Cells the default tier leaves to ``pytest --full``, beyond test_matrix.py's rule, and why.
 FULL_ONLY: tuple[Cells, ...] = tuple(
     Cells(
         "each sandbox call that runs builds a real bubblewrap sandbox; the default tier runs the "
-        "sandbox's calls through the typed, by-name (sync and async) and MCP doors, and the framework "
+        "sandbox's calls through the typed, by-name (sync and async), MCP and REST doors; the framework "
         "adapters (which call the by-name doors) only refuse there: their runs are --full",
         promise=promise,
         door=door,
