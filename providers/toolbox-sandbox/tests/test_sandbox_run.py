@@ -14,8 +14,16 @@ from sandbox_support import ACK, ALLOW_SANDBOX
 
 from toolbox import ExecutionContext, Governance, Tools
 from toolbox.audit import AuditTrail, EventType, MemorySink
+from toolbox.pipeline.result_summary import result_summary
 from toolbox.testing import test_context
-from toolbox_sandbox import SandboxResult, SandboxTool, SandboxUnavailableError, plugin
+from toolbox_sandbox import (
+    EgressAttempt,
+    ExportedFile,
+    SandboxResult,
+    SandboxTool,
+    SandboxUnavailableError,
+    plugin,
+)
 
 
 def run(tool: SandboxTool, code: str, **kwargs) -> SandboxResult:
@@ -187,6 +195,35 @@ def test_the_audit_records_the_limit_a_run_hit(host):
     assert "limit=output" in summary and "exit_code=None" in summary
     assert "stdout_bytes=1024" in summary and "stdout_truncated=True" in summary
     assert "xxxx" not in summary
+
+
+def test_a_result_summarises_counts_and_flags_never_content():
+    """What the audit trail stores of a result: no stdout, stderr, file content, path or egress host."""
+    result = SandboxResult(
+        exit_code=3,
+        stdout="STDOUT-CANARY é",
+        stderr="STDERR-CANARY",
+        stdout_truncated=True,
+        wall_seconds=1.23456,
+        cpu_seconds=0.5,
+        limit="exports",
+        files=(ExportedFile(path="PATH-CANARY.csv", size=4, sha256="ab" * 32, content=b"FILE"),),
+        profile="fetcher",
+        seccomp=False,
+        network="egress",
+        egress=(
+            EgressAttempt(method="CONNECT", host="HOST-CANARY.example", port=443, allowed=True),
+            EgressAttempt(method="GET", host="127.0.0.1", port=80, allowed=False, rule="http:egress:address"),
+        ),
+    )
+    summary, digest = result.__toolbox_audit_summary__()
+    assert summary == (
+        "exit_code=3 limit=exports profile=fetcher enforcement=rlimits+supervisor seccomp=False "
+        "network=egress stdout_bytes=16 stderr_bytes=13 stdout_truncated=True stderr_truncated=False "
+        "files=1 file_bytes=4 egress_allowed=1 egress_refused=1 wall_seconds=1.235 cpu_seconds=0.500"
+    )
+    assert digest == hashlib.sha256(result.model_dump_json().encode()).hexdigest()
+    assert result_summary(result) == (summary, digest)  # what the chain's audit hook stores
 
 
 def test_concurrent_runs_do_not_see_each_other(sandbox, host):
