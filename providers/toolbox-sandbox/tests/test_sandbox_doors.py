@@ -30,6 +30,8 @@ from toolbox import (
     ExecutionContext,
     Gateway,
     Governance,
+    Guardrail,
+    GuardrailAction,
     HmacApprover,
     Status,
     ToolPolicy,
@@ -188,6 +190,41 @@ def test_a_grant_for_a_program_binds_its_exact_argv(gateway: Gateway, sink: Memo
     )
     assert done.status is Status.SUCCESS and done.content.stdout == "['one']\n"
     assert runs(sink) == ["APPROVAL_REQUIRED", "DENIED", "SUCCESS"]
+
+
+def test_guardrails_see_the_resolved_profile_and_inputs_by_digest(tmp_path: Path):
+    """A rule on a profile matches a call that leaves the profile to the default; what the rule sees
+    of stdin is its digest. Refused before anything runs, and audited."""
+    seen: list[dict[str, Any]] = []
+
+    def analysis_profile(arguments: Any) -> bool:
+        seen.append(dict(arguments))
+        return bool(arguments.get("profile") == "analysis")
+
+    path = tmp_path / "policy.toml"
+    path.write_text(POLICY, encoding="utf-8")
+    sink = MemorySink()
+    rule = Guardrail(id="NO_ANALYSIS", action=GuardrailAction.DENY, tool="sandbox", when=analysis_profile)
+    gateway = Gateway.load(
+        policy=ToolPolicy.from_file(path),
+        providers=[plugin],
+        discover=False,
+        env=ACK,
+        governance=Governance(audit=AuditTrail(sink), approver=HmacApprover(SECRET), guardrails=[rule]),
+    )
+    try:
+        refused = gateway.invoke("sandbox.run_python", ARGS, context=CONTEXT)  # no profile: the default
+    finally:
+        gateway.close()
+    assert (refused.status, refused.reason_code, refused.attempts) == (
+        Status.DENIED,
+        "GUARDRAIL_NO_ANALYSIS",
+        0,
+    )
+    assert seen == [{**SHOWN, "profile": "analysis", "network": "none"}]
+    decisions = [(e.decision, e.reason_code) for e in sink.records if e.type is EventType.GOVERNANCE_DECISION]
+    assert decisions == [("DENY", "GUARDRAIL_NO_ANALYSIS")]
+    assert runs(sink) == ["DENIED"]
 
 
 def test_a_used_grant_does_not_run_twice(gateway: Gateway, sink: MemorySink):

@@ -139,13 +139,16 @@ class SandboxTool:
         # What authorizers and guardrails decide on: the call as it is bound (the exact code or argv,
         # inputs by digest: `SANDBOX_BIND`), with the profile resolved (None is the default profile)
         # and its network, so a rule on a profile also matches calls that leave it to the default.
-        arguments: dict[str, Any] = {"argv": list(argv)}
-        if code is not None:
-            arguments = {"source": code.decode("utf-8", "surrogatepass")}
-        arguments["stdin"] = input_digest(given)
-        arguments["files"] = files_digests(dict(pairs))
-        arguments["profile"] = name
-        arguments["network"] = chosen.network
+        what: dict[str, Any] = (
+            {"argv": list(argv)} if code is None else {"source": code.decode("utf-8", "surrogatepass")}
+        )
+        arguments = {
+            **what,
+            "stdin": input_digest(given),
+            "files": files_digests(dict(pairs)),
+            "profile": name,
+            "network": chosen.network,
+        }
         return self._runtime.write_intent(
             operation, lambda: execute(request), target=f"sandbox/{name}", arguments=arguments
         )
