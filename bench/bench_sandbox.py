@@ -62,7 +62,7 @@ def rows() -> dict[str, Callable[[], object]]:
         stdin=b"",
         files=(),
     )
-    arguments = {"code": "print(1)", "audit_as": "Print one"}
+    arguments = {"source": "print(1)", "audit_as": "Print one"}
 
     def bare() -> object:
         return subprocess.run([PYTHON, "-c", "print(1)"], capture_output=True, check=True)

@@ -31,8 +31,6 @@ from toolbox.service import create_app
 from toolbox.testing.credentials import write_api_keys
 from toolbox.wire_names import to_wire_name
 
-#: The logical operations that are READ_ONLY (declared with ``purpose``; the others with ``audit_as``).
-READS = frozenset({"read", "ping", "vault", "guarded"})
 #: The intent text every call declares unless a check says otherwise.
 INTENT = "Conformance check"
 NO_INTENT: Any = object()
@@ -57,10 +55,12 @@ class Outcome:
         )
 
 
-def _with_intent(logical: str, arguments: Mapping[str, Any], intent: object) -> dict[str, Any]:
+def _with_intent(world: World, logical: str, arguments: Mapping[str, Any], intent: object) -> dict[str, Any]:
+    """The by-name arguments of a logical call: the style's own, with the declared intent."""
+    given = world.style.wire(logical, arguments)
     if intent is NO_INTENT:
-        return dict(arguments)
-    return {**arguments, "purpose" if logical in READS else "audit_as": intent}
+        return given
+    return {**given, "purpose" if logical in world.style.reads else "audit_as": intent}
 
 
 class Door:
@@ -95,14 +95,14 @@ class Typed(Door):
         tools = world.gateway.tools_for(context)
         try:
             instance = tools.get(style.tool(logical))
-            built = style.typed(instance, style.names[logical][1], dict(arguments))
+            built = style.typed(instance, style.names[logical][1], style.wire(logical, arguments))
             if intent is NO_INTENT:
                 try:
                     built.execute()
                 except AttributeError as missing:  # the intent phase: no execute() before an intent
                     return Outcome("INVALID_ARGUMENTS", "missing_intent", shown=str(missing))
                 raise AssertionError("an intent without a declared intent executed")
-            ready = built.purpose(intent) if logical in READS else built.audit_as(intent)
+            ready = built.purpose(intent) if logical in style.reads else built.audit_as(intent)
             if style.is_async:
                 content = world.run(ready.aexecute(approval=grant))
             else:
@@ -125,7 +125,7 @@ class ByName(Door):
 
     def call(self, world, context, logical, arguments, *, intent=INTENT, grant=None):  # type: ignore[no-untyped-def]
         name = world.style.by_name(logical)
-        given = _with_intent(logical, arguments, intent)
+        given = _with_intent(world, logical, arguments, intent)
         return Outcome.of(world.gateway.invoke(name, given, context=context, approval=grant))
 
 
@@ -134,7 +134,7 @@ class ByNameAsync(Door):
 
     def call(self, world, context, logical, arguments, *, intent=INTENT, grant=None):  # type: ignore[no-untyped-def]
         name = world.style.by_name(logical)
-        given = _with_intent(logical, arguments, intent)
+        given = _with_intent(world, logical, arguments, intent)
         return Outcome.of(world.run(world.gateway.ainvoke(name, given, context=context, approval=grant)))
 
 
@@ -159,7 +159,7 @@ class Mcp(Door):
     def call(self, world, context, logical, arguments, *, intent=INTENT, grant=None):  # type: ignore[no-untyped-def]
         assert grant is None
         wire = to_wire_name(world.style.by_name(logical))
-        given = _with_intent(logical, arguments, intent)
+        given = _with_intent(world, logical, arguments, intent)
 
         async def main() -> Any:
             async with Client(self._server(world, context)) as client:
@@ -196,7 +196,7 @@ def service_app(world: World) -> tuple[Any, dict[str, str]]:
         authenticator=CredentialAuthenticator(api_keys=ApiKeyFile(key_file)),
         providers=world.style.providers,
         discover=False,
-        env={},
+        env=world.style.env,
         governance=world.governance(),
         console=False,
     )
@@ -216,7 +216,7 @@ class Rest(Door):
 
     def call(self, world, context, logical, arguments, *, intent=INTENT, grant=None):  # type: ignore[no-untyped-def]
         app, keys = service_app(world)
-        body: dict[str, Any] = {"arguments": _with_intent(logical, arguments, intent)}
+        body: dict[str, Any] = {"arguments": _with_intent(world, logical, arguments, intent)}
         if grant is not None:
             body["approval_id"] = grant
         headers = {"Authorization": f"Bearer {keys[context.principal]}"}
@@ -260,7 +260,7 @@ class McpHttp(Mcp):
             url = world._live = live.url  # type: ignore[attr-defined]
         key = service_app(world)[1][context.principal]
         wire = to_wire_name(world.style.by_name(logical))
-        given = _with_intent(logical, arguments, intent)
+        given = _with_intent(world, logical, arguments, intent)
 
         async def main() -> Any:
             headers = {"Authorization": f"Bearer {key}"}
@@ -308,7 +308,7 @@ class LangChain(Door):
             "type": "tool_call",
             "id": "call-1",
             "name": wire,
-            "args": _with_intent(logical, arguments, intent),
+            "args": _with_intent(world, logical, arguments, intent),
         }
         message = world.run(offered[wire].ainvoke(call, config={"configurable": configurable}))
         artifact = getattr(message, "artifact", None)
@@ -348,7 +348,7 @@ class OpenAIAgents(Door):
         if wire not in offered:
             return Outcome("DENIED", "NOT_OFFERED", shown="not offered")
         tool = offered[wire]
-        given = _with_intent(logical, arguments, intent)
+        given = _with_intent(world, logical, arguments, intent)
         text = json.dumps(given)
 
         async def main() -> Outcome:
@@ -389,7 +389,7 @@ class PydanticAI(Door):
                 return Outcome("DENIED", "NOT_OFFERED", shown="not offered")
             try:
                 content = await toolset.call_tool(
-                    wire, _with_intent(logical, arguments, intent), run, tools[wire]
+                    wire, _with_intent(world, logical, arguments, intent), run, tools[wire]
                 )
             except Deferred as asked:
                 request = (asked.metadata or {}).get(REQUEST_KEY)

@@ -96,8 +96,8 @@ def argument_bound_approvals(world: World, door: Door) -> None:
     assert asked.status == Status.APPROVAL_REQUIRED.value and asked.approval is not None, asked
     assert _runs(world, "pay") == before
     shown = asked.approval.get("arguments") if isinstance(asked.approval, dict) else asked.approval.arguments
-    if shown is not None:
-        assert dict(shown) == {"to": "alice", "cents": 100}  # what the approver is shown: the call itself
+    if shown is not None:  # what the approver is shown: the call itself, as the tool binds it
+        assert dict(shown) == world.style.shown("pay", {"to": "alice", "cents": 100})
     if not door.grants:
         return
     grant = door.grant(world, asked.approval)

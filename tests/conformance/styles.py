@@ -5,13 +5,19 @@ Every style offers ``read(item, api_key="")`` and ``ping(item)`` (READ_ONLY),
 policy does not allow) and ``guarded(item)`` (a tool that needs a deployment
 acknowledgement nobody gave). A style knows their by-name names, how the
 typed door builds each intent, and how many times each really ran.
+
+A provider's tools whose parameters are not the logical ones (toolbox-sql's
+statement and parameters, toolbox-sandbox's code and stdin) say how a logical
+call is written for them (`Style.wire`), where the item is in the arguments
+governance sees (`Style.item`) and what an approver is shown (`Style.shown`):
+`conformance.sql_style`, `conformance.sandbox_style`.
 """
 
 from __future__ import annotations
 
 import collections
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,8 +37,52 @@ from toolbox import (
 from toolbox.discovery import discover
 
 LOGICAL = ("read", "ping", "pay", "vault", "guarded")
+#: The logical operations that are READ_ONLY (declared with ``purpose``; the others with ``audit_as``).
+READS = frozenset({"read", "ping", "vault", "guarded"})
 ACK = Acknowledgement(env="CONFORMANCE_ACK", value="yes")
 RUNS: collections.Counter[str] = collections.Counter()
+
+
+class Spy:
+    """Counts the calls of a provider's runner (``module.name``) while any world of a style is open.
+
+    Installed when the first world opens it and put back when the last one closes, whatever the
+    order; a call counts once, under the logical operation ``logical_of(*args)`` names, in `RUNS`.
+    """
+
+    def __init__(self, module: Any, name: str, prefix: str, logical_of: Callable[..., str]) -> None:
+        self.module, self.name, self.prefix, self.logical_of = module, name, prefix, logical_of
+        self.users = 0
+        self.real: Callable[..., Any] | None = None
+
+    def open(self) -> Callable[[], None]:
+        """Count from now on; returns what stops this user's counting."""
+        if self.users == 0:
+            real = self.real = getattr(self.module, self.name)
+
+            def counted(*args: Any, **kwargs: Any) -> Any:
+                RUNS[f"{self.prefix}.{self.logical_of(*args)}"] += 1
+                return real(*args, **kwargs)
+
+            setattr(self.module, self.name, counted)
+        self.users += 1
+        closed = False
+
+        def close() -> None:
+            nonlocal closed
+            if not closed:
+                closed = True
+                self.users -= 1
+                if self.users == 0:
+                    setattr(self.module, self.name, self.real)
+
+        return close
+
+
+def counted_runs(prefix: str) -> Callable[[], collections.Counter[str]]:
+    """How many times each logical operation ran, from `RUNS` entries ``prefix.logical``."""
+    start = len(prefix) + 1
+    return lambda: collections.Counter({k[start:]: v for k, v in RUNS.items() if k.startswith(prefix + ".")})
 
 
 @dataclass
@@ -50,6 +100,16 @@ class Style:
     runs: Callable[[], collections.Counter[str]]
     is_async: bool = False
     close: Callable[[], None] = field(default=lambda: None)
+    #: the logical operations declared with ``purpose`` (READ_ONLY); the others take ``audit_as``
+    reads: frozenset[str] = READS
+    #: the process environment the tools are loaded with (database URLs, acknowledgements)
+    env: Mapping[str, str] = field(default_factory=dict)
+    #: (logical operation, logical arguments) -> the operation's own arguments
+    wire: Callable[[str, Mapping[str, Any]], dict[str, Any]] = field(default=lambda _op, given: dict(given))
+    #: the arguments authorizers and guardrails see -> the logical ``item`` in them (None: none)
+    item: Callable[[Mapping[str, Any]], object] = field(default=lambda seen: seen.get("item"))
+    #: (logical operation, logical arguments) -> the arguments an approval request shows
+    shown: Callable[[str, Mapping[str, Any]], dict[str, Any]] = field(default=lambda _op, given: dict(given))
 
     def tool(self, logical: str) -> str:
         return self.names[logical][0]

@@ -2,7 +2,8 @@
 
 The default tier runs every promise on every door and tool style on the memory
 store, and every promise on every store through the by-name door (``@tool``
-and class-based tools); ``pytest --full`` runs the whole product.
+and class-based tools), but the cells the table's `FULL_ONLY` names;
+``pytest --full`` runs the whole product.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.table import DOORS, EXCLUDED, PROMISES, STORES, STYLES, why_not
+from conformance.table import DOORS, EXCLUDED, FULL_ONLY, PROMISES, STORES, STYLES, full_only, why_not
 from conformance.world import World, world
 
 #: The store x door product the default tier runs on every store (the rest run with --full).
@@ -30,6 +31,7 @@ def _cells() -> Iterator[object]:
                     if why_not(promise, door, style, store) is not None:
                         continue
                     default = door not in _FULL_ONLY and (store == "memory" or (door, style) in _EVERY_STORE)
+                    default = default and not full_only(promise, door, style, store)
                     marks = () if default else (pytest.mark.full,)
                     yield pytest.param(
                         promise, door, style, store, marks=marks, id=f"{promise}-{door}-{style}-{store}"
@@ -59,10 +61,10 @@ def test_cell(promise: str, door: str, style: str, store: str, worlds: Callable[
 
 def test_every_cell_that_does_not_run_says_why() -> None:
     """Exclusions name real rows and columns, each with a reason; all other cells are generated."""
-    for exclusion in EXCLUDED:
-        assert exclusion.promise in ("*", *PROMISES) and exclusion.door in ("*", *DOORS)
-        assert exclusion.style in ("*", *STYLES) and exclusion.store in ("*", *STORES)
-        assert len(exclusion.why) > 40, exclusion
+    for cells in (*EXCLUDED, *FULL_ONLY):
+        assert cells.promise in ("*", *PROMISES) and cells.door in ("*", *DOORS)
+        assert cells.style in ("*", *STYLES) and cells.store in ("*", *STORES)
+        assert len(cells.why) > 40, cells
     cells = [(p, d, s, st) for p in PROMISES for d in DOORS for s in STYLES for st in STORES]
     excluded = [cell for cell in cells if why_not(*cell) is not None]
     assert len(list(_cells())) == len(cells) - len(excluded)

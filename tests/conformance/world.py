@@ -5,7 +5,8 @@ door starts over it) is built once and every promise runs in it:
 
 - the policy allows the style's tools but ``vault`` (default deny); ``guarded``
   needs an acknowledgement nobody gave;
-- an authorizer refuses ``item == "forbidden"``, a guardrail ``item == "blocked"``;
+- an authorizer refuses ``item == "forbidden"``, a guardrail ``item == "blocked"`` (the item where
+  the style puts it: `Style.item`);
 - ``pay`` needs a human approval (the descriptor's), granted by `APPROVER`;
 - a shared budget of 2 calls per principal on the ``read`` tool, a rate limit
   of 2 calls per principal a minute on ``ping``, the kill switches and the
@@ -123,16 +124,17 @@ class World:
         for close in reversed(self.closers):
             close()
         self.gateway.close()
+        self.style.close()
 
 
 def _deny_forbidden(
-    world_calls: list[str],
+    world_calls: list[str], item: Callable[[Mapping[str, Any]], object]
 ) -> Callable[[str, str, ExecutionContext, Mapping[str, Any]], Decision]:
     def authorize(
         tool: str, operation: str, context: ExecutionContext, arguments: Mapping[str, Any], /
     ) -> Decision:
         world_calls.append(f"{tool}.{operation}")
-        if arguments.get("item") == "forbidden":
+        if item(arguments) == "forbidden":
             return Decision.deny("items marked forbidden are refused", policies=("no-forbidden",))
         return Decision.allow()
 
@@ -162,17 +164,21 @@ def world(style: Style, store_kind: str, directory: Path) -> Iterator[World]:
             return Governance(
                 audit=AuditTrail(sink, mode=AuditMode.STRICT, fallback_path=None),  # type: ignore[arg-type]
                 approver=APPROVER,
-                authorizers=[_deny_forbidden(authorized)],
+                authorizers=[_deny_forbidden(authorized, style.item)],
                 guardrails=[
                     Guardrail(
-                        id="BLOCKED", action=GuardrailAction.DENY, when=lambda a: a.get("item") == "blocked"
+                        id="BLOCKED", action=GuardrailAction.DENY, when=lambda a: style.item(a) == "blocked"
                     )
                 ],
                 state=state,
             )
 
         gateway = Gateway.load(
-            policy=style.policy, providers=style.providers, discover=False, env={}, governance=governance()
+            policy=style.policy,
+            providers=style.providers,
+            discover=False,
+            env=style.env,
+            governance=governance(),
         )
         made = World(style, store_kind, directory, gateway, governance, sink, state, authorized)
         try:

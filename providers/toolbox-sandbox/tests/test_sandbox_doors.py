@@ -10,6 +10,7 @@ once; a grant for other code, other inputs or another profile is refused
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,8 @@ from toolbox import (
     ExecutionContext,
     Gateway,
     Governance,
+    Guardrail,
+    GuardrailAction,
     HmacApprover,
     Status,
     ToolPolicy,
@@ -60,7 +63,14 @@ wall_seconds = 10.0
 """
 CODE = "import sys\ntext = sys.stdin.read()\nopen('out.txt', 'w').write(text.upper())\nprint(len(text))"
 OTHER = "print('something else')"
-ARGS = {"code": CODE, "stdin": "hello", "audit_as": "Upper-case the greeting"}
+ARGS = {"source": CODE, "stdin": "hello", "audit_as": "Upper-case the greeting"}
+#: What the approver reads: the exact code, stdin by digest, no files, the profile as passed.
+SHOWN = {
+    "source": CODE,
+    "stdin": {"sha256": hashlib.sha256(b"hello").hexdigest(), "size": 5},
+    "files": {},
+    "profile": None,
+}
 
 
 def load(tmp_path: Path, sink: MemorySink) -> Gateway:
@@ -107,7 +117,8 @@ def test_the_policy_file_declares_idempotent_operations_that_need_approval(gatew
 def test_by_name_sync_holds_then_runs_the_exact_code_once(gateway: Gateway, sink: MemorySink):
     held = gateway.invoke("sandbox.run_python", ARGS, context=CONTEXT)
     assert (held.status, held.reason_code) == (Status.APPROVAL_REQUIRED, "APPROVAL_REQUIRED")
-    assert held.approval is not None and held.approval.arguments["source"] == CODE
+    assert held.approval is not None and held.approval.arguments == SHOWN
+    assert "hello" not in repr(held.approval.as_dict())  # stdin is shown (and bound) by digest
     assert runs(sink) == ["APPROVAL_REQUIRED"]
     done = gateway.invoke("sandbox.run_python", ARGS, context=CONTEXT, approval=grant_for(held))
     assert done.status is Status.SUCCESS, done
@@ -121,21 +132,99 @@ def test_by_name_sync_holds_then_runs_the_exact_code_once(gateway: Gateway, sink
 @pytest.mark.parametrize(
     "changed",
     [
-        {"code": OTHER},
+        {"source": OTHER},
         {"stdin": "HELLO"},
         {"files": {"extra.txt": "x"}},
-        {"profile": "analysis", "code": CODE + "\n"},
+        {"source": CODE + "\n"},
+        {"profile": "analysis"},
     ],
-    ids=["other-code", "other-stdin", "other-files", "one-more-newline"],
+    ids=["other-code", "other-stdin", "other-files", "one-more-newline", "profile-named"],
 )
 def test_a_grant_for_one_call_does_not_run_another(gateway: Gateway, sink: MemorySink, changed):
-    """The approval binds the exact code, the digests of stdin and files, and the profile."""
+    """The approval binds the exact code, the digests of stdin and files, and the profile as passed
+    (naming the default profile is another call than leaving it out)."""
     held = gateway.invoke("sandbox.run_python", ARGS, context=CONTEXT)
     grant = grant_for(held)
     refused = gateway.invoke("sandbox.run_python", {**ARGS, **changed}, context=CONTEXT, approval=grant)
     assert (refused.status, refused.reason_code) == (Status.DENIED, "APPROVAL_INVALID")
     assert refused.attempts == 0
     assert runs(sink) == ["APPROVAL_REQUIRED", "DENIED"]
+
+
+def test_a_grant_binds_each_file_by_digest_and_inputs_by_their_bytes(gateway: Gateway, sink: MemorySink):
+    """A file of the same name with other content is another call; the same bytes passed as str or as
+    bytes are the same call (the digest is of what the sandbox receives). The contents are never shown."""
+    tools = Tools(gateway.catalog, CONTEXT)
+    sandbox = tools.get(SandboxTool)
+    code = "print(open('in.csv').read())"
+    with pytest.raises(ApprovalRequired) as held:
+        sandbox.run_python(code, files={"in.csv": "a,1"}).audit_as("Read the file").execute()
+    request = held.value.request
+    assert request.arguments["files"] == {"in.csv": {"sha256": hashlib.sha256(b"a,1").hexdigest(), "size": 3}}
+    assert "a,1" not in repr(request.as_dict())
+    grant = HmacApprover(SECRET).grant(request, approved_by="ops@acme")
+    with pytest.raises(PermissionError):
+        sandbox.run_python(code, files={"in.csv": "a,2"}).audit_as("Read the file").execute(approval=grant)
+    assert tools.executions(SandboxTool) == 0
+    done = (
+        sandbox.run_python(code, files={"in.csv": b"a,1"}).audit_as("Read the file").execute(approval=grant)
+    )
+    assert done.stdout == "a,1\n" and tools.executions(SandboxTool) == 1
+    assert runs(sink) == ["APPROVAL_REQUIRED", "DENIED", "SUCCESS"]
+
+
+def test_a_grant_for_a_program_binds_its_exact_argv(gateway: Gateway, sink: MemorySink):
+    argv = ["/usr/bin/python3", "-c", "import sys; print(sys.argv[1:])", "one"]
+    held = gateway.invoke("sandbox.run", {"argv": argv, "audit_as": "Run a program"}, context=CONTEXT)
+    assert held.approval is not None and held.approval.arguments["argv"] == argv
+    grant = grant_for(held)
+    other = gateway.invoke(
+        "sandbox.run",
+        {"argv": [*argv[:3], "two"], "audit_as": "Run a program"},
+        context=CONTEXT,
+        approval=grant,
+    )
+    assert (other.status, other.reason_code, other.attempts) == (Status.DENIED, "APPROVAL_INVALID", 0)
+    done = gateway.invoke(
+        "sandbox.run", {"argv": argv, "audit_as": "Run a program"}, context=CONTEXT, approval=grant
+    )
+    assert done.status is Status.SUCCESS and done.content.stdout == "['one']\n"
+    assert runs(sink) == ["APPROVAL_REQUIRED", "DENIED", "SUCCESS"]
+
+
+def test_guardrails_see_the_resolved_profile_and_inputs_by_digest(tmp_path: Path):
+    """A rule on a profile matches a call that leaves the profile to the default; what the rule sees
+    of stdin is its digest. Refused before anything runs, and audited."""
+    seen: list[dict[str, Any]] = []
+
+    def analysis_profile(arguments: Any) -> bool:
+        seen.append(dict(arguments))
+        return bool(arguments.get("profile") == "analysis")
+
+    path = tmp_path / "policy.toml"
+    path.write_text(POLICY, encoding="utf-8")
+    sink = MemorySink()
+    rule = Guardrail(id="NO_ANALYSIS", action=GuardrailAction.DENY, tool="sandbox", when=analysis_profile)
+    gateway = Gateway.load(
+        policy=ToolPolicy.from_file(path),
+        providers=[plugin],
+        discover=False,
+        env=ACK,
+        governance=Governance(audit=AuditTrail(sink), approver=HmacApprover(SECRET), guardrails=[rule]),
+    )
+    try:
+        refused = gateway.invoke("sandbox.run_python", ARGS, context=CONTEXT)  # no profile: the default
+    finally:
+        gateway.close()
+    assert (refused.status, refused.reason_code, refused.attempts) == (
+        Status.DENIED,
+        "GUARDRAIL_NO_ANALYSIS",
+        0,
+    )
+    assert seen == [{**SHOWN, "profile": "analysis", "network": "none"}]
+    decisions = [(e.decision, e.reason_code) for e in sink.records if e.type is EventType.GOVERNANCE_DECISION]
+    assert decisions == [("DENY", "GUARDRAIL_NO_ANALYSIS")]
+    assert runs(sink) == ["DENIED"]
 
 
 def test_a_used_grant_does_not_run_twice(gateway: Gateway, sink: MemorySink):
@@ -205,7 +294,7 @@ def test_mcp_client_sees_the_hold_and_the_result(gateway: Gateway, sink: MemoryS
 
     listed, called = anyio.run(main)
     tool = next(t for t in listed.tools if t.name == "sandbox__run_python")
-    assert tool.input_schema["required"] == ["code", "audit_as"]
+    assert tool.input_schema["required"] == ["source", "audit_as"]
     assert tool.annotations is not None and tool.annotations.idempotent_hint is True
     assert called.is_error
     assert "APPROVAL_REQUIRED" in json.dumps(called.structured_content or {}) + str(called.content)
@@ -266,7 +355,7 @@ def test_pydantic_ai_defers_for_approval_then_runs_the_approved_code(gateway: Ga
     first = asyncio.run(agent.run("go", deps=CONTEXT))
     assert isinstance(first.output, DeferredToolRequests)
     request = approval_requests(first.output)["s1"]
-    assert request.arguments["source"] == CODE
+    assert request.arguments == SHOWN
     assert runs(sink) == ["APPROVAL_REQUIRED"]
     grant = HmacApprover(SECRET).grant(request, approved_by="ops@acme")
     second = asyncio.run(

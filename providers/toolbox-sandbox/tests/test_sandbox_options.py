@@ -77,7 +77,7 @@ def tool(sandbox_tools) -> SandboxTool:
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda t: t.run_python(b"print(1)"), "code must be a str"),
+        (lambda t: t.run_python(b"print(1)"), "source must be a str"),
         (lambda t: t.run_python("x" * 65), "over max_code_bytes=64"),
         (lambda t: t.run_python("", stdin=3), "stdin must be str or bytes"),
         (lambda t: t.run_python("", stdin="x" * 101), "over max_input_bytes=100"),
@@ -122,7 +122,7 @@ def test_by_name_refusals_are_invalid_arguments(sandbox_tools):
 
     result = gateway.invoke(
         "sandbox.run_python",
-        {"code": "", "files": {"../x": "y"}, "audit_as": "Escape"},
+        {"source": "", "files": {"../x": "y"}, "audit_as": "Escape"},
         context=test_context(),
     )
     assert result.status is Status.INVALID_ARGUMENTS

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 import tempfile
 import threading
@@ -11,10 +12,18 @@ from pathlib import Path
 import pytest
 from sandbox_support import ACK, ALLOW_SANDBOX
 
-from toolbox import Governance, Tools
+from toolbox import ExecutionContext, Governance, Tools
 from toolbox.audit import AuditTrail, EventType, MemorySink
+from toolbox.pipeline.result_summary import result_summary
 from toolbox.testing import test_context
-from toolbox_sandbox import SandboxResult, SandboxTool, SandboxUnavailableError, plugin
+from toolbox_sandbox import (
+    EgressAttempt,
+    ExportedFile,
+    SandboxResult,
+    SandboxTool,
+    SandboxUnavailableError,
+    plugin,
+)
 
 
 def run(tool: SandboxTool, code: str, **kwargs) -> SandboxResult:
@@ -127,7 +136,7 @@ print(json.dumps({"files": files, "size": size, "forks": forks}))
     assert seen["forks"][1] == 11 and seen["forks"][0] < 8  # EAGAIN
 
 
-def test_the_audit_records_the_source_the_profile_and_the_confinement(host):
+def _audited(options: dict | None = None) -> tuple[Tools, MemorySink, ExecutionContext]:
     sink = MemorySink()
     context = test_context()
     tools = Tools.load(
@@ -136,17 +145,85 @@ def test_the_audit_records_the_source_the_profile_and_the_confinement(host):
         discover=False,
         env=ACK,
         policy=ALLOW_SANDBOX,
+        options={"sandbox": options} if options else None,
         governance=Governance(audit=AuditTrail(sink)),
     )
-    tools.get(SandboxTool).run_python("print('audited')", stdin="secret-ish input").audit_as(
-        "Audit me"
-    ).execute()
-    (declared,) = [e for e in sink.read_trace(context.run_id) if e.type is EventType.INTENT_DECLARED]
-    summary = declared.payload_summary or ""
-    assert "print('audited')" in summary
-    assert '"enforcement":"rlimits+supervisor"' in summary and '"seccomp":true' in summary
-    assert "secret-ish input" not in summary  # inputs are recorded by digest
+    return tools, sink, context
+
+
+def test_the_audit_records_the_source_the_inputs_by_digest_and_the_confinement(host):
+    """The declared intent binds the exact code and the inputs' digests; the response summarises the
+    run (how it ended and was confined, counts) with the result's hash; no input or output content."""
+    tools, sink, context = _audited()
+    stdin, data = "stdin-canary-7f3a", "file-canary-91c2"
+    result = (
+        tools.get(SandboxTool)
+        .run_python(
+            "import sys\nprint('OUTPUT' + '-CANARY', sys.stdin.read())", stdin=stdin, files={"in.txt": data}
+        )
+        .audit_as("Audit me")
+        .execute()
+    )
+    assert result.stdout == f"OUTPUT-CANARY {stdin}\n"
+    events = sink.read_trace(context.run_id)
+    (declared,) = [e for e in events if e.type is EventType.INTENT_DECLARED]
+    assert json.loads(declared.payload_summary or "") == {
+        "source": "import sys\nprint('OUTPUT' + '-CANARY', sys.stdin.read())",
+        "stdin": {"sha256": hashlib.sha256(stdin.encode()).hexdigest(), "size": len(stdin)},
+        "files": {"in.txt": {"sha256": hashlib.sha256(data.encode()).hexdigest(), "size": len(data)}},
+        "profile": None,
+    }
     assert declared.intent_text == "Audit me"
+    (response,) = [e for e in events if e.type is EventType.INVOCATION_RESPONSE]
+    summary = response.payload_summary or ""
+    for fact in ("exit_code=0", "limit=None", "profile=default", "enforcement=rlimits+supervisor"):
+        assert fact in summary
+    assert "seccomp=True" in summary and "network=none" in summary
+    assert f"stdout_bytes={len(result.stdout)}" in summary and "files=0" in summary
+    assert response.payload_hash == hashlib.sha256(result.model_dump_json().encode()).hexdigest()
+    stored = repr([e.model_dump() for e in sink.records]) + repr(context.trace.records())
+    assert stdin not in stored and data not in stored  # inputs by digest only
+    assert "OUTPUT-CANARY" not in stored  # the output is never stored
+
+
+def test_the_audit_records_the_limit_a_run_hit(host):
+    tools, sink, context = _audited({"profiles": {"default": {"limits": {"output_bytes": 1024}}}})
+    result = tools.get(SandboxTool).run_python("print('x' * 5000)").audit_as("Flood").execute()
+    assert (result.limit, result.stdout_truncated) == ("output", True)
+    (response,) = [e for e in sink.read_trace(context.run_id) if e.type is EventType.INVOCATION_RESPONSE]
+    summary = response.payload_summary or ""
+    assert "limit=output" in summary and "exit_code=None" in summary
+    assert "stdout_bytes=1024" in summary and "stdout_truncated=True" in summary
+    assert "xxxx" not in summary
+
+
+def test_a_result_summarises_counts_and_flags_never_content():
+    """What the audit trail stores of a result: no stdout, stderr, file content, path or egress host."""
+    result = SandboxResult(
+        exit_code=3,
+        stdout="STDOUT-CANARY é",
+        stderr="STDERR-CANARY",
+        stdout_truncated=True,
+        wall_seconds=1.23456,
+        cpu_seconds=0.5,
+        limit="exports",
+        files=(ExportedFile(path="PATH-CANARY.csv", size=4, sha256="ab" * 32, content=b"FILE"),),
+        profile="fetcher",
+        seccomp=False,
+        network="egress",
+        egress=(
+            EgressAttempt(method="CONNECT", host="HOST-CANARY.example", port=443, allowed=True),
+            EgressAttempt(method="GET", host="127.0.0.1", port=80, allowed=False, rule="http:egress:address"),
+        ),
+    )
+    summary, digest = result.__toolbox_audit_summary__()
+    assert summary == (
+        "exit_code=3 limit=exports profile=fetcher enforcement=rlimits+supervisor seccomp=False "
+        "network=egress stdout_bytes=16 stderr_bytes=13 stdout_truncated=True stderr_truncated=False "
+        "files=1 file_bytes=4 egress_allowed=1 egress_refused=1 wall_seconds=1.235 cpu_seconds=0.500"
+    )
+    assert digest == hashlib.sha256(result.model_dump_json().encode()).hexdigest()
+    assert result_summary(result) == (summary, digest)  # what the chain's audit hook stores
 
 
 def test_concurrent_runs_do_not_see_each_other(sandbox, host):

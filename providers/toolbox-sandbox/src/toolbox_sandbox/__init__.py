@@ -8,6 +8,7 @@ Install it (and bubblewrap) and toolbox discovers it; allow it with
 
 from __future__ import annotations
 
+from toolbox_sandbox._binding import SANDBOX_BIND
 from toolbox_sandbox._descriptor import SANDBOX_ACKNOWLEDGEMENT, SANDBOX_DESCRIPTOR
 from toolbox_sandbox._errors import SandboxDeniedError, SandboxUnavailableError
 from toolbox_sandbox._limits import Limits
@@ -19,6 +20,7 @@ from toolbox_sandbox._tool import SandboxTool
 
 __all__ = [
     "SANDBOX_ACKNOWLEDGEMENT",
+    "SANDBOX_BIND",
     "SANDBOX_DESCRIPTOR",
     "EgressAttempt",
     "ExportedFile",

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 
 from toolbox_sandbox._options import SandboxOptions
 
-__all__ = ["check_argv", "check_code", "check_files", "check_stdin"]
+__all__ = ["as_bytes", "check_argv", "check_files", "check_source", "check_stdin"]
 
 # A file name component: letters, digits, '.', '_', '-'; never '.' or '..'. At most 8 deep.
 _COMPONENT = re.compile(r"^(?!\.\.?$)[A-Za-z0-9._-]{1,64}$")
@@ -16,7 +16,8 @@ _MAX_ARGS = 256
 _MAX_ARG_CHARS = 4096
 
 
-def _as_bytes(value: object, what: str) -> bytes:
+def as_bytes(value: object, what: str) -> bytes:
+    """``value`` as bytes: a ``str`` as UTF-8, bytes-like as is; anything else is refused, naming ``what``."""
     if isinstance(value, str):
         return value.encode("utf-8", "surrogatepass")
     if isinstance(value, (bytes, bytearray, memoryview)):
@@ -24,19 +25,19 @@ def _as_bytes(value: object, what: str) -> bytes:
     raise ValueError(f"{what} must be str or bytes, got {type(value).__name__}")
 
 
-def check_code(code: object, options: SandboxOptions) -> bytes:
-    """``code`` as UTF-8 bytes, refused when not a str or larger than ``max_code_bytes``."""
-    if not isinstance(code, str):
-        raise ValueError(f"code must be a str, got {type(code).__name__}")
-    data = code.encode("utf-8", "surrogatepass")
+def check_source(source: object, options: SandboxOptions) -> bytes:
+    """``source`` (the code) as UTF-8 bytes, refused when not a str or larger than ``max_code_bytes``."""
+    if not isinstance(source, str):
+        raise ValueError(f"source must be a str, got {type(source).__name__}")
+    data = source.encode("utf-8", "surrogatepass")
     if len(data) > options.max_code_bytes:
-        raise ValueError(f"code is {len(data)} bytes, over max_code_bytes={options.max_code_bytes}")
+        raise ValueError(f"source is {len(data)} bytes, over max_code_bytes={options.max_code_bytes}")
     return data
 
 
 def check_stdin(stdin: object) -> bytes:
     """``stdin`` as bytes (a str is UTF-8)."""
-    return _as_bytes(stdin, "stdin")
+    return as_bytes(stdin, "stdin")
 
 
 def _check_name(name: object) -> str:
@@ -59,7 +60,7 @@ def check_files(files: object, stdin: bytes, options: SandboxOptions) -> tuple[t
         raise ValueError(f"files must be a mapping of name to content, got {type(files).__name__}")
     if len(files) > options.max_input_files:
         raise ValueError(f"files holds {len(files)} files, over max_input_files={options.max_input_files}")
-    pairs = sorted((_check_name(name), _as_bytes(data, "files values")) for name, data in files.items())
+    pairs = sorted((_check_name(name), as_bytes(data, "files values")) for name, data in files.items())
     names = {name for name, _ in pairs}
     for name in names:  # a file may not also be a directory of another
         if any(other.startswith(name + "/") for other in names):

@@ -1,7 +1,14 @@
-"""`SandboxResult` and `ExportedFile`: what a run returns to the caller and, as JSON, to the model."""
+"""`SandboxResult` and `ExportedFile`: what a run returns to the caller and, as JSON, to the model.
+
+The audit trail stores a run's summary instead of its output
+(`SandboxResult.__toolbox_audit_summary__`): how it ended, how it was confined,
+and counts, with the SHA-256 of the result as JSON; never stdout, stderr or a
+file's content, which are the code's and may hold the data it was given.
+"""
 
 from __future__ import annotations
 
+import hashlib
 from typing import Literal, final
 
 from pydantic import BaseModel, ConfigDict
@@ -90,3 +97,31 @@ class SandboxResult(BaseModel):
     def ok(self) -> bool:
         """Whether the code exited with status 0 and hit no limit."""
         return self.exit_code == 0 and self.limit is None
+
+    def __toolbox_audit_summary__(self) -> tuple[str, str]:
+        """``(summary, sha256)`` for the audit trail: the end, the confinement and counts; no content.
+
+        The hash is the SHA-256 of the result as JSON (``model_dump_json()``, what a model reads),
+        so a kept copy of the result can be proved against the audit record.
+        """
+        allowed = sum(attempt.allowed for attempt in self.egress)
+        parts = [
+            f"exit_code={self.exit_code}",
+            f"limit={self.limit}",
+            f"profile={self.profile}",
+            f"enforcement={self.enforcement}",
+            f"seccomp={self.seccomp}",
+            f"network={self.network}",
+            f"stdout_bytes={len(self.stdout.encode('utf-8', 'surrogatepass'))}",
+            f"stderr_bytes={len(self.stderr.encode('utf-8', 'surrogatepass'))}",
+            f"stdout_truncated={self.stdout_truncated}",
+            f"stderr_truncated={self.stderr_truncated}",
+            f"files={len(self.files)}",
+            f"file_bytes={sum(exported.size for exported in self.files)}",
+            f"egress_allowed={allowed}",
+            f"egress_refused={len(self.egress) - allowed}",
+            f"wall_seconds={self.wall_seconds:.3f}",
+            f"cpu_seconds={self.cpu_seconds:.3f}",
+        ]
+        digest = hashlib.sha256(self.model_dump_json().encode("utf-8")).hexdigest()
+        return " ".join(parts), digest

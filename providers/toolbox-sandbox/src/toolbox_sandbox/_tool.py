@@ -2,22 +2,21 @@
 
 from __future__ import annotations
 
-import hashlib
 from typing import Annotated, Any, Literal, final
 
 from pydantic import Field
 
 from toolbox import Effect, ToolRuntime, WriteIntent
+from toolbox_sandbox._binding import files_digests, input_digest
 from toolbox_sandbox._errors import SandboxDeniedError
-from toolbox_sandbox._inputs import check_argv, check_code, check_files, check_stdin
+from toolbox_sandbox._inputs import check_argv, check_files, check_source, check_stdin
 from toolbox_sandbox._options import SandboxOptions, parse_options
 from toolbox_sandbox._result import SandboxResult
 from toolbox_sandbox._run import Request, execute
-from toolbox_sandbox._seccomp import supported
 
 __all__ = ["SandboxTool"]
 
-_Code = Annotated[str, Field(description="The Python source to run, as a file's text.")]
+_Source = Annotated[str, Field(description="The Python code to run, as a file's text.")]
 _Argv = Annotated[
     list[str], Field(min_length=1, description="The program's absolute path, then its arguments.")
 ]
@@ -27,10 +26,6 @@ _Files = Annotated[
     Field(description="Input files put in the working directory: relative path -> text content."),
 ]
 _Profile = Annotated[str | None, Field(description="The sandbox profile; the default profile if omitted.")]
-
-
-def _digest(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 @final
@@ -80,14 +75,14 @@ class SandboxTool:
         return self._options
 
     def run_python(
-        self, code: _Code, stdin: _Stdin = "", files: _Files = None, profile: _Profile = None
+        self, source: _Source, stdin: _Stdin = "", files: _Files = None, profile: _Profile = None
     ) -> WriteIntent[SandboxResult]:
-        """Intent to run ``code`` with the profile's Python; returns a `SandboxResult`.
+        """Intent to run the Python code ``source`` with the profile's Python; returns a `SandboxResult`.
 
         Raises:
             ValueError: an argument is invalid or over its cap, or the profile is unknown.
         """
-        data = check_code(code, self._options)
+        data = check_source(source, self._options)
         return self._intent(
             "run_python", mode="python", code=data, argv=(), stdin=stdin, files=files, profile=profile
         )
@@ -141,20 +136,19 @@ class SandboxTool:
             stdin=given,
             files=pairs,
         )
-        # What governance decides and an approval binds: the exact code or argv, the digest of
-        # every input, the profile, and how it will be confined. The code is "source" here: a
-        # name like "code" is masked as a secret (OAuth's ?code=) in records and approval requests.
-        arguments: dict[str, Any] = {"profile": name}
-        if code is not None:
-            arguments["source"] = code.decode("utf-8", "surrogatepass")
-            arguments["source_sha256"] = _digest(code)
-        else:
-            arguments["argv"] = list(argv)
-        arguments["stdin_sha256"] = _digest(given)
-        arguments["files"] = {file: {"sha256": _digest(data), "size": len(data)} for file, data in pairs}
-        arguments["network"] = chosen.network
-        arguments["enforcement"] = "rlimits+supervisor"
-        arguments["seccomp"] = supported()
+        # What authorizers and guardrails decide on: the call as it is bound (the exact code or argv,
+        # inputs by digest: `SANDBOX_BIND`), with the profile resolved (None is the default profile)
+        # and its network, so a rule on a profile also matches calls that leave it to the default.
+        what: dict[str, Any] = (
+            {"argv": list(argv)} if code is None else {"source": code.decode("utf-8", "surrogatepass")}
+        )
+        arguments = {
+            **what,
+            "stdin": input_digest(given),
+            "files": files_digests(dict(pairs)),
+            "profile": name,
+            "network": chosen.network,
+        }
         return self._runtime.write_intent(
             operation, lambda: execute(request), target=f"sandbox/{name}", arguments=arguments
         )

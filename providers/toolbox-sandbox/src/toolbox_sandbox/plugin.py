@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from toolbox import Effect, ToolPolicy, ToolProvider, hookimpl
+from toolbox_sandbox._binding import SANDBOX_BIND
 from toolbox_sandbox._descriptor import descriptor_for
 from toolbox_sandbox._options import declared
 from toolbox_sandbox._tool import SandboxTool
@@ -27,4 +28,5 @@ def toolbox_providers(policy: ToolPolicy) -> Sequence[ToolProvider[Any]]:
     read_only, approval = declared(table) if isinstance(table, dict) else (False, False)
     effect = Effect.IDEMPOTENT if read_only else Effect.UNSAFE
     descriptor = descriptor_for(effect, requires_approval=approval)
-    return [ToolProvider(tool_type=SandboxTool, descriptor=descriptor)]
+    # The code and argv are bound as written, stdin and files by digest (approvals, audit payloads).
+    return [ToolProvider(tool_type=SandboxTool, descriptor=descriptor, bind=SANDBOX_BIND)]
