@@ -153,13 +153,6 @@ EXCLUDED: tuple[Exclusion, ...] = (
         door="mcp_http",
         applies=True,
     ),
-    Exclusion(
-        "a remote MCP tool's result over REST is issue 28's (the service cannot serialise McpResult "
-        "yet); refusals are driven, successes wait for that fix",
-        door="rest",
-        style="remote_mcp",
-        applies=True,
-    ),
 )
 
 #: Cells the default tier leaves to ``pytest --full``, beyond test_matrix.py's rule, and why.
