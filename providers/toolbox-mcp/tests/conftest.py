@@ -49,6 +49,9 @@ def toml_value(value: object) -> str:
 def stdio_server(count_file: Path, *, mode: str = "v1", **extra: Any) -> dict[str, Any]:
     """The ``[tools.mcp.servers.X]`` table of the stdio test server."""
     env = {"MODE": mode, "COUNT_FILE": str(count_file), **extra.pop("env", {})}
+    # A child Python importing the MCP SDK can take more than the default 10 s on a loaded
+    # 2-core machine; the bound only decides how long a broken start takes to be reported.
+    extra.setdefault("connect_timeout", 60)
     return {"command": sys.executable, "args": [str(SERVER_SCRIPT)], "env": env, **extra}
 
 
