@@ -1,10 +1,11 @@
 """Write the Python examples of every docs page as one module per page, for mypy.
 
 A page's blocks share one namespace when tests/test_docs.py runs them, so each page becomes one
-module. scripts/test type-checks them in its mypy step (``mypy --strict``, with untyped
-``def``s allowed: examples may be pytest-style tests), with the same persistent cache as the
-code, so an unchanged page costs nothing. Usage: ``python scripts/docs_examples.py DIRECTORY``
-prints the modules it wrote.
+module of a package ``docs_examples``. scripts/test type-checks the package in its mypy step
+with the same options and persistent cache as the code (pyproject.toml's override for
+``docs_examples.*`` allows untyped ``def``s: examples may be pytest-style tests), so the
+libraries and toolbox itself are read from the cache and an unchanged page costs nothing.
+Usage: ``python scripts/docs_examples.py DIRECTORY`` prints the package directory it wrote.
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ def module_name(page: Path) -> str:
 
 
 def write_modules(directory: Path) -> list[Path]:
-    """Write one module per page with Python examples into ``directory`` (emptied first)."""
+    """Write one module per page with Python examples into ``directory/docs_examples``."""
+    directory = directory / "docs_examples"
     directory.mkdir(parents=True, exist_ok=True)
     for stale in directory.glob("docs_*.py"):
         stale.unlink()
+    (directory / "__init__.py").write_text("", encoding="utf-8")
     written = []
     for page in DOCS:
         code = blocks(page, "python")
@@ -40,5 +43,5 @@ def write_modules(directory: Path) -> list[Path]:
 
 
 if __name__ == "__main__":
-    for module in write_modules(Path(sys.argv[1])):
-        print(module)
+    if write_modules(Path(sys.argv[1])):
+        print(Path(sys.argv[1]) / "docs_examples")
