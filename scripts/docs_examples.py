@@ -1,7 +1,8 @@
 """Write the Python examples of every docs page as one module per page, for mypy.
 
 A page's blocks share one namespace when tests/test_docs.py runs them, so each page becomes one
-module. scripts/test type-checks them in its mypy step (``mypy --strict``, with untyped
+module (a page that continues another starts with that page's blocks, as the test runs them).
+scripts/test type-checks them in its mypy step (``mypy --strict``, with untyped
 ``def``s allowed: examples may be pytest-style tests), with the same persistent cache as the
 code, so an unchanged page costs nothing. Usage: ``python scripts/docs_examples.py DIRECTORY``
 prints the modules it wrote.
@@ -16,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from test_docs import DOCS, blocks  # noqa: E402  (the docs tests own the list of pages)
+from test_docs import DOCS, blocks, python_program  # noqa: E402  (the docs tests own the list of pages)
 
 
 def module_name(page: Path) -> str:
@@ -31,8 +32,8 @@ def write_modules(directory: Path) -> list[Path]:
         stale.unlink()
     written = []
     for page in DOCS:
-        code = blocks(page, "python")
-        if code:
+        if blocks(page, "python"):
+            code = [block for _, block in python_program(page)]
             module = directory / f"{module_name(page)}.py"
             module.write_text("\n".join(code), encoding="utf-8")
             written.append(module)
