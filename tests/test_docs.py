@@ -144,6 +144,19 @@ def test_a_continued_page_exists_and_is_covered():
             assert earlier in DOCS and earlier != path, f"{path.name} continues {name}"
 
 
+# Reference pages may be long; audit.md is being split (issue 29) and is exempt until then.
+LONG_PAGES_ALLOWED = {"policy-file.md", "audit.md"}
+
+
+def test_pages_stay_short_enough_to_finish():
+    """The README fits 150 lines; a narrative page holds about 600 at most (split it by task)."""
+    assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 150
+    for page in (ROOT / "docs").rglob("*.md"):
+        if page.name not in LONG_PAGES_ALLOWED:
+            lines = len(page.read_text(encoding="utf-8").splitlines())
+            assert lines <= 620, f"{page.relative_to(ROOT)}: {lines} lines"
+
+
 def test_skips_give_reasons():
     """A skipped example always says why."""
     for path in DOCS:
