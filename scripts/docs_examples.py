@@ -1,8 +1,9 @@
 """Write the Python examples of every docs page as one module per page, for mypy.
 
 A page's blocks share one namespace when tests/test_docs.py runs them, so each page becomes one
-module of a package ``docs_examples``. scripts/test type-checks the package in its mypy step
-with the same options and persistent cache as the code (pyproject.toml's override for
+module of a package ``docs_examples`` (a page that continues another starts with that page's
+blocks, as the test runs them). scripts/test type-checks the package in its mypy step with the
+same options and persistent cache as the code (pyproject.toml's override for
 ``docs_examples.*`` allows untyped ``def``s: examples may be pytest-style tests), so the
 libraries and toolbox itself are read from the cache and an unchanged page costs nothing.
 Usage: ``python scripts/docs_examples.py DIRECTORY`` prints the package directory it wrote.
@@ -17,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from test_docs import DOCS, blocks  # noqa: E402  (the docs tests own the list of pages)
+from test_docs import DOCS, blocks, python_program  # noqa: E402  (the docs tests own the list of pages)
 
 
 def module_name(page: Path) -> str:
@@ -34,8 +35,8 @@ def write_modules(directory: Path) -> list[Path]:
     (directory / "__init__.py").write_text("", encoding="utf-8")
     written = []
     for page in DOCS:
-        code = blocks(page, "python")
-        if code:
+        if blocks(page, "python"):
+            code = [block for _, block in python_program(page)]
             module = directory / f"{module_name(page)}.py"
             module.write_text("\n".join(code), encoding="utf-8")
             written.append(module)
