@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import httpx
@@ -26,6 +27,7 @@ from toolbox import (
 )
 from toolbox.auth import ApiKeyFile, CredentialAuthenticator
 from toolbox.mcp import ERROR_META_KEY, server
+from toolbox.mcp_config import MCP_KEY, McpConfig
 from toolbox.pipeline.result import ToolResult
 from toolbox.service import create_app
 from toolbox.testing.credentials import write_api_keys
@@ -146,8 +148,8 @@ class Mcp(Door):
     toolset: tuple[str, ...] | None = None
 
     def with_toolset(self, world: World, tools: list[str]) -> Mcp:
-        """This door for a caller limited to a toolset of ``tools``."""
-        scoped = Mcp()
+        """This door for a caller limited to a toolset of ``tools`` (over HTTP: its credential's)."""
+        scoped = type(self)()
         scoped.toolset = tuple(tools)
         return scoped
 
@@ -183,16 +185,28 @@ class Mcp(Door):
         return Outcome(status, reason, data.get("approval"), shown)
 
 
-def service_app(world: World) -> tuple[Any, dict[str, str]]:
-    """The service (`toolbox serve`) over the world's tools and governance, and each principal's API key."""
-    cached = getattr(world, "_service", None)
-    if cached is not None:
-        return cached  # type: ignore[no-any-return]
-    key_file = world.directory / "keys.toml"
-    users = {p: {"tenant": TENANT, "roles": ["caller", "approver"]} for p in world.principals}
+def service_app(world: World, toolset: tuple[str, ...] | None = None) -> tuple[Any, dict[str, str]]:
+    """The service (`toolbox serve`) over the world's tools and governance, and each principal's API key.
+
+    With ``toolset``, the policy defines it as ``[mcp.toolsets] scoped`` and every key is
+    limited to it, as an operator limits a credential.
+    """
+    Service = tuple[Any, dict[str, str]]
+    services: dict[tuple[str, ...] | None, Service] = world.__dict__.setdefault("_services", {})
+    if toolset in services:
+        return services[toolset]
+    key_file = world.directory / f"keys-{len(services)}.toml"
+    roles = ["caller", "approver"]
+    users: dict[str, dict[str, Any]] = {p: {"tenant": TENANT, "roles": roles} for p in world.principals}
+    policy = world.style.policy
+    if toolset is not None:
+        for user in users.values():
+            user["toolset"] = "scoped"
+        scoped = McpConfig(toolsets=MappingProxyType({"scoped": toolset}))
+        policy = policy._replace(governance={**policy.governance, MCP_KEY: scoped})
     keys = write_api_keys(key_file, users)
     app = create_app(
-        policy=world.style.policy,
+        policy=policy,
         authenticator=CredentialAuthenticator(api_keys=ApiKeyFile(key_file)),
         providers=world.style.providers,
         discover=False,
@@ -200,7 +214,7 @@ def service_app(world: World) -> tuple[Any, dict[str, str]]:
         governance=world.governance(),
         console=False,
     )
-    world._service = (app, keys)  # type: ignore[attr-defined]
+    services[toolset] = (app, keys)
     return app, keys
 
 
@@ -208,6 +222,13 @@ class Rest(Door):
     """The service's REST API (`toolbox serve`), in process through httpx's ASGI transport."""
 
     name = "rest"
+    toolset: tuple[str, ...] | None = None
+
+    def with_toolset(self, world: World, tools: list[str]) -> Rest:
+        """This door for a credential limited to a toolset of ``tools`` (the policy's [mcp.toolsets])."""
+        scoped = type(self)()
+        scoped.toolset = tuple(tools)
+        return scoped
 
     def grant(self, world: World, request: Any) -> Any:
         """The service's flow: a second person approves in the store; the caller names the approval."""
@@ -215,7 +236,7 @@ class Rest(Door):
         return request["id"]
 
     def call(self, world, context, logical, arguments, *, intent=INTENT, grant=None):  # type: ignore[no-untyped-def]
-        app, keys = service_app(world)
+        app, keys = service_app(world, self.toolset)
         body: dict[str, Any] = {"arguments": _with_intent(world, logical, arguments, intent)}
         if grant is not None:
             body["approval_id"] = grant
@@ -243,9 +264,6 @@ class McpHttp(Mcp):
 
     name = "mcp_http"
 
-    def with_toolset(self, world: World, tools: list[str]) -> Mcp:
-        raise AssertionError("a toolset over HTTP is a credential's (see the table)")
-
     def call(self, world, context, logical, arguments, *, intent=INTENT, grant=None):  # type: ignore[no-untyped-def]
         import httpx2
         from mcp.client.streamable_http import streamable_http_client
@@ -253,12 +271,13 @@ class McpHttp(Mcp):
         from service_support import LiveServer
 
         assert grant is None
-        url = getattr(world, "_live", None)
-        if url is None:
-            live = LiveServer(service_app(world)[0])
+        lives: dict[tuple[str, ...] | None, str] = world.__dict__.setdefault("_lives", {})
+        if self.toolset not in lives:
+            live = LiveServer(service_app(world, self.toolset)[0])
             world.closers.append(live.stop)
-            url = world._live = live.url  # type: ignore[attr-defined]
-        key = service_app(world)[1][context.principal]
+            lives[self.toolset] = live.url
+        url = lives[self.toolset]
+        key = service_app(world, self.toolset)[1][context.principal]
         wire = to_wire_name(world.style.by_name(logical))
         given = _with_intent(world, logical, arguments, intent)
 

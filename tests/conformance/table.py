@@ -141,18 +141,6 @@ EXCLUDED: tuple[Exclusion, ...] = (
         door="by_name",
         style="async_function",
     ),
-    Exclusion(
-        "a credential's toolset over REST needs the policy's [mcp.toolsets]: tests/test_service_toolsets.py",
-        promise="toolset_scoping",
-        door="rest",
-        applies=True,
-    ),
-    Exclusion(
-        "a credential's toolset at /mcp needs the policy's [mcp.toolsets]: tests/test_service_toolsets.py",
-        promise="toolset_scoping",
-        door="mcp_http",
-        applies=True,
-    ),
 )
 
 #: Cells the default tier leaves to ``pytest --full``, beyond test_matrix.py's rule, and why.
