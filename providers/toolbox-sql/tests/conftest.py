@@ -7,10 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sql_support import TestDatabase, database_of
 
 import toolbox_sql._tool
-
-from .sql_support import TestDatabase, database_of
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

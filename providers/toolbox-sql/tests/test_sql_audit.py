@@ -12,11 +12,10 @@ import hashlib
 import json
 
 import pytest
+from sql_support import ACK, ACME, APPROVER, SECRETS, TestDatabase
 
 from toolbox import Governance, Status, Tools
 from toolbox.audit import AuditTrail, EventType, MemorySink, Redaction, verify_chain
-
-from .sql_support import ACK, ACME, APPROVER, SECRETS, TestDatabase
 
 ROW_VALUES = ("5500-0000-0000-0004", "bob", "shipped", "2026-01-05")
 

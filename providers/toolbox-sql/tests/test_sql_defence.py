@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from sql_support import ACK, ACME, TestDatabase
 from sqlalchemy import text
 
 from toolbox import GovernanceBypassError, Status, Tools
@@ -23,8 +24,6 @@ from toolbox.errors import ToolExecutionError
 from toolbox_sql import SqlExecutionError, SqlTimeoutError
 from toolbox_sql._plan import Plan
 from toolbox_sql._run import run_query, run_write
-
-from .sql_support import ACK, ACME, TestDatabase
 
 
 def _raw(sql: str, *, calls: frozenset[str] = frozenset(), kind: str = "SELECT") -> Plan:

@@ -12,6 +12,7 @@ from typing import Any
 
 import importlib_metadata
 import pytest
+from sql_support import ACK, ACME, TestDatabase
 
 import toolbox_sql
 from toolbox import (
@@ -24,8 +25,6 @@ from toolbox import (
 )
 from toolbox.testing import assert_denied
 from toolbox_sql import SqlTool
-
-from .sql_support import ACK, ACME, TestDatabase
 
 POLICY = """\
 version = 1

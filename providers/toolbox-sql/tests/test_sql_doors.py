@@ -19,14 +19,13 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import DeferredToolRequests
+from sql_support import ACK, ACME, APPROVER, TestDatabase
 
 from toolbox import ApprovalRequired, ExecutionContext, Status, Tools
 from toolbox.audit import EventType, MemorySink
 from toolbox.integrations.pydantic_ai import GovernedToolset, deferred_results
 from toolbox.mcp import ERROR_META_KEY, TRACE_META_KEY, server
 from toolbox_sql import SqlDeniedError, SqlResult, SqlTool
-
-from .sql_support import ACK, ACME, APPROVER, TestDatabase
 
 HOSTILE = "SELECT id FROM orders; DELETE FROM orders"
 BOTH = ("sql.shop", "sql_write.shop")

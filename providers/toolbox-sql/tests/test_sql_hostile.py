@@ -10,12 +10,11 @@ same afterwards. The typed door refuses the same inputs with the same codes.
 from __future__ import annotations
 
 import pytest
+from sql_support import ACK, ACME, TestDatabase
 
 from toolbox import Status, Tools
 from toolbox.audit import EventType, MemorySink
 from toolbox_sql import SqlDeniedError
-
-from .sql_support import ACK, ACME, TestDatabase
 
 UNPARSABLE = "SQL_UNPARSABLE"
 ONE = "SQL_NOT_ONE_STATEMENT"

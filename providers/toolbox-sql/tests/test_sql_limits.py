@@ -12,11 +12,10 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
+from sql_support import ACME, TestDatabase
 
 import toolbox_sql._run
 from toolbox import ExecutionContext, Status
-
-from .sql_support import ACME, TestDatabase
 
 
 @pytest.fixture

@@ -16,10 +16,9 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sql_support import ACME, TestDatabase, database_of
 
 from toolbox import Gateway, Status
-
-from .sql_support import ACME, TestDatabase, database_of
 
 WORDS = [
     "SELECT",

@@ -11,10 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from sql_support import ACME, TestDatabase
 
 from toolbox import Status
-
-from .sql_support import ACME, TestDatabase
 
 # (id, SQL, params, expected rows as the acme tenant sees them)
 QUERIES: list[tuple[str, str, dict[str, Any], list[list[Any]]]] = [

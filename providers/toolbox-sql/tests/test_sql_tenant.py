@@ -11,10 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from sql_support import ACK, ACME, GLOBEX, SECRETS, TestDatabase
 
 from toolbox import ExecutionContext, Status
-
-from .sql_support import ACK, ACME, GLOBEX, SECRETS, TestDatabase
 
 BYPASSES = [
     "SELECT customer FROM orders WHERE customer = 'nobody' OR 1 = 1",

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from sql_support import ACK, ACK_ENV, ACME, APPROVER, TestDatabase
 
 from toolbox import (
     AcknowledgementRequiredError,
@@ -21,8 +22,6 @@ from toolbox import (
 )
 from toolbox.audit import MemorySink
 from toolbox_sql import SqlDeniedError, SqlWriteTool
-
-from .sql_support import ACK, ACK_ENV, ACME, APPROVER, TestDatabase
 
 BOTH = ("sql.shop", "sql_write.shop")
 UPDATE = "UPDATE orders SET status = :status WHERE id = :id"
