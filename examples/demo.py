@@ -25,7 +25,7 @@ from toolbox import (
     ToolPolicyDeniedError,
     Tools,
 )
-from toolbox.context import DenialRecord
+from toolbox.foundations._context import DenialRecord
 from toolbox_fs import FS_ACKNOWLEDGEMENT, FsTool
 from toolbox_http import EgressDeniedError, HttpTool
 

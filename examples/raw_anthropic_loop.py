@@ -27,7 +27,7 @@ from toolbox import (
     tool,
 )
 from toolbox.audit import AuditTrail, MemorySink
-from toolbox.tool_calls import anthropic_tool_result, result_text
+from toolbox.doors.tool_calls import anthropic_tool_result, result_text
 
 
 @tool(risk=RiskClass.MEMORY_ONLY, effect=Effect.READ_ONLY, name="math.add")

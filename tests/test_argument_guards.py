@@ -26,9 +26,9 @@ from toolbox import (
     tool,
 )
 from toolbox.audit import AuditTrail, EventType, JsonlSink, MemorySink, Redaction
-from toolbox.audit.batch import CallSubject, Opening
-from toolbox.audit.events import AuditEvent
-from toolbox.pipeline.arguments import check_limits
+from toolbox.audit._batch import CallSubject, Opening
+from toolbox.audit._events import AuditEvent
+from toolbox.pipeline.checks._arguments import check_limits
 
 CALLS: list[tuple[str, object]] = []
 

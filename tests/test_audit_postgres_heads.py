@@ -24,9 +24,9 @@ from sqlalchemy.exc import ProgrammingError
 
 from audit_sql_support import POSTGRES_URL, Store, assert_intact, event, make_store
 from toolbox.audit import AuditSinkError
-from toolbox.audit.postgres import PostgresSink
-from toolbox.audit.sink import AuditQuery
-from toolbox.audit.verify import verify_chain, verify_heads
+from toolbox.audit._sink import AuditQuery
+from toolbox.audit._verify import verify_chain, verify_heads
+from toolbox.audit.sinks._postgres import PostgresSink
 
 
 @pytest.fixture

@@ -23,8 +23,8 @@ from toolbox.auth import (
     bearer_token,
     hash_api_key,
 )
-from toolbox.auth_config import JwtSettings
-from toolbox.auth_jwt import JwtAuthenticator
+from toolbox.auth._config import JwtSettings
+from toolbox.auth._jwt import JwtAuthenticator
 from toolbox.cli import main
 from toolbox.testing.credentials import jwt_keypair, mint_jwt, write_api_keys, write_jwks
 

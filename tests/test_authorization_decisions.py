@@ -99,7 +99,7 @@ def test_otel_spans_carry_the_determining_policies():
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from toolbox.audit.otel import OtelHook
+    from toolbox.audit.sinks._otel import OtelHook
 
     class Named:
         rule = "named"

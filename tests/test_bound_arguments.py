@@ -4,7 +4,7 @@ A class-based tool whose operation builds its intent without ``arguments=``:
 on main the approver was shown ``{}``, a grant for "100 cents to alice" ran
 "999999 to mallory" through both doors, and a read audited the payload ``{}``.
 The chain now binds every call to its arguments by declared parameter
-(`toolbox.binding`), on the by-name and typed doors alike.
+(`toolbox.foundations._binding`), on the by-name and typed doors alike.
 """
 
 from __future__ import annotations

@@ -30,8 +30,8 @@ from toolbox import (
     WriteIntent,
     tool,
 )
-from toolbox.dispatch import Permit, require_dispatch, run_dispatched
-from toolbox.intent import dispatch_calls
+from toolbox.foundations._dispatch import Permit, require_dispatch, run_dispatched
+from toolbox.registry._intent import dispatch_calls
 from toolbox.testing import build_tools, test_context
 
 #: Every effect that happened, in order: (tool, operation).

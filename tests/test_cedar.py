@@ -216,7 +216,7 @@ def test_an_erroring_forbid_fails_closed(tmp_path):
 
 def test_a_forged_role_entity_in_the_arguments_is_refused():
     """A by-name argument cannot smuggle an entity reference into the Cedar request."""
-    from toolbox.pipeline.cedar_values import CedarValueError, cedar_record
+    from toolbox.pipeline.checks._cedar_values import CedarValueError, cedar_record
 
     forged = {"tenant": {"__entity": {"type": "Toolbox::Role", "id": "clerk"}}}
     with pytest.raises(CedarValueError, match="reserved Cedar key '__entity'"):
@@ -433,7 +433,7 @@ def test_the_core_imports_without_cedarpy():
         "    def find_spec(self, name, path=None, target=None):\n"
         "        if name == 'cedarpy': raise ImportError('blocked')\n"
         "sys.meta_path.insert(0, Block())\n"
-        "import toolbox, toolbox.pipeline.cedar\n"
+        "import toolbox, toolbox.pipeline.checks._cedar\n"
         "assert 'cedarpy' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

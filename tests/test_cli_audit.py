@@ -10,18 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from toolbox import (
-    Decision,
-    Effect,
-    ExecutionContext,
-    Gateway,
-    Governance,
-    RiskClass,
-    Status,
-    cli_audit,
-    tool,
-)
+from toolbox import Decision, Effect, ExecutionContext, Gateway, Governance, RiskClass, Status, tool
 from toolbox.audit import AuditEvent, AuditTrail, EventType, JsonlSink, MemorySink
+from toolbox.cli import _audit as cli_audit
 from toolbox.cli import main
 from toolbox.testing import fake_provider
 
@@ -90,7 +81,7 @@ def jsonl_store(tmp_path):
 
 @pytest.fixture
 def sqlite_store(tmp_path):
-    from toolbox.audit.sqlite import SqliteSink
+    from toolbox.audit.sinks._sqlite import SqliteSink
 
     path = tmp_path / "audit.db"
     return Store("sqlite", path, *write_events(SqliteSink(path)))

@@ -11,7 +11,7 @@ from toolbox import (
     RiskClass,
     ToolDescriptor,
 )
-from toolbox.descriptor import validate_descriptor
+from toolbox.foundations._descriptor import validate_descriptor
 
 VALID = {
     "name": "weather",

@@ -16,10 +16,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from toolbox import ExecutionContext, Gateway, Governance, HmacApprover, Status, ToolPolicy, tool
-from toolbox.descriptor import Effect, RiskClass
 from toolbox.errors import ConfigurationError
-from toolbox.pipeline.approval import Approval, ApprovalCheck
-from toolbox.pipeline.fingerprint import canonical_encoding, keyed_fingerprint
+from toolbox.foundations._descriptor import Effect, RiskClass
+from toolbox.pipeline.checks._approval import Approval, ApprovalCheck
+from toolbox.pipeline.checks._fingerprint import canonical_encoding, keyed_fingerprint
 
 KEY = b"k" * 32
 

@@ -649,7 +649,7 @@ def test_every_outcome_is_recorded():
 
 def test_remote_refs_rejected():
     """Only local $ref may appear in a schema; a remote one is refused, never fetched."""
-    from toolbox.pipeline.arguments import check_local_refs
+    from toolbox.pipeline.checks._arguments import check_local_refs
 
     check_local_refs({"$defs": {"A": {"type": "string"}}, "properties": {"a": {"$ref": "#/$defs/A"}}})
     for ref in ("https://schemas.example.com/a.json", "file:///etc/passwd", "other.json#/x"):
@@ -680,7 +680,7 @@ def test_audit_hook_points():
 
 def test_approval_request_redacts_nested_secrets():
     """Approval requests mask nested secrets and URLs before a model or a person sees them."""
-    from toolbox.pipeline.approval import _redact
+    from toolbox.pipeline.checks._approval import _redact
 
     shown = _redact(
         {"headers": {"Authorization": "Bearer abc"}, "url": "https://u:p@h/x?token=t", "n": "EUR"}

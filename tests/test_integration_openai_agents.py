@@ -555,7 +555,7 @@ def test_the_gateway_must_be_a_gateway():
 def test_importing_toolbox_imports_no_framework():
     """Only the rooms import their framework: ``toolbox`` and ``toolbox.integrations`` import none."""
     code = (
-        "import sys, toolbox, toolbox.integrations, toolbox.tool_calls, toolbox.integrations._offered\n"
+        "import sys, toolbox, toolbox.integrations, toolbox.doors.tool_calls, toolbox.integrations._offered\n"
         "loaded = [m for m in ('agents', 'openai', 'langchain_core', 'langchain') if m in sys.modules]\n"
         "assert not loaded, loaded\n"
     )

@@ -720,7 +720,7 @@ def test_any_model_arguments_are_a_result_a_retry_or_a_refusal(raw):
 
 def test_importing_toolbox_imports_no_framework():
     code = (
-        "import sys, toolbox, toolbox.integrations, toolbox.tool_calls;"
+        "import sys, toolbox, toolbox.integrations, toolbox.doors.tool_calls;"
         "assert 'pydantic_ai' not in sys.modules, 'pydantic_ai imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

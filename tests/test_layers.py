@@ -23,12 +23,12 @@ from toolbox import (
     ToolResult,
     tool,
 )
-from toolbox import policy as policy_module
 from toolbox.audit import AuditTrail, MemorySink
-from toolbox.pipeline import approval_display as approval
-from toolbox.pipeline.chain import Pipeline
-from toolbox.pipeline.outcomes import OutcomeMappers
-from toolbox.pipeline.retry import RetryPolicy
+from toolbox.pipeline._chain import Pipeline
+from toolbox.pipeline._outcomes import OutcomeMappers
+from toolbox.pipeline._retry import RetryPolicy
+from toolbox.pipeline.checks import _approval_display as approval
+from toolbox.registry import _policy as policy_module
 
 SECRETS = {"headers": {"Authorization": "Bearer abc"}, "url": "https://u:p@h/x?token=t", "n": "EUR"}
 
@@ -77,7 +77,7 @@ def test_from_file_without_an_installed_reader_says_so(
 
 
 def test_from_file_uses_the_installed_reader(tmp_path: Path) -> None:
-    """Importing toolbox installs toolbox.policy_file's reader (file errors name the file)."""
+    """Importing toolbox installs toolbox.governance._policy_file's reader (file errors name the file)."""
     path = tmp_path / "policy.toml"
     path.write_text('version = 1\nbase = "deny_all"\n', encoding="utf-8")
     assert ToolPolicy.from_file(path).source == str(path)
@@ -198,7 +198,7 @@ class Counting:
 
 
 def test_an_unknown_interceptor_keeps_both_doors_on_the_full_chain() -> None:
-    """toolbox.pipeline.paths takes a fast path only over checks it knows; yours runs on every call."""
+    """toolbox.pipeline._paths takes a fast path only over checks it knows; yours runs on every call."""
     check = Counting()
     trail = AuditTrail(MemorySink())
     gateway = Gateway.load(

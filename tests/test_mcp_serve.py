@@ -1,4 +1,4 @@
-"""`toolbox.mcp.server` through the official ``mcp`` client over the SDK's in-memory transport.
+"""`toolbox.mcp._server` through the official ``mcp`` client over the SDK's in-memory transport.
 
 Every scenario asserts the status and codes the model sees, how many times the
 tool's code ran, and the audit events written under the session's run id.
@@ -18,10 +18,10 @@ from mcp import Client, types
 
 import mcp_scenario_tools as scenario
 from toolbox import ConfigurationError, ExecutionContext, Gateway, Governance, ToolPolicy
-from toolbox.audit.memory import MemorySink
-from toolbox.audit.trail import AuditTrail
+from toolbox.audit._trail import AuditTrail
+from toolbox.audit.sinks._memory import MemorySink
 from toolbox.mcp import ERROR_META_KEY, TRACE_META_KEY, server
-from toolbox.mcp.server import build_server
+from toolbox.mcp._server import build_server
 
 PURPOSE = "Answer the user's question about a note"
 OPERATOR = ExecutionContext(tenant="acme", principal="desktop", roles={"analyst"})

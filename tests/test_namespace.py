@@ -32,11 +32,11 @@ from toolbox import (
     ToolProvider,
     tool,
 )
-from toolbox.catalog import Catalog
-from toolbox.discovery import RegisteredTool
-from toolbox.namespace import check_namespace
+from toolbox.doors._catalog import Catalog
+from toolbox.foundations._wire_names import to_wire_name
+from toolbox.registry._discovery import RegisteredTool
+from toolbox.registry._namespace import check_namespace
 from toolbox.testing import fake_provider
-from toolbox.wire_names import to_wire_name
 from toolbox_fs import FS_ACKNOWLEDGEMENT, FsTool
 from toolbox_http import HttpTool
 from toolbox_test_support.distributions import on_sys_path, write_distribution

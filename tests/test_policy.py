@@ -3,7 +3,7 @@
 import pytest
 
 from toolbox import PolicyFileError, RiskClass, ToolDescriptor, ToolPolicy
-from toolbox.policy import ReasonCode
+from toolbox.registry._policy import ReasonCode
 
 
 def descriptor(name: str, risk: RiskClass) -> ToolDescriptor:

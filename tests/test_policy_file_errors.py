@@ -22,7 +22,7 @@ from toolbox import (
     Tools,
 )
 from toolbox.cli import main
-from toolbox.policy_file import policy_from_mapping
+from toolbox.governance._policy_file import policy_from_mapping
 from toolbox.testing import test_context
 
 SOURCE = "policy.toml"
@@ -296,7 +296,7 @@ def test_nan_and_infinity_in_a_predicate_are_refused() -> None:
 
 
 def test_table_reader_names_types_not_values() -> None:
-    from toolbox.table_reader import TableReader
+    from toolbox.foundations._table_reader import TableReader
 
     table = TableReader({"n": True, "s": "x", "f": math.inf, "a": ["ok", ""]}, source=SOURCE, path="t")
     with pytest.raises(PolicyFileError, match=r"^policy.toml: t.n: must be an integer, got a boolean$"):

@@ -30,8 +30,8 @@ from toolbox import (
     tool,
 )
 from toolbox.audit import AuditMode, AuditTrail, MemorySink, Redaction, verify_chain
-from toolbox.audit.sqlite import SqliteSink
-from toolbox.pipeline.result_summary import result_summary, settled_inline
+from toolbox.audit.sinks._sqlite import SqliteSink
+from toolbox.pipeline._result_summary import result_summary, settled_inline
 
 SECRET = "row-value-that-must-not-be-stored"
 

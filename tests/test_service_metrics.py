@@ -9,9 +9,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from service_support import RUNS, deployment
-from toolbox.audit.events import AuditEvent
-from toolbox.audit.sqlite import SqliteSink
-from toolbox.audit.trail import AuditTrail
+from toolbox.audit._events import AuditEvent
+from toolbox.audit._trail import AuditTrail
+from toolbox.audit.sinks._sqlite import SqliteSink
 
 
 class GatedSink(SqliteSink):

@@ -16,7 +16,7 @@ import httpx
 
 from service_support import RUNS, Deployment, deployment
 from toolbox.audit import AuditEvent, AuditQuery, AuditRecord, AuditSinkError
-from toolbox.audit.sqlite import SqliteSink
+from toolbox.audit.sinks._sqlite import SqliteSink
 
 PAY = {"amount": 40, "to": "acct-7"}
 

@@ -190,7 +190,7 @@ def test_a_credential_with_a_toolset_and_no_toolsets_defined_at_all_allows_nothi
 def test_a_toolset_naming_an_unregistered_tool_stops_the_service_from_starting(tmp_path: Path) -> None:
     from toolbox import ToolPolicy
     from toolbox.auth import ApiKeyFile, CredentialAuthenticator
-    from toolbox.mcp_config import McpConfig
+    from toolbox.governance._mcp_table import McpConfig
     from toolbox.testing.credentials import write_api_keys
 
     write_api_keys(tmp_path / "keys.toml", {"a": {"tenant": "acme"}})

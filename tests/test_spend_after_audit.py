@@ -28,10 +28,10 @@ from toolbox import (
     Status,
 )
 from toolbox.audit import AuditMode, AuditTrail
-from toolbox.pipeline.result import ToolResult
-from toolbox.pipeline.shared_limits import LimitRule
+from toolbox.pipeline._result import ToolResult
+from toolbox.pipeline.checks._shared_limits import LimitRule
 from toolbox.state import MemoryApprovalStore, MemoryLimitStore
-from toolbox.state.config import GovernanceState
+from toolbox.state._config import GovernanceState
 
 APPROVE_ADD = Guardrail(id="APPROVE_ADD", tool="add", action=GuardrailAction.REQUIRE_APPROVAL)
 APPROVER = HmacApprover(b"k" * 32)

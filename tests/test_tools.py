@@ -15,7 +15,7 @@ from toolbox import (
     Tools,
     ToolUnavailableError,
 )
-from toolbox.provider import ToolProvider
+from toolbox.registry._provider import ToolProvider
 from toolbox.testing import assert_denied, build_tools, fake_provider, test_context
 
 ACK = Acknowledgement(env="ACME_PAYMENTS_ACK", value="charge-real-cards")

@@ -265,7 +265,7 @@ def test_function_tool_needs_risk():
 def test_typed_invalid_arguments_from_a_tool_are_value_errors():
     """A tool that rejects its input at execute time surfaces INVALID_ARGUMENTS as a ValueError."""
     from toolbox import CalculatorTool
-    from toolbox.calculator import toolbox_providers
+    from toolbox.registry._calculator import toolbox_providers
 
     tools = Tools.load(ctx(), providers=toolbox_providers(), discover=False, env={})
     with pytest.raises(ValueError, match="division by zero"):

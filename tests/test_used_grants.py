@@ -9,8 +9,8 @@ import pytest
 
 from toolbox import HmacApprover
 from toolbox.errors import ConfigurationError
-from toolbox.pipeline.approval import Approval, ApprovalCheck, ApprovalRequest
-from toolbox.pipeline.used_grants import FULL, UsedGrants
+from toolbox.pipeline.checks._approval import Approval, ApprovalCheck, ApprovalRequest
+from toolbox.pipeline.checks._used_grants import FULL, UsedGrants
 
 USED = "the approval was already used"
 

@@ -5,11 +5,9 @@ Tools come from provider packages, carry a risk class, are gated by a
 intent that is recorded in the `ExecutionContext` trace.
 """
 
-from toolbox.budget import Budget
-from toolbox.calculator import CalculatorTool
-from toolbox.catalog import Catalog
-from toolbox.context import ExecutionContext
-from toolbox.descriptor import Acknowledgement, Effect, OperationDescriptor, RiskClass, ToolDescriptor
+from toolbox.doors._catalog import Catalog
+from toolbox.doors._gateway import ContextResolver, Gateway
+from toolbox.doors._tools import AcknowledgementState, ToolDecision, Tools
 from toolbox.errors import (
     AcknowledgementRequiredError,
     ApprovalRequired,
@@ -35,25 +33,39 @@ from toolbox.errors import (
     ToolUnavailableError,
     UncertainEffectError,
 )
-from toolbox.function_tool import FunctionTool, tool
-from toolbox.gateway import ContextResolver, Gateway
+from toolbox.foundations._budget import Budget
+from toolbox.foundations._context import ExecutionContext
+from toolbox.foundations._descriptor import (
+    Acknowledgement,
+    Effect,
+    OperationDescriptor,
+    RiskClass,
+    ToolDescriptor,
+)
 from toolbox.governance import Governance
-from toolbox.intent import ReadIntent, Ready, WriteIntent
-from toolbox.pipeline.approval import Approval, ApprovalRequest, Approver, HmacApprover
-from toolbox.pipeline.arguments import ArgumentLimits
-from toolbox.pipeline.authorization import Authorizer, Decision, InvocationAuthorizer, RolePolicy, TenantScope
-from toolbox.pipeline.cedar import CedarAuthorizer
-from toolbox.pipeline.guardrails import Guardrail, GuardrailAction, GuardrailMode
-from toolbox.pipeline.interceptor import Interceptor
-from toolbox.pipeline.invocation import Invocation
-from toolbox.pipeline.outcomes import BusinessFailure
-from toolbox.pipeline.result import Status, ToolResult
-from toolbox.pipeline.retry import ReconcileOutcome, Reconciliation, RetryPolicy
-from toolbox.policy import ReasonCode, ToolPolicy
-from toolbox.policy_file import load_policy_file as _load_policy_file  # noqa: F401 - installs from_file's reader
-from toolbox.provider import ToolProvider, hookimpl
-from toolbox.runtime import ToolRuntime
-from toolbox.tools import AcknowledgementState, ToolDecision, Tools
+from toolbox.governance._policy_file import load_policy_file as _load_policy_file  # noqa: F401 - installs from_file's reader
+from toolbox.pipeline._interceptor import Interceptor
+from toolbox.pipeline._invocation import Invocation
+from toolbox.pipeline._outcomes import BusinessFailure
+from toolbox.pipeline._result import Status, ToolResult
+from toolbox.pipeline._retry import ReconcileOutcome, Reconciliation, RetryPolicy
+from toolbox.pipeline.checks._approval import Approval, ApprovalRequest, Approver, HmacApprover
+from toolbox.pipeline.checks._arguments import ArgumentLimits
+from toolbox.pipeline.checks._authorization import (
+    Authorizer,
+    Decision,
+    InvocationAuthorizer,
+    RolePolicy,
+    TenantScope,
+)
+from toolbox.pipeline.checks._cedar import CedarAuthorizer
+from toolbox.pipeline.checks._guardrails import Guardrail, GuardrailAction, GuardrailMode
+from toolbox.registry._calculator import CalculatorTool
+from toolbox.registry._function_tool import FunctionTool, tool
+from toolbox.registry._intent import ReadIntent, Ready, WriteIntent
+from toolbox.registry._policy import ReasonCode, ToolPolicy
+from toolbox.registry._provider import ToolProvider, hookimpl
+from toolbox.registry._runtime import ToolRuntime
 
 __all__ = [
     "Acknowledgement",

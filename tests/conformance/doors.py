@@ -25,11 +25,11 @@ from toolbox import (
     ToolUnavailableError,
 )
 from toolbox.auth import ApiKeyFile, CredentialAuthenticator
+from toolbox.foundations._wire_names import to_wire_name
 from toolbox.mcp import ERROR_META_KEY, server
-from toolbox.pipeline.result import ToolResult
+from toolbox.pipeline._result import ToolResult
 from toolbox.service import create_app
 from toolbox.testing.credentials import write_api_keys
-from toolbox.wire_names import to_wire_name
 
 #: The intent text every call declares unless a check says otherwise.
 INTENT = "Conformance check"
@@ -139,7 +139,7 @@ class ByNameAsync(Door):
 
 
 class Mcp(Door):
-    """The MCP server (`toolbox.mcp.server`) through the official client, one session per call."""
+    """The MCP server (`toolbox.mcp._server`) through the official client, one session per call."""
 
     name = "mcp"
     grants = False  # an MCP client resumes through the service's approvals (REST), not here
@@ -277,7 +277,7 @@ class McpHttp(Mcp):
 
 
 def _text_outcome(text: str) -> Outcome:
-    """A framework's tool answer: the content, or the refusal `toolbox.tool_calls.result_text` wrote."""
+    """A framework's tool answer: the content, or the refusal `toolbox.doors.tool_calls.result_text` wrote."""
     try:
         data = json.loads(text)
     except ValueError:

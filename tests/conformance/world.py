@@ -34,10 +34,10 @@ from conformance.styles import Style
 from state_support import state_store
 from toolbox import Decision, ExecutionContext, Gateway, Governance, Guardrail, GuardrailAction, HmacApprover
 from toolbox.audit import AuditMode, AuditTrail
-from toolbox.pipeline.shared_limits import LimitRule
+from toolbox.pipeline.checks._shared_limits import LimitRule
 from toolbox.state import MemoryApprovalStore, MemoryLimitStore
-from toolbox.state.config import GovernanceState
-from toolbox.state.memory import MemoryKillSwitchStore
+from toolbox.state._config import GovernanceState
+from toolbox.state._memory import MemoryKillSwitchStore
 
 T = TypeVar("T")
 APPROVER = HmacApprover(b"conformance-matrix-approval-key!")

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import toolbox_http.plugin
 from toolbox import ExecutionContext, Gateway, Governance, HmacApprover, Status, ToolPolicy
-from toolbox.pipeline.guardrails import Guardrail, GuardrailAction
+from toolbox.pipeline.checks._guardrails import Guardrail, GuardrailAction
 from toolbox_http import HttpTool
 
 #: Header and parameter names, secret-looking ones included: none is left out of the binding.

@@ -22,8 +22,8 @@ from toolbox import (
     ToolTimeoutError,
     UncertainEffectError,
 )
-from toolbox.audit.memory import MemorySink
-from toolbox.audit.trail import AuditTrail
+from toolbox.audit._trail import AuditTrail
+from toolbox.audit.sinks._memory import MemorySink
 from toolbox_http import HttpTool
 
 TIMEOUTS = {"read_timeout": 0.5, "total_timeout": 1.0}

@@ -26,8 +26,8 @@ from hypothesis import strategies as st
 
 import toolbox_http.plugin
 from toolbox import ExecutionContext, Gateway, Governance, ResponseTooLargeError, Status, ToolPolicy
-from toolbox.audit.memory import MemorySink
-from toolbox.audit.trail import AuditTrail
+from toolbox.audit._trail import AuditTrail
+from toolbox.audit.sinks._memory import MemorySink
 from toolbox_http import HttpTool, ResponseEncodingError
 from toolbox_http._decoding import MAX_CODINGS, STEP, BodyDecoder
 

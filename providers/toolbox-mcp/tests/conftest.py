@@ -25,7 +25,7 @@ from mcp_test_server import build_server
 import toolbox_mcp.plugin
 from toolbox import ExecutionContext, Gateway, Governance, RetryPolicy, ToolPolicy
 from toolbox.audit import AuditTrail, MemorySink
-from toolbox.discovery import discover
+from toolbox.registry._discovery import discover
 
 SERVER_SCRIPT = Path(__file__).parent / "mcp_test_server.py"
 AUDITOR = ExecutionContext(tenant="ops", principal="auditor", roles=frozenset({"auditor"}))

@@ -10,7 +10,7 @@ import pytest
 from conftest import lock, stdio_server, wait_no_server_children, write_policy
 
 from toolbox import ExecutionContext, InvalidArgumentsError, Status
-from toolbox.descriptor import Effect
+from toolbox.foundations._descriptor import Effect
 from toolbox_mcp._config import ServerConfig
 from toolbox_mcp._lockfile import pin_tools
 from toolbox_mcp._server import Server

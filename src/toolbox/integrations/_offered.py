@@ -16,10 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, cast, final
 
-from toolbox.context import ExecutionContext
-from toolbox.gateway import Gateway
-from toolbox.pipeline.approval import ApprovalCheck
-from toolbox.pipeline.guardrails import GuardrailAction, Guardrails
+from toolbox.doors._gateway import Gateway
+from toolbox.foundations._context import ExecutionContext
+from toolbox.pipeline.checks._approval import ApprovalCheck
+from toolbox.pipeline.checks._guardrails import GuardrailAction, Guardrails
 
 __all__ = ["UNTRUSTED", "Offered", "Remembered", "context_key", "offered_operations", "trusted_context"]
 

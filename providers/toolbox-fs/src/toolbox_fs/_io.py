@@ -1,7 +1,7 @@
 """The fs operations themselves, each on an already resolved path and through `walk`.
 
 Each one first checks that the governed chain is dispatching an operation of
-the fs tool (`toolbox.dispatch.require_dispatch`): called any other way, it
+the fs tool (`toolbox.foundations._dispatch.require_dispatch`): called any other way, it
 raises `toolbox.GovernanceBypassError` before touching the file system.
 """
 
@@ -14,7 +14,7 @@ import secrets
 import stat
 
 from toolbox import ResponseTooLargeError
-from toolbox.dispatch import require_dispatch
+from toolbox.foundations._dispatch import require_dispatch
 from toolbox_fs._paths import Resolved, missing, open_entry, walk
 
 __all__ = ["delete_file", "list_dir", "read_file", "require_single_link", "write_file"]

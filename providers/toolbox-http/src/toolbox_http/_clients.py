@@ -18,7 +18,7 @@ from typing import Any, final
 
 import httpx
 
-from toolbox.dispatch import require_dispatch
+from toolbox.foundations._dispatch import require_dispatch
 from toolbox_http._guard import AddressGuard, guarded_async_transport, guarded_transport
 from toolbox_http._options import HttpOptions
 

@@ -6,8 +6,8 @@ import dataclasses
 from typing import Any, final
 
 from toolbox.errors import AcknowledgementRequiredError
-from toolbox.intent import ReadIntent, WriteIntent
-from toolbox.runtime import ToolRuntime
+from toolbox.registry._intent import ReadIntent, WriteIntent
+from toolbox.registry._runtime import ToolRuntime
 from toolbox_http._clients import Clients
 from toolbox_http._deadline import Deadline
 from toolbox_http._egress import EgressDeniedError, EgressMode

@@ -7,9 +7,9 @@ from datetime import datetime, timezone
 from typing import Any, ClassVar
 
 from toolbox.errors import ToolTimeoutError
-from toolbox.intent import ReadIntent, WriteIntent
-from toolbox.pipeline.arguments import ArgumentLimits, check_limits
-from toolbox.runtime import ToolRuntime
+from toolbox.pipeline.checks._arguments import ArgumentLimits, check_limits
+from toolbox.registry._intent import ReadIntent, WriteIntent
+from toolbox.registry._runtime import ToolRuntime
 from toolbox_mcp._connection import Connection
 from toolbox_mcp._result import McpResult, convert
 from toolbox_mcp._schema import local_schema, upstream_arguments, validate
@@ -59,7 +59,7 @@ class McpTool:
         server.acquire()
         self._closed = False
 
-    # -- toolbox.operations.DescribedOperations ------------------------------------------------
+    # -- toolbox.foundations._operations.DescribedOperations ------------------------------------------------
 
     @classmethod
     def operation_parameters(cls, operation: str) -> Mapping[str, Any]:

@@ -18,10 +18,10 @@ from typing import Any
 
 from sqlalchemy.exc import DBAPIError
 
-from toolbox.context import ExecutionContext
-from toolbox.dispatch import require_dispatch
 from toolbox.errors import ToolConnectionError
-from toolbox.redact import MASK
+from toolbox.foundations._context import ExecutionContext
+from toolbox.foundations._dispatch import require_dispatch
+from toolbox.foundations._redact import MASK
 from toolbox_sql._database import Database
 from toolbox_sql._errors import SqlExecutionError, SqlTimeoutError, SqlWriteLimitError
 from toolbox_sql._plan import Plan

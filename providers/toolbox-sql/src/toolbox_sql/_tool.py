@@ -14,10 +14,10 @@ import math
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from toolbox.doors._tools import Tools
 from toolbox.errors import InvalidArgumentsError
-from toolbox.intent import ReadIntent, WriteIntent
-from toolbox.runtime import ToolRuntime
-from toolbox.tools import Tools
+from toolbox.registry._intent import ReadIntent, WriteIntent
+from toolbox.registry._runtime import ToolRuntime
 from toolbox_sql._database import Database
 from toolbox_sql._errors import SqlDeniedError
 from toolbox_sql._plan import Plan
