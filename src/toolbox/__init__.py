@@ -5,6 +5,7 @@ Tools come from provider packages, carry a risk class, are gated by a
 intent that is recorded in the `ExecutionContext` trace.
 """
 
+from toolbox._legacy import install as _install_legacy_paths
 from toolbox.doors._catalog import Catalog
 from toolbox.doors._gateway import ContextResolver, Gateway
 from toolbox.doors._tools import AcknowledgementState, ToolDecision, Tools
@@ -66,6 +67,8 @@ from toolbox.registry._intent import ReadIntent, Ready, WriteIntent
 from toolbox.registry._policy import ReasonCode, ToolPolicy
 from toolbox.registry._provider import ToolProvider, hookimpl
 from toolbox.registry._runtime import ToolRuntime
+
+_install_legacy_paths()  # old import paths (toolbox.gateway, toolbox.cli_audit, ...) warn for one release
 
 __all__ = [
     "Acknowledgement",

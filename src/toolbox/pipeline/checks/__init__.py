@@ -2,3 +2,22 @@
 guardrails, shared limits and the small built-in ones (kill switch, delegation, access, deadline,
 budget). The engine (`toolbox.pipeline`) runs them; `Governance` composes them.
 """
+
+from typing import Any
+
+
+def __getattr__(name: str) -> Any:
+    """The old ``toolbox.pipeline.checks`` module's names, for one release (they warn)."""
+    import warnings
+
+    from toolbox.pipeline.checks import _builtin
+
+    if name not in _builtin.__all__:
+        raise AttributeError(f"module 'toolbox.pipeline.checks' has no attribute {name!r}")
+    warnings.warn(
+        f"toolbox.pipeline.checks.{name} is deprecated and will be removed in the next release; "
+        f"import it from toolbox.pipeline.checks._builtin instead",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(_builtin, name)
