@@ -59,8 +59,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import MCPServer
 
 from toolbox import Effect, ExecutionContext, Gateway, Governance, RiskClass, tool
-from toolbox.audit._trail import AuditTrail
-from toolbox.audit.sinks._memory import MemorySink
+from toolbox.audit import AuditTrail, MemorySink
 from toolbox.auth import ApiKeyFile
 from toolbox.mcp import McpHttpApp, server
 from toolbox.testing.credentials import write_api_keys

@@ -55,8 +55,7 @@ from typing import Any
 from toolbox import Effect, ExecutionContext, Gateway, Governance, RiskClass, Status, tool
 from toolbox.pipeline._state_ports import Quota
 from toolbox.pipeline.checks._shared_limits import LimitRule
-from toolbox.state import MemoryKillSwitchStore, MemoryLimitStore
-from toolbox.state._config import GovernanceState
+from toolbox.state import GovernanceState, MemoryKillSwitchStore, MemoryLimitStore
 
 TARGET = 1.5
 HISTORY = Path(__file__).with_name("history") / "bench_state.jsonl"

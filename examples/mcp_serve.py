@@ -15,8 +15,7 @@ from mcp import Client
 from mcp.types import CallToolResult
 
 from toolbox import Effect, ExecutionContext, Gateway, Governance, RiskClass, ToolPolicy, tool
-from toolbox.audit._trail import AuditTrail
-from toolbox.audit.sinks._memory import MemorySink
+from toolbox.audit import AuditTrail, MemorySink
 from toolbox.mcp import ERROR_META_KEY, TRACE_META_KEY, server
 
 

@@ -21,7 +21,7 @@ from typing import Any
 from toolbox import Effect, ExecutionContext, Gateway, Governance, RiskClass, tool
 from toolbox.audit import AuditMode, AuditTrail, MemorySink
 from toolbox.pipeline._grants import ApprovalRequest, PendingApproval
-from toolbox.state._config import GovernanceState
+from toolbox.state import GovernanceState
 from toolbox.state._redis_backend import RedisState, connect
 from toolbox.state._sql_backend import SqlState
 

@@ -20,8 +20,8 @@ import sys
 import time
 from pathlib import Path
 
-from toolbox import Approval, Effect, ExecutionContext, Gateway, Governance, HmacApprover, RiskClass, tool
-from toolbox.registry._policy import ToolPolicy
+from toolbox import Effect, ExecutionContext, Gateway, Governance, RiskClass, ToolPolicy, tool
+from toolbox.governance import Approval, HmacApprover
 from toolbox.state._config import state_from_config
 
 #: Every worker (and the test) shares the fingerprint key through this approver's secret.

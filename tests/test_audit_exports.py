@@ -8,8 +8,7 @@ import toolbox.audit
 
 def test_sql_sinks_are_exported_and_resolve():
     """SqliteSink and PostgresSink are in __all__ and resolve to their classes."""
-    from toolbox.audit.sinks._postgres import PostgresSink
-    from toolbox.audit.sinks._sqlite import SqliteSink
+    from toolbox.audit import PostgresSink, SqliteSink
 
     assert {"SqliteSink", "PostgresSink"} <= set(toolbox.audit.__all__)
     assert (toolbox.audit.SqliteSink, toolbox.audit.PostgresSink) == (SqliteSink, PostgresSink)

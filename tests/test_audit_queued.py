@@ -21,11 +21,18 @@ import pytest
 
 from audit_scale_support import in_threads
 from toolbox import Effect, ExecutionContext, Gateway, Governance, RiskClass, Status, tool
-from toolbox.audit import AuditEvent, AuditMode, AuditTrail, EventType, SqliteSink
+from toolbox.audit import (
+    AuditEvent,
+    AuditMode,
+    AuditTrail,
+    EventType,
+    PayloadMode,
+    Redaction,
+    SqliteSink,
+    verify_chain,
+)
 from toolbox.audit._batch import CallSubject, Closing, Opening
 from toolbox.audit._queued import QueuedCalls, queued
-from toolbox.audit._redaction import PayloadMode, Redaction
-from toolbox.audit._verify import verify_chain
 
 HOSTILE_TEXTS = ["Sum", "héllo ✓", "nul\x00inside", "lone \ud800 surrogate", "", "x" * 5000]
 SECRET = "sk-live-0123456789abcdef"  # a fake credential the store must never hold

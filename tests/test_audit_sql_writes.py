@@ -11,10 +11,7 @@ import pytest
 
 from audit_sql_support import Store, event, make_store
 from toolbox import ExecutionContext
-from toolbox.audit import AuditSinkError, AuditTrail
-from toolbox.audit._events import AuditEvent
-from toolbox.audit._sink import AuditQuery
-from toolbox.audit._verify import verify_chain, verify_heads
+from toolbox.audit import AuditEvent, AuditQuery, AuditSinkError, AuditTrail, verify_chain, verify_heads
 from toolbox.audit.sinks._sql import SqlSink
 
 AUDITOR = ExecutionContext(tenant="ops", principal="auditor", roles={"auditor"})

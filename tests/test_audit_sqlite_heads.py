@@ -17,8 +17,7 @@ import pytest
 
 import toolbox.audit.sinks._sql as sql_module
 from audit_sql_support import append_worker, event
-from toolbox.audit import AuditSinkError, SqliteSink
-from toolbox.audit._verify import verify_chain
+from toolbox.audit import AuditSinkError, SqliteSink, verify_chain
 
 
 def sequences(sink: SqliteSink, trace_id: str) -> list[int]:

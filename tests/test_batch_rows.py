@@ -16,11 +16,18 @@ from typing import Any
 import pytest
 
 from toolbox import ExecutionContext
-from toolbox.audit import AuditMode, AuditTrail, FanOutSink, JsonlSink, MemorySink, SqliteSink
+from toolbox.audit import (
+    AuditEvent,
+    AuditMode,
+    AuditTrail,
+    FanOutSink,
+    JsonlSink,
+    MemorySink,
+    Redaction,
+    SqliteSink,
+    verify_chain,
+)
 from toolbox.audit._batch import CallSubject, Closing, LazyBatch, Opening
-from toolbox.audit._events import AuditEvent
-from toolbox.audit._redaction import Redaction
-from toolbox.audit._verify import verify_chain
 
 HOSTILE = ["plain", "héllo ✓", "nul\x00inside", "lone \ud800 surrogate", "", "x" * 5000]
 

@@ -17,13 +17,11 @@ import pytest
 from pydantic import SecretStr
 
 from toolbox import (
-    Approval,
     ApprovalRequired,
     Effect,
     ExecutionContext,
     Gateway,
     Governance,
-    HmacApprover,
     OperationDescriptor,
     ReadIntent,
     RiskClass,
@@ -36,6 +34,7 @@ from toolbox import (
     WriteIntent,
 )
 from toolbox.audit import AuditTrail, EventType, MemorySink
+from toolbox.governance import Approval, HmacApprover
 
 APPROVER = HmacApprover(b"p" * 32)
 RUNS: list[tuple[str, Any]] = []

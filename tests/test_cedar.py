@@ -11,18 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from governed_tools import PROVIDER, Billing
-from toolbox import (
-    CedarAuthorizer,
-    ExecutionContext,
-    Gateway,
-    Governance,
-    PolicyFileError,
-    RetryPolicy,
-    Status,
-    ToolDeniedError,
-    ToolPolicy,
-)
+from toolbox import ExecutionContext, Gateway, Governance, Status, ToolDeniedError, ToolPolicy
 from toolbox.audit import AuditTrail, EventType, MemorySink
+from toolbox.errors import PolicyFileError
+from toolbox.governance import CedarAuthorizer, RetryPolicy
 
 FILES = Path(__file__).parent / "cedar"
 POLICIES = FILES / "billing.cedar"
@@ -521,7 +513,7 @@ def test_any_policy_text_loads_or_is_a_policy_error(text):
 
 def test_code_authorizers_run_before_the_policy_files_cedar(tmp_path):
     """Code settings come first: a code authorizer's denial wins; the file's Cedar still judges the rest."""
-    from toolbox import Decision
+    from toolbox.governance import Decision
 
     def no_charges(tool, operation, context, arguments, /):
         return Decision.deny("charges are paused") if operation == "charge" else Decision.allow()

@@ -80,7 +80,8 @@ def test_trace_is_per_context_and_not_serialized():
 
 def test_every_trace_record_has_a_status():
     """Walking a trace, operation and denial records alike answer ``status`` (denials: DENIED)."""
-    from toolbox.foundations._context import DenialRecord, OperationRecord
+    from toolbox import DenialRecord
+    from toolbox.foundations._context import OperationRecord
 
     ctx = ExecutionContext(tenant="t", principal="p")
     ctx.trace.append(OperationRecord("calculator", "evaluate", "purpose", "Sum", None))

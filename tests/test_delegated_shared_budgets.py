@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from state_support import CALL, Counter, audit_events, context, governed_gateway, state_store
-from toolbox import DelegationError, ExecutionContext, Gateway, Status
+from toolbox import ExecutionContext, Gateway, Status
+from toolbox.errors import DelegationError
 from toolbox.pipeline.checks._shared_limits import LimitRule
-from toolbox.state import MemoryLimitStore
-from toolbox.state._config import GovernanceState
+from toolbox.state import GovernanceState, MemoryLimitStore
 
 
 @pytest.fixture(params=["memory", "sqlite", "postgres", "redis"])

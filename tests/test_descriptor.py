@@ -3,14 +3,8 @@
 import pytest
 from pydantic import ValidationError
 
-from toolbox import (
-    Acknowledgement,
-    Effect,
-    InvalidDescriptorError,
-    OperationDescriptor,
-    RiskClass,
-    ToolDescriptor,
-)
+from toolbox import Acknowledgement, Effect, OperationDescriptor, RiskClass, ToolDescriptor
+from toolbox.errors import InvalidDescriptorError
 from toolbox.foundations._descriptor import validate_descriptor
 
 VALID = {

@@ -15,10 +15,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from toolbox import ExecutionContext, Gateway, Governance, HmacApprover, Status, ToolPolicy, tool
+from toolbox import Effect, ExecutionContext, Gateway, Governance, RiskClass, Status, ToolPolicy, tool
 from toolbox.errors import ConfigurationError
-from toolbox.foundations._descriptor import Effect, RiskClass
-from toolbox.pipeline.checks._approval import Approval, ApprovalCheck
+from toolbox.governance import Approval, ApprovalCheck, HmacApprover
 from toolbox.pipeline.checks._fingerprint import canonical_encoding, keyed_fingerprint
 
 KEY = b"k" * 32

@@ -9,24 +9,17 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from governed_tools import PROVIDER, Billing
-from toolbox import (
-    Budget,
+from toolbox import Budget, ExecutionContext, Gateway, Governance, Status, ToolPolicy
+from toolbox.errors import ConfigurationError, PolicyFileError, ToolTimeoutError
+from toolbox.governance import (
     BusinessFailure,
-    ConfigurationError,
     Decision,
-    ExecutionContext,
-    Gateway,
-    Governance,
     Guardrail,
     GuardrailAction,
     HmacApprover,
-    PolicyFileError,
     ReconcileOutcome,
     Reconciliation,
     RetryPolicy,
-    Status,
-    ToolPolicy,
-    ToolTimeoutError,
 )
 from toolbox.testing import ManualClock
 
@@ -126,7 +119,7 @@ def test_role_policy():
 
 def test_tenant_scope_compares_tenants():
     """The tenant check compares the resource's tenant with the caller's, not mere presence."""
-    from toolbox import TenantScope
+    from toolbox.governance import TenantScope
 
     scope = TenantScope(lambda tool, op, args: args.get("tenant"), scoped=["billing.lookup_invoice"])
     gateway = make(authorizers=[scope])

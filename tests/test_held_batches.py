@@ -18,10 +18,9 @@ import pytest
 
 import toolbox.audit.sinks._memory as memory
 from toolbox import Effect, ExecutionContext, Gateway, Governance, RiskClass, Status, tool
-from toolbox.audit import AuditTrail, FanOutSink, MemorySink
+from toolbox.audit import AuditTrail, FanOutSink, MemorySink, Redaction
 from toolbox.audit._batch import CallSubject, Closing, Opening
 from toolbox.audit._held import HELD_OPENING, held_call, held_response
-from toolbox.audit._redaction import Redaction
 from toolbox.doors._route import Route
 
 AUDITOR = ExecutionContext(tenant="ops", principal="auditor", roles=frozenset({"auditor"}))

@@ -21,16 +21,9 @@ from agents.strict_schema import ensure_strict_json_schema
 
 from agent_framework_support import RUNS, THREADS, TOOLS, Governed, governed
 from scripted_agents_model import ScriptedModel, call, say
-from toolbox import (
-    ExecutionContext,
-    Gateway,
-    Governance,
-    Guardrail,
-    GuardrailAction,
-    HmacApprover,
-    ToolPolicy,
-)
+from toolbox import ExecutionContext, Gateway, Governance, ToolPolicy
 from toolbox.audit import AuditTrail, MemorySink
+from toolbox.governance import Guardrail, GuardrailAction, HmacApprover
 from toolbox.integrations.openai_agents import GovernedAgentTools
 
 set_tracing_disabled(True)  # the SDK would otherwise try to export traces to OpenAI

@@ -29,17 +29,9 @@ from pydantic_ai.models.test import TestModel
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved
 from pydantic_ai.usage import RunUsage
 
-from toolbox import (
-    Effect,
-    ExecutionContext,
-    Gateway,
-    Governance,
-    HmacApprover,
-    RiskClass,
-    ToolPolicy,
-    tool,
-)
+from toolbox import Effect, ExecutionContext, Gateway, Governance, RiskClass, ToolPolicy, tool
 from toolbox.audit import AuditTrail, MemorySink
+from toolbox.governance import HmacApprover
 from toolbox.integrations.pydantic_ai import (
     GRANT_KEY,
     REQUEST_KEY,

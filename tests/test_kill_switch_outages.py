@@ -27,9 +27,7 @@ from toolbox.mcp import server
 from toolbox.pipeline._state_ports import KillEntry, StateUnavailableError
 from toolbox.pipeline.checks import _builtin as checks
 from toolbox.pipeline.checks._shared_limits import FAIL_OPEN_WARNING, LimitRule
-from toolbox.state import MemoryLimitStore
-from toolbox.state._config import GovernanceState
-from toolbox.state._memory import MemoryKillSwitchStore
+from toolbox.state import GovernanceState, MemoryKillSwitchStore, MemoryLimitStore
 
 
 @pytest.fixture(params=["sqlite", "postgres", "redis"])

@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 from mcp import Client, types
 
 import mcp_scenario_tools as scenario
-from toolbox import ConfigurationError, ExecutionContext, Gateway, Governance, ToolPolicy
-from toolbox.audit._trail import AuditTrail
-from toolbox.audit.sinks._memory import MemorySink
+from toolbox import ExecutionContext, Gateway, Governance, ToolPolicy
+from toolbox.audit import AuditTrail, MemorySink
+from toolbox.errors import ConfigurationError
 from toolbox.mcp import ERROR_META_KEY, TRACE_META_KEY, server
 from toolbox.mcp._server import build_server
 

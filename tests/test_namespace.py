@@ -18,13 +18,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from toolbox import (
+    Catalog,
     Effect,
     ExecutionContext,
     Gateway,
-    InvalidDescriptorError,
     OperationDescriptor,
-    PolicyFileError,
-    ProviderConflictError,
     RiskClass,
     Status,
     ToolDescriptor,
@@ -32,8 +30,8 @@ from toolbox import (
     ToolProvider,
     tool,
 )
-from toolbox.doors._catalog import Catalog
-from toolbox.foundations._wire_names import to_wire_name
+from toolbox.errors import InvalidDescriptorError, PolicyFileError, ProviderConflictError
+from toolbox.provider import to_wire_name
 from toolbox.registry._discovery import RegisteredTool
 from toolbox.registry._namespace import check_namespace
 from toolbox.testing import fake_provider

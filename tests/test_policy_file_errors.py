@@ -11,17 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from toolbox import (
-    Effect,
-    OperationDescriptor,
-    PolicyFileError,
-    RiskClass,
-    ToolDescriptor,
-    ToolPolicy,
-    ToolProvider,
-    Tools,
-)
+from toolbox import Effect, OperationDescriptor, RiskClass, ToolDescriptor, ToolPolicy, ToolProvider, Tools
 from toolbox.cli import main
+from toolbox.errors import PolicyFileError
 from toolbox.governance._policy_file import policy_from_mapping
 from toolbox.testing import test_context
 

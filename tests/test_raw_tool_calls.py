@@ -24,7 +24,7 @@ from toolbox.doors.tool_calls import (
     openai_tool_result,
 )
 from toolbox.foundations._wire_names import WIRE_NAME_PATTERN
-from toolbox.pipeline.checks._arguments import ArgumentLimits
+from toolbox.governance import ArgumentLimits
 
 FIXTURES = Path(__file__).parent / "fixtures"
 WIRE = re.compile(WIRE_NAME_PATTERN)

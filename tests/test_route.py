@@ -26,17 +26,12 @@ from pydantic import Json
 
 from audit_faults import FlakySink
 from toolbox import (
-    Approval,
     Budget,
-    Decision,
     Effect,
     ExecutionContext,
     Gateway,
     Governance,
-    Guardrail,
-    GuardrailAction,
     OperationDescriptor,
-    RetryPolicy,
     RiskClass,
     Status,
     ToolDeniedError,
@@ -46,9 +41,9 @@ from toolbox import (
     ToolRuntime,
     tool,
 )
-from toolbox.audit import AuditMode, AuditTrail, MemorySink
-from toolbox.audit._events import AuditEvent, EventType
+from toolbox.audit import AuditEvent, AuditMode, AuditTrail, EventType, MemorySink
 from toolbox.doors._route import MethodRoute, Route
+from toolbox.governance import Approval, Decision, Guardrail, GuardrailAction, RetryPolicy
 from toolbox.pipeline._chain import Pipeline
 
 FAST = RetryPolicy(max_attempts=3, base_delay=0.0, max_delay=0.0)

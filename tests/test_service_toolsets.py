@@ -21,7 +21,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from service_support import RUNS, Deployment, deployment
-from toolbox import ConfigurationError
+from toolbox.errors import ConfigurationError
 from toolbox.service import create_app
 
 PROBLEM = "application/problem+json"

@@ -31,10 +31,10 @@ from state_support import (
     start_redis,
     unique,
 )
-from toolbox import Approval, Guardrail, GuardrailAction, Status, ToolResult
+from toolbox import Status, ToolResult
+from toolbox.governance import Approval, Guardrail, GuardrailAction
 from toolbox.pipeline.checks._shared_limits import LimitRule
-from toolbox.state import MemoryApprovalStore, MemoryKillSwitchStore, MemoryLimitStore
-from toolbox.state._config import GovernanceState
+from toolbox.state import GovernanceState, MemoryApprovalStore, MemoryKillSwitchStore, MemoryLimitStore
 from toolbox.state._redis_backend import RedisState, connect
 from toolbox.state._sql_backend import SqlState
 

@@ -19,12 +19,11 @@ from state_support import (
     governed_gateway,
     state_store,
 )
-from toolbox import Approval, Guardrail, GuardrailAction, HmacApprover, Status
+from toolbox import Status
+from toolbox.governance import Approval, Guardrail, GuardrailAction, HmacApprover
 from toolbox.pipeline._state_ports import ApprovalDecisionError
 from toolbox.pipeline.checks._shared_limits import FAIL_OPEN_WARNING, LimitRule
-from toolbox.state import MemoryApprovalStore, MemoryLimitStore
-from toolbox.state._config import GovernanceState
-from toolbox.state._kill import change_kill_switch
+from toolbox.state import GovernanceState, MemoryApprovalStore, MemoryLimitStore, change_kill_switch
 from toolbox.state._redis_backend import RedisState, connect
 from toolbox.testing import ManualClock
 

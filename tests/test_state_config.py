@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from state_support import REDIS_URL, unique, wipe_redis
-from toolbox import PolicyFileError, ToolPolicy
+from toolbox import ToolPolicy
 from toolbox.cli import main
+from toolbox.errors import PolicyFileError
 from toolbox.pipeline._state_ports import key_part
 from toolbox.state._config import state_from_config
 from toolbox.state._redis_backend import RedisState, connect

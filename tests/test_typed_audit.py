@@ -16,19 +16,19 @@ import pytest
 
 from audit_faults import FlakySink
 from toolbox import (
-    AuditIncompleteError,
     Effect,
     ExecutionContext,
     Gateway,
     Governance,
-    Invocation,
-    RetryPolicy,
     RiskClass,
     ToolDeniedError,
     ToolResult,
     tool,
 )
 from toolbox.audit import AuditTrail, MemorySink
+from toolbox.errors import AuditIncompleteError
+from toolbox.governance import RetryPolicy
+from toolbox.pipeline._invocation import Invocation
 
 AUDITOR = ExecutionContext(tenant="ops", principal="auditor", roles=frozenset({"auditor"}))
 

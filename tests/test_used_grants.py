@@ -7,9 +7,8 @@ import uuid
 
 import pytest
 
-from toolbox import HmacApprover
 from toolbox.errors import ConfigurationError
-from toolbox.pipeline.checks._approval import Approval, ApprovalCheck, ApprovalRequest
+from toolbox.governance import Approval, ApprovalCheck, ApprovalRequest, HmacApprover
 from toolbox.pipeline.checks._used_grants import FULL, UsedGrants
 
 USED = "the approval was already used"

@@ -113,7 +113,6 @@ MOVED: dict[str, str] = {
     "toolbox.pipeline.used_grants": "toolbox.pipeline.checks._used_grants",
     "toolbox.policy": "toolbox.registry._policy",
     "toolbox.policy_file": "toolbox.governance._policy_file",
-    "toolbox.provider": "toolbox.registry._provider",
     "toolbox.redact": "toolbox.foundations._redact",
     "toolbox.route": "toolbox.doors._route",
     "toolbox.route_method": "toolbox.doors._route_method",

@@ -17,17 +17,11 @@ import httpx
 from mcp import Client
 
 from conformance.world import APPROVER, TENANT, World
-from toolbox import (
-    ApprovalRequired,
-    AuditIncompleteError,
-    InvalidArgumentsError,
-    ToolDeniedError,
-    ToolUnavailableError,
-)
+from toolbox import ApprovalRequired, ToolDeniedError, ToolResult, ToolUnavailableError
 from toolbox.auth import ApiKeyFile, CredentialAuthenticator
-from toolbox.foundations._wire_names import to_wire_name
+from toolbox.errors import AuditIncompleteError, InvalidArgumentsError
 from toolbox.mcp import ERROR_META_KEY, server
-from toolbox.pipeline._result import ToolResult
+from toolbox.provider import to_wire_name
 from toolbox.service import create_app
 from toolbox.testing.credentials import write_api_keys
 
@@ -322,7 +316,7 @@ class LangChain(Door):
         return Outcome("SUCCESS", shown=repr(getattr(message, "content", message)))
 
     def grant(self, world: World, request: Any) -> Any:
-        from toolbox import ApprovalRequest
+        from toolbox.governance import ApprovalRequest
 
         shown = request if isinstance(request, ApprovalRequest) else ApprovalRequest(**request)
         return APPROVER.grant(shown, approved_by="conformance-approver")
@@ -403,7 +397,7 @@ class PydanticAI(Door):
         return world.run(main())
 
     def grant(self, world: World, request: Any) -> Any:
-        from toolbox import ApprovalRequest
+        from toolbox.governance import ApprovalRequest
 
         return APPROVER.grant(ApprovalRequest(**request), approved_by="conformance-approver")
 

@@ -28,12 +28,17 @@ from sqlalchemy import text
 
 import toolbox_http.plugin
 from audit_sql_support import POSTGRES_URL, postgres_admin
-from toolbox import ExecutionContext, Gateway, Governance, ToolPolicy
-from toolbox.audit import AuditTrail, FanOutSink, JsonlSink, MemorySink, Redaction
-from toolbox.audit.sinks._otel import OtelHook
-from toolbox.audit.sinks._postgres import PostgresSink
-from toolbox.audit.sinks._sqlite import SqliteSink
-from toolbox.pipeline._result import ToolResult
+from toolbox import ExecutionContext, Gateway, Governance, ToolPolicy, ToolResult
+from toolbox.audit import (
+    AuditTrail,
+    FanOutSink,
+    JsonlSink,
+    MemorySink,
+    OtelHook,
+    PostgresSink,
+    Redaction,
+    SqliteSink,
+)
 from toolbox_http import HttpTool
 
 HOST = "https://api.example.com"

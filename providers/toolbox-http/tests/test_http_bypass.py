@@ -6,7 +6,8 @@ import asyncio
 
 import pytest
 
-from toolbox import GovernanceBypassError, Status
+from toolbox import Status
+from toolbox.errors import GovernanceBypassError
 from toolbox.registry._intent import dispatch_calls
 from toolbox_http import HttpTool
 

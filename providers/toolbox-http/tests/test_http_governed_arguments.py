@@ -21,15 +21,13 @@ from toolbox import (
     ExecutionContext,
     Gateway,
     Governance,
-    HmacApprover,
     Status,
     ToolDeniedError,
     ToolPolicy,
+    ToolResult,
 )
 from toolbox.audit import AuditTrail, MemorySink
-from toolbox.pipeline._result import ToolResult
-from toolbox.pipeline.checks._approval import Approval, ApprovalRequest
-from toolbox.pipeline.checks._guardrails import Guardrail, GuardrailAction
+from toolbox.governance import Approval, ApprovalRequest, Guardrail, GuardrailAction, HmacApprover
 from toolbox_http import HttpTool
 
 LOOPBACK_EGRESS = {"allow_networks": ["127.0.0.0/8", "::1/128"]}
@@ -183,7 +181,7 @@ def test_guardrail_sees_nested_json_body(harness_factory, door):
 
 def test_authorizer_sees_params_and_headers(harness_factory):
     """Authorizers receive the same view as guardrails."""
-    from toolbox.pipeline.checks._authorization import Decision
+    from toolbox.governance import Decision
 
     seen: list[Mapping[str, Any]] = []
 

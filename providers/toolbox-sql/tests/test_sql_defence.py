@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from toolbox import GovernanceBypassError, Status, Tools
-from toolbox.errors import ToolExecutionError
+from toolbox import Status, Tools
+from toolbox.errors import GovernanceBypassError, ToolExecutionError
 from toolbox.foundations._dispatch import run_dispatched
 from toolbox_sql import SqlExecutionError, SqlTimeoutError
 from toolbox_sql._plan import Plan

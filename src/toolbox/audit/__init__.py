@@ -14,6 +14,7 @@ from toolbox.audit.sinks._memory import MemorySink
 
 if TYPE_CHECKING:
     # Typed for mypy and editors; at run time `__getattr__` imports them on first use.
+    from toolbox.audit.sinks._otel import OtelHook
     from toolbox.audit.sinks._postgres import PostgresSink
     from toolbox.audit.sinks._sqlite import SqliteSink
 
@@ -31,6 +32,7 @@ __all__ = [
     "FanOutSink",
     "JsonlSink",
     "MemorySink",
+    "OtelHook",
     "PayloadMode",
     "PostgresSink",
     "Redaction",
@@ -47,6 +49,10 @@ def __getattr__(name: str) -> object:
         from toolbox.audit.sinks._sqlite import SqliteSink
 
         return SqliteSink
+    if name == "OtelHook":  # OpenTelemetry's API is an optional dependency
+        from toolbox.audit.sinks._otel import OtelHook
+
+        return OtelHook
     if name == "PostgresSink":
         from toolbox.audit.sinks._postgres import PostgresSink
 

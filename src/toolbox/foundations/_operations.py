@@ -39,7 +39,7 @@ class DescribedOperations(Protocol):
         """The intent (`toolbox.ReadIntent` or `toolbox.WriteIntent`) of a by-name call.
 
         Raises:
-            toolbox.InvalidArgumentsError: the arguments break the operation's schema.
+            toolbox.errors.InvalidArgumentsError: the arguments break the operation's schema.
             toolbox.ToolDeniedError: the tool refuses the call (e.g. the operation drifted).
         """
         ...
@@ -71,7 +71,7 @@ class OperationLock(Protocol):
 
         Raises:
             toolbox.ToolExecutionError: the remote side could not be read in ``timeout`` seconds.
-            toolbox.ConfigurationError: the lock file could not be written.
+            toolbox.errors.ConfigurationError: the lock file could not be written.
         """
         ...
 

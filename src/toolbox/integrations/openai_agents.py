@@ -47,9 +47,9 @@ except ImportError as _import_error:  # pragma: no cover - exercised by a test t
         'pip install "toolbox-registry[openai-agents]"'
     ) from _import_error
 
-from toolbox.doors._gateway import Gateway
+from toolbox import ExecutionContext, Gateway, Status, ToolResult
 from toolbox.doors.tool_calls import ainvoke_arguments, result_text, without_optional_nulls
-from toolbox.foundations._context import ExecutionContext
+from toolbox.governance import Approval, ApprovalRequest
 from toolbox.integrations._offered import (
     Offered,
     Remembered,
@@ -57,8 +57,6 @@ from toolbox.integrations._offered import (
     offered_operations,
     trusted_context,
 )
-from toolbox.pipeline._result import Status, ToolResult
-from toolbox.pipeline.checks._approval import Approval, ApprovalRequest
 
 __all__ = ["ContextFunc", "GovernedAgentTools", "PendingApproval"]
 

@@ -47,13 +47,10 @@ except ImportError as _import_error:  # pragma: no cover - exercised by a test t
         'pip install "toolbox-registry[pydantic-ai]"'
     ) from _import_error
 
-from toolbox.doors._gateway import Gateway
+from toolbox import ExecutionContext, Gateway, Status, ToolResult
 from toolbox.doors.tool_calls import parse_arguments, result_text
-from toolbox.foundations._context import ExecutionContext
+from toolbox.governance import Approval, ApprovalRequest, ArgumentLimits, ArgumentValidation
 from toolbox.integrations._offered import Remembered
-from toolbox.pipeline._result import Status, ToolResult
-from toolbox.pipeline.checks._approval import Approval, ApprovalRequest
-from toolbox.pipeline.checks._arguments import ArgumentLimits, ArgumentValidation
 
 __all__ = ["GRANT_KEY", "REQUEST_KEY", "GovernedToolset", "approval_requests", "deferred_results"]
 

@@ -28,7 +28,7 @@ class ToolRuntime:
     Providers receive one in their factory and build every operation's intent
     through `read_intent` or `write_intent`. The operation calls they pass are
     guarded: run outside the governed chain's dispatch of this tool, they raise
-    `toolbox.GovernanceBypassError` (see `toolbox.foundations._dispatch`).
+    `toolbox.errors.GovernanceBypassError` (see `toolbox.foundations._dispatch`).
     """
 
     __slots__ = (

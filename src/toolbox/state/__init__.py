@@ -10,6 +10,16 @@ same store on its asyncio client). The policy file's ``[state]`` chooses one
 
 from __future__ import annotations
 
+from toolbox.state._config import GovernanceState, state_from_policy
+from toolbox.state._kill import KillChange, change_kill_switch
 from toolbox.state._memory import MemoryApprovalStore, MemoryKillSwitchStore, MemoryLimitStore
 
-__all__ = ["MemoryApprovalStore", "MemoryKillSwitchStore", "MemoryLimitStore"]
+__all__ = [
+    "GovernanceState",
+    "KillChange",
+    "MemoryApprovalStore",
+    "MemoryKillSwitchStore",
+    "MemoryLimitStore",
+    "change_kill_switch",
+    "state_from_policy",
+]

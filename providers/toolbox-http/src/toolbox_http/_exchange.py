@@ -20,8 +20,7 @@ import httpx
 from pydantic import ValidationError
 
 from toolbox.errors import ResponseTooLargeError, ToolExecutionError, ToolTimeoutError
-from toolbox.foundations._descriptor import describe_validation_error
-from toolbox.foundations._redact import redact_url
+from toolbox.provider import describe_validation_error, redact_url
 from toolbox_http._clients import Clients
 from toolbox_http._credentials import SENSITIVE_HEADERS, inject_credentials
 from toolbox_http._deadline import Deadline

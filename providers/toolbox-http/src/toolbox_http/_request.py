@@ -16,7 +16,7 @@ from typing import Any, cast, final
 
 import httpx
 
-from toolbox.foundations._redact import redact_url
+from toolbox.provider import redact_url
 
 __all__ = ["Headers", "Params", "Prepared", "prepare"]
 

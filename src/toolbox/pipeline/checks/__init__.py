@@ -7,15 +7,15 @@ from typing import Any
 
 
 def __getattr__(name: str) -> Any:
-    """The old ``toolbox.pipeline.checks`` module's names, for one release (they warn)."""
+    """The names of the old checks module (now `_builtin`), for one release (they warn)."""
     import warnings
 
     from toolbox.pipeline.checks import _builtin
 
     if name not in _builtin.__all__:
-        raise AttributeError(f"module 'toolbox.pipeline.checks' has no attribute {name!r}")
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     warnings.warn(
-        f"toolbox.pipeline.checks.{name} is deprecated and will be removed in the next release; "
+        f"{__name__}.{name} is deprecated and will be removed in the next release; "
         f"import it from toolbox.pipeline.checks._builtin instead",
         DeprecationWarning,
         stacklevel=2,
