@@ -9,7 +9,7 @@ import sys
 import pytest
 
 import toolbox
-from toolbox._legacy import MOVED, LegacyPaths
+from toolbox._legacy import MOVED, PUBLIC, LegacyPaths
 
 
 def _forget(name: str) -> None:
@@ -34,7 +34,7 @@ _SHADOWED = {"toolbox.mcp.server"}
 def test_an_old_path_warns_and_is_the_new_module(old: str) -> None:
     new = importlib.import_module(MOVED[old])
     _forget(old)
-    with pytest.warns(DeprecationWarning, match=rf"^{old} is deprecated .* import {MOVED[old]} instead$"):
+    with pytest.warns(DeprecationWarning, match=rf"^{old} is deprecated .* import {MOVED[old]} instead"):
         legacy = importlib.import_module(old)
     assert legacy is new
     _forget(old)
@@ -46,6 +46,16 @@ def test_from_import_of_an_old_path_gives_the_same_objects() -> None:
         from toolbox.gateway import Gateway  # type: ignore[import-not-found]
     assert Gateway is toolbox.Gateway
     _forget("toolbox.gateway")
+
+
+def test_the_warning_names_the_public_home_when_there_is_one() -> None:
+    _forget("toolbox.audit.trail")
+    with pytest.warns(
+        DeprecationWarning, match=r"instead \(its public names: from toolbox.audit import \.\.\.\)$"
+    ):
+        importlib.import_module("toolbox.audit.trail")
+    _forget("toolbox.audit.trail")
+    assert set(PUBLIC) <= set(MOVED)
 
 
 def test_the_warning_names_the_importing_line() -> None:

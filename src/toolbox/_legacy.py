@@ -17,7 +17,7 @@ from importlib.abc import Loader, MetaPathFinder
 from importlib.machinery import ModuleSpec
 from types import ModuleType
 
-__all__ = ["MOVED", "LegacyPaths", "install"]
+__all__ = ["MOVED", "PUBLIC", "LegacyPaths", "install"]
 
 #: Old dotted path -> new dotted path. (``toolbox.pipeline.checks`` is a package now: its
 #: ``__getattr__`` serves the old module's names.)
@@ -164,6 +164,64 @@ MOVED: dict[str, str] = {
 }
 
 
+#: Old dotted path -> the public module(s) that export its public names (the better import).
+PUBLIC: dict[str, str] = {
+    "toolbox.audit.events": "toolbox.audit",
+    "toolbox.audit.fallback": "toolbox.audit",
+    "toolbox.audit.fanout": "toolbox.audit",
+    "toolbox.audit.jsonl": "toolbox.audit",
+    "toolbox.audit.memory": "toolbox.audit",
+    "toolbox.audit.otel": "toolbox.audit",
+    "toolbox.audit.postgres": "toolbox.audit",
+    "toolbox.audit.redaction": "toolbox.audit",
+    "toolbox.audit.sink": "toolbox.audit",
+    "toolbox.audit.sqlite": "toolbox.audit",
+    "toolbox.audit.trail": "toolbox.audit",
+    "toolbox.audit.verify": "toolbox.audit",
+    "toolbox.auth_identity": "toolbox.auth",
+    "toolbox.auth_keys": "toolbox.auth",
+    "toolbox.budget": "toolbox",
+    "toolbox.calculator": "toolbox",
+    "toolbox.catalog": "toolbox",
+    "toolbox.context": "toolbox",
+    "toolbox.descriptor": "toolbox or toolbox.provider",
+    "toolbox.dispatch": "toolbox.provider",
+    "toolbox.function_tool": "toolbox",
+    "toolbox.gateway": "toolbox",
+    "toolbox.intent": "toolbox",
+    "toolbox.mcp.http": "toolbox.mcp",
+    "toolbox.mcp.results": "toolbox.mcp",
+    "toolbox.mcp.server": "toolbox.mcp",
+    "toolbox.mcp.stdio": "toolbox.mcp",
+    "toolbox.mcp.toolsets": "toolbox.mcp",
+    "toolbox.operations": "toolbox.provider",
+    "toolbox.pipeline.approval": "toolbox.governance",
+    "toolbox.pipeline.arguments": "toolbox.governance or toolbox.provider",
+    "toolbox.pipeline.authorization": "toolbox.governance",
+    "toolbox.pipeline.cedar": "toolbox.governance",
+    "toolbox.pipeline.guardrails": "toolbox.governance",
+    "toolbox.pipeline.interceptor": "toolbox.governance",
+    "toolbox.pipeline.outcomes": "toolbox.governance",
+    "toolbox.pipeline.result": "toolbox",
+    "toolbox.pipeline.retry": "toolbox.governance",
+    "toolbox.policy": "toolbox",
+    "toolbox.redact": "toolbox.provider",
+    "toolbox.runtime": "toolbox",
+    "toolbox.selection": "toolbox.doors",
+    "toolbox.service.app": "toolbox.service",
+    "toolbox.service.settings": "toolbox.service",
+    "toolbox.service.startup": "toolbox.service",
+    "toolbox.service.statuses": "toolbox.service",
+    "toolbox.state.config": "toolbox.state",
+    "toolbox.state.kill": "toolbox.state",
+    "toolbox.state.memory": "toolbox.state",
+    "toolbox.testing.clock": "toolbox.testing",
+    "toolbox.tools": "toolbox",
+    "toolbox.toolsets": "toolbox.mcp",
+    "toolbox.wire_names": "toolbox.provider",
+}
+
+
 class LegacyPaths(MetaPathFinder, Loader):
     """Finds the old paths only; loading one imports the new module and warns."""
 
@@ -186,8 +244,10 @@ class LegacyPaths(MetaPathFinder, Loader):
         old = module.__name__
         new = MOVED[old]
         # stacklevel 2 skips importlib's own frames: the warning names the importing line.
+        public = PUBLIC.get(old)
+        hint = f" (its public names: from {public} import ...)" if public else ""
         warnings.warn(
-            f"{old} is deprecated and will be removed in the next release; import {new} instead",
+            f"{old} is deprecated and will be removed in the next release; import {new} instead{hint}",
             DeprecationWarning,
             stacklevel=2,
         )
