@@ -282,3 +282,48 @@ def test_ls_src_toolbox_draws_the_layers() -> None:
     ]
     toolsets = [p for p in (_ROOT / "src" / "toolbox").rglob("*toolsets*.py")]
     assert [p.name for p in toolsets] == ["_toolsets.py"]  # one toolsets module
+
+
+_OPTIONAL = (
+    "mcp",
+    "fastapi",
+    "starlette",
+    "sqlalchemy",
+    "redis",
+    "opentelemetry",
+    "cedarpy",
+    "jwt",
+    "psycopg",
+)
+_PACKAGES = [
+    "toolbox",
+    "toolbox.audit",
+    "toolbox.audit.sinks",
+    "toolbox.auth",
+    "toolbox.cli",
+    "toolbox.doors",
+    "toolbox.foundations",
+    "toolbox.governance",
+    "toolbox.integrations",
+    "toolbox.pipeline",
+    "toolbox.pipeline.checks",
+    "toolbox.provider",
+    "toolbox.registry",
+    "toolbox.state",
+    "toolbox.testing",
+]
+
+
+def test_every_package_init_is_cheap_to_import() -> None:
+    """No package's __init__ imports an optional extra: those load in the outer rooms, when used."""
+    import subprocess
+    import sys
+
+    code = (
+        "import importlib, sys\n"
+        f"for name in {_PACKAGES!r}:\n"
+        "    importlib.import_module(name)\n"
+        f"print(sorted(m for m in {_OPTIONAL!r} if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    assert out.strip() == "[]"
