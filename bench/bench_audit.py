@@ -74,10 +74,18 @@ from sqlalchemy import create_engine, event, func, select, text
 from sqlalchemy.engine import make_url
 
 from toolbox import Effect, ExecutionContext, Gateway, Governance, RiskClass, Status, tool
-from toolbox.audit import AuditEvent, AuditMode, AuditSink, AuditTrail, EventType, JsonlSink, MemorySink
-from toolbox.audit.sink import chain_rows
-from toolbox.audit.sql import events_table
-from toolbox.audit.sqlite import SqliteSink
+from toolbox.audit import (
+    AuditEvent,
+    AuditMode,
+    AuditSink,
+    AuditTrail,
+    EventType,
+    JsonlSink,
+    MemorySink,
+    SqliteSink,
+)
+from toolbox.audit._sink import chain_rows
+from toolbox.audit.sinks._sql import events_table
 
 DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 EVENTS_PER_CALL = 4
@@ -219,7 +227,7 @@ def make_backends(tmp: Path, postgres_url: str, schema: str, stack: ExitStack) -
     ]
     postgres = Backend("P", "PostgresSink", _unreachable, _sql_count)
     try:
-        from toolbox.audit.postgres import PostgresSink
+        from toolbox.audit import PostgresSink
 
         closing(PostgresSink(postgres_url, schema=schema, connect_timeout=3))  # creates schema and tables
         postgres.new = lambda _tag: closing(PostgresSink(postgres_url, schema=schema))

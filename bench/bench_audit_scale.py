@@ -59,12 +59,12 @@ from sqlalchemy import create_engine, insert, text
 from sqlalchemy.engine import make_url
 
 from toolbox import Effect, ExecutionContext, Gateway, Governance, RiskClass, Status, tool
-from toolbox.audit import AuditEvent, AuditMode, AuditSink, AuditTrail, EventType
-from toolbox.audit.events import FIELDS
-from toolbox.audit.sink import chain_rows
-from toolbox.audit.sql import SqlSink, metadata
-from toolbox.audit.sql_schema import events_table
-from toolbox.audit.sqlite import _FOLD, _FOLD_AT, _INSERT_PENDING, SqliteSink
+from toolbox.audit import AuditEvent, AuditMode, AuditSink, AuditTrail, EventType, SqliteSink
+from toolbox.audit._events import FIELDS
+from toolbox.audit._sink import chain_rows
+from toolbox.audit.sinks._sql import SqlSink, metadata
+from toolbox.audit.sinks._sql_schema import events_table
+from toolbox.audit.sinks._sqlite import _FOLD, _FOLD_AT, _INSERT_PENDING
 
 DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 CALL = {"a": 1, "b": 2, "purpose": "Sum"}
@@ -119,7 +119,7 @@ class Stores:
         return sink
 
     def postgres(self) -> SqlSink:
-        from toolbox.audit.postgres import PostgresSink
+        from toolbox.audit import PostgresSink
 
         sink = PostgresSink(self.postgres_url, schema=self.schema, connect_timeout=3, pool_size=CALLERS + 2)
         self.stack.callback(sink.close)

@@ -53,7 +53,7 @@ import importlib_metadata
 import pydantic
 from pydantic import BaseModel
 
-import toolbox.calculator
+import toolbox.registry._calculator
 from toolbox import (
     CalculatorTool,
     Effect,
@@ -67,7 +67,7 @@ from toolbox import (
     ToolRuntime,
     Tools,
 )
-from toolbox.calculator import evaluate_expression
+from toolbox.registry._calculator import evaluate_expression
 
 REPO = Path(__file__).resolve().parents[1]
 GROUP = "toolbox.providers"
@@ -469,7 +469,7 @@ def governed_namespace() -> tuple[dict[str, Any], Callable[[], None]]:
             ctx,
             env={},
             policy=ToolPolicy.standard(),
-            providers=[ADDER_PROVIDER, toolbox.calculator],
+            providers=[ADDER_PROVIDER, toolbox.registry._calculator],
             discover=False,
         )
         # The first get() builds the instance; prime it so the loops time the cached path.

@@ -12,7 +12,7 @@ A measurement script, not a test: it asserts nothing about time. One function,
 - (info) by the SDK's bare low-level ``Server`` with two hand-written handlers and no
   argument validation: the floor any MCP server stands on;
 - governed: ``@tool(risk=MEMORY_ONLY, effect=READ_ONLY)``, a `Gateway` with a STRICT
-  audit trail to a `MemorySink` (4 events per call), served by `toolbox.mcp.server`
+  audit trail to a `MemorySink` (4 events per call), served by `toolbox.mcp._server`
   (in memory) or `toolbox.mcp.McpHttpApp` (HTTP, an API key checked on every request).
 
 The official client calls each one ``--calls`` times per repeat, in one session.
@@ -59,8 +59,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import MCPServer
 
 from toolbox import Effect, ExecutionContext, Gateway, Governance, RiskClass, tool
-from toolbox.audit.memory import MemorySink
-from toolbox.audit.trail import AuditTrail
+from toolbox.audit import AuditTrail, MemorySink
 from toolbox.auth import ApiKeyFile
 from toolbox.mcp import McpHttpApp, server
 from toolbox.testing.credentials import write_api_keys

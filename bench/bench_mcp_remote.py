@@ -42,7 +42,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 import toolbox_mcp.plugin
 from toolbox import ExecutionContext, Gateway, Governance, ToolPolicy
 from toolbox.audit import AuditTrail, MemorySink
-from toolbox.discovery import discover
+from toolbox.registry._discovery import discover
 
 TARGET = 1.10
 SERVER = """

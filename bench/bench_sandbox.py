@@ -36,7 +36,7 @@ from collections.abc import Callable
 
 from toolbox import ExecutionContext, Gateway, Governance, ToolPolicy, Tools
 from toolbox.audit import AuditTrail, MemorySink
-from toolbox.dispatch import run_dispatched
+from toolbox.foundations._dispatch import run_dispatched
 from toolbox_sandbox import SANDBOX_ACKNOWLEDGEMENT, SandboxProfile, SandboxTool, plugin, probe
 from toolbox_sandbox._run import Request, execute
 

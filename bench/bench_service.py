@@ -73,9 +73,7 @@ def build_app(directory: Path, postgres_url: str | None, schema: str) -> Any:
     from fastapi import FastAPI
 
     from toolbox import Effect, Governance, RiskClass, ToolPolicy, tool
-    from toolbox.audit.postgres import PostgresSink
-    from toolbox.audit.sqlite import SqliteSink
-    from toolbox.audit.trail import AuditTrail
+    from toolbox.audit import AuditTrail, PostgresSink, SqliteSink
     from toolbox.auth import ApiKeyFile, CredentialAuthenticator
     from toolbox.service import create_app
 

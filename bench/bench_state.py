@@ -15,14 +15,14 @@ to refuse), on:
 - [PING] one bare Redis round trip, for information;
 - [S] the store's own round trip: ``RedisState.admit`` of the same budget and
   rate limit, alone (one Lua script: the server's work included);
-- Redis: `toolbox.state.redis_backend.RedisState`; ratio to [M], and the same
+- Redis: `toolbox.state._redis_backend.RedisState`; ratio to [M], and the same
   less [S] (the issue's target: at most 1.5x [M] plus one pipelined round trip
   per call); the round trips per call are counted on the client (packed
   commands sent over its connections).
 - [AM] and async Redis: the same call through ``await gateway.ainvoke(...)`` on
   the memory store and on Redis (each call one ``run_until_complete`` on one
   loop): on Redis the store's round trip runs on a worker thread
-  (`toolbox.pipeline.offload`), on the memory store inline as on the sync door;
+  (`toolbox.pipeline._offload`), on the memory store inline as on the sync door;
 - with ``--sql``: SQLite (a temporary file) and PostgreSQL (``--postgres-url``), for sizing,
   timed in a group of their own with [M] again (their ratios are to that [M]).
 
@@ -53,10 +53,9 @@ from pathlib import Path
 from typing import Any
 
 from toolbox import Effect, ExecutionContext, Gateway, Governance, RiskClass, Status, tool
-from toolbox.pipeline.shared_limits import LimitRule
-from toolbox.pipeline.state_ports import Quota
-from toolbox.state import MemoryKillSwitchStore, MemoryLimitStore
-from toolbox.state.config import GovernanceState
+from toolbox.pipeline._state_ports import Quota
+from toolbox.pipeline.checks._shared_limits import LimitRule
+from toolbox.state import GovernanceState, MemoryKillSwitchStore, MemoryLimitStore
 
 TARGET = 1.5
 HISTORY = Path(__file__).with_name("history") / "bench_state.jsonl"
@@ -202,7 +201,7 @@ def main() -> int:
     )
     args = parser.parse_args()
 
-    from toolbox.state.redis_backend import RedisState, connect
+    from toolbox.state._redis_backend import RedisState, connect
 
     workdir = tempfile.mkdtemp(prefix="bench-state-")
     server = None
@@ -242,7 +241,7 @@ def main() -> int:
         "aredis": agoverned(shared(redis_state), loop),
     }
     if args.sql:
-        from toolbox.state.sql_backend import SqlState
+        from toolbox.state._sql_backend import SqlState
 
         sqlite = SqlState(f"sqlite:///{workdir}/state.db", prefix=f"{namespace}_")
         postgres = SqlState(args.postgres_url, prefix=f"{namespace}_")

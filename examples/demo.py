@@ -20,12 +20,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from toolbox import (
     AcknowledgementRequiredError,
     CalculatorTool,
+    DenialRecord,
     ExecutionContext,
     ToolPolicy,
     ToolPolicyDeniedError,
     Tools,
 )
-from toolbox.context import DenialRecord
 from toolbox_fs import FS_ACKNOWLEDGEMENT, FsTool
 from toolbox_http import EgressDeniedError, HttpTool
 

@@ -18,8 +18,9 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 
-from toolbox import Decision, Effect, ExecutionContext, Gateway, Governance, HmacApprover, RiskClass, tool
+from toolbox import Effect, ExecutionContext, Gateway, Governance, RiskClass, tool
 from toolbox.audit import AuditTrail, MemorySink
+from toolbox.governance import Decision, HmacApprover
 from toolbox.integrations.langchain import CONTEXT_KEY, GovernedLangChainTools
 
 

@@ -3,7 +3,7 @@
     .venv/bin/python examples/mcp_serve.py
 
 One process, no network: the SDK's in-memory transport connects the client to
-`toolbox.mcp.server`. The model (played here by the client) sees only what the
+`toolbox.mcp._server`. The model (played here by the client) sees only what the
 policy lets it use, must state its intent, and gets every refusal as a
 readable tool error; the audit trail holds the whole session under one run id.
 """
@@ -15,8 +15,7 @@ from mcp import Client
 from mcp.types import CallToolResult
 
 from toolbox import Effect, ExecutionContext, Gateway, Governance, RiskClass, ToolPolicy, tool
-from toolbox.audit.memory import MemorySink
-from toolbox.audit.trail import AuditTrail
+from toolbox.audit import AuditTrail, MemorySink
 from toolbox.mcp import ERROR_META_KEY, TRACE_META_KEY, server
 
 

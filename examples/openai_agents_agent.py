@@ -14,8 +14,9 @@ import asyncio
 from agents import Agent, Runner, set_tracing_disabled
 from agents.testing import ScriptedModel, assistant_message, function_call
 
-from toolbox import Decision, Effect, ExecutionContext, Gateway, Governance, HmacApprover, RiskClass, tool
+from toolbox import Effect, ExecutionContext, Gateway, Governance, RiskClass, tool
 from toolbox.audit import AuditTrail, MemorySink
+from toolbox.governance import Decision, HmacApprover
 from toolbox.integrations.openai_agents import GovernedAgentTools
 
 set_tracing_disabled(True)  # traces would be exported to OpenAI

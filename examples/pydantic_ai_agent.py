@@ -23,8 +23,9 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Text
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import DeferredToolRequests
 
-from toolbox import Effect, ExecutionContext, Gateway, Governance, HmacApprover, RiskClass, tool
+from toolbox import Effect, ExecutionContext, Gateway, Governance, RiskClass, tool
 from toolbox.audit import AuditTrail, MemorySink
+from toolbox.governance import HmacApprover
 from toolbox.integrations.pydantic_ai import GovernedToolset, deferred_results
 
 REFUNDS: list[tuple[str, float]] = []

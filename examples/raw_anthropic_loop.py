@@ -15,19 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from toolbox import (
-    Decision,
-    Effect,
-    ExecutionContext,
-    Gateway,
-    Governance,
-    HmacApprover,
-    RiskClass,
-    Status,
-    tool,
-)
+from toolbox import Effect, ExecutionContext, Gateway, Governance, RiskClass, Status, tool
 from toolbox.audit import AuditTrail, MemorySink
-from toolbox.tool_calls import anthropic_tool_result, result_text
+from toolbox.doors.tool_calls import anthropic_tool_result, result_text
+from toolbox.governance import Decision, HmacApprover
 
 
 @tool(risk=RiskClass.MEMORY_ONLY, effect=Effect.READ_ONLY, name="math.add")

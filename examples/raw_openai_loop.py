@@ -4,7 +4,7 @@
 (``choices[0].message.tool_calls`` with JSON-text ``arguments``), so the loop is
 the one you would write against ``client.chat.completions.create``: send
 ``gateway.definitions(format="openai")`` as ``tools``, run each tool call through
-`toolbox.tool_calls`, append the ``tool`` messages, ask again.
+`toolbox.doors.tool_calls`, append the ``tool`` messages, ask again.
 
 Run: ``.venv/bin/python examples/raw_openai_loop.py``
 """
@@ -14,19 +14,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from toolbox import (
-    Decision,
-    Effect,
-    ExecutionContext,
-    Gateway,
-    Governance,
-    HmacApprover,
-    RiskClass,
-    Status,
-    tool,
-)
+from toolbox import Effect, ExecutionContext, Gateway, Governance, RiskClass, Status, tool
 from toolbox.audit import AuditTrail, MemorySink
-from toolbox.tool_calls import invoke_arguments, openai_tool_result, result_text
+from toolbox.doors.tool_calls import invoke_arguments, openai_tool_result, result_text
+from toolbox.governance import Decision, HmacApprover
 
 
 @tool(risk=RiskClass.MEMORY_ONLY, effect=Effect.READ_ONLY, name="math.add")

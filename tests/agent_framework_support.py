@@ -12,18 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolbox import (
-    Decision,
-    Effect,
-    ExecutionContext,
-    Gateway,
-    Governance,
-    Guardrail,
-    HmacApprover,
-    RiskClass,
-    tool,
-)
+from toolbox import Effect, ExecutionContext, Gateway, Governance, RiskClass, tool
 from toolbox.audit import AuditTrail, MemorySink
+from toolbox.governance import Decision, Guardrail, HmacApprover
 
 SECRET = b"agent-framework-tests-secret-0123"
 RUNS: Counter[str] = Counter()

@@ -15,11 +15,8 @@ from typing import Any
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Engine
 
-from toolbox.audit.events import AuditEvent, EventType
-from toolbox.audit.postgres import PostgresSink
-from toolbox.audit.sql import SqlSink
-from toolbox.audit.sqlite import SqliteSink
-from toolbox.audit.verify import verify_chain, verify_heads
+from toolbox.audit import AuditEvent, EventType, PostgresSink, SqliteSink, verify_chain, verify_heads
+from toolbox.audit.sinks._sql import SqlSink
 
 POSTGRES_URL = os.environ.get(
     "TOOLBOX_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from toolbox import Acknowledgement, BusinessFailure, Effect, RiskClass, hookimpl, tool
+from toolbox import Acknowledgement, Effect, RiskClass, hookimpl, tool
+from toolbox.governance import BusinessFailure
 from toolbox_test_support.distributions import write_distribution
 
 EXECUTIONS: list[str] = []

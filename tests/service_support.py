@@ -22,15 +22,13 @@ import uvicorn
 from sqlalchemy import text
 
 from audit_sql_support import POSTGRES_URL, postgres_admin
-from toolbox import BusinessFailure, Effect, Governance, RiskClass, ToolPolicy, tool
-from toolbox.audit.postgres import PostgresSink
-from toolbox.audit.sink import AuditSink
-from toolbox.audit.sqlite import SqliteSink
-from toolbox.audit.trail import AuditTrail
+from toolbox import Effect, Governance, RiskClass, ToolPolicy, tool
+from toolbox.audit import AuditSink, AuditTrail, PostgresSink, SqliteSink
 from toolbox.auth import ApiKeyFile, CredentialAuthenticator
-from toolbox.auth_config import JwtSettings
-from toolbox.auth_jwt import JwtAuthenticator
-from toolbox.mcp_config import McpConfig
+from toolbox.auth._config import JwtSettings
+from toolbox.auth._jwt import JwtAuthenticator
+from toolbox.governance import BusinessFailure
+from toolbox.governance._mcp_table import McpConfig
 from toolbox.service import ServiceSettings, create_app
 from toolbox.testing.credentials import jwt_keypair, mint_jwt, write_api_keys
 

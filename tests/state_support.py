@@ -20,10 +20,10 @@ from typing import Any
 
 from toolbox import Effect, ExecutionContext, Gateway, Governance, RiskClass, tool
 from toolbox.audit import AuditMode, AuditTrail, MemorySink
-from toolbox.pipeline.grants import ApprovalRequest, PendingApproval
-from toolbox.state.config import GovernanceState
-from toolbox.state.redis_backend import RedisState, connect
-from toolbox.state.sql_backend import SqlState
+from toolbox.pipeline._grants import ApprovalRequest, PendingApproval
+from toolbox.state import GovernanceState
+from toolbox.state._redis_backend import RedisState, connect
+from toolbox.state._sql_backend import SqlState
 
 
 def pending(

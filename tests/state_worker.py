@@ -20,9 +20,9 @@ import sys
 import time
 from pathlib import Path
 
-from toolbox import Approval, Effect, ExecutionContext, Gateway, Governance, HmacApprover, RiskClass, tool
-from toolbox.policy import ToolPolicy
-from toolbox.state.config import state_from_config
+from toolbox import Effect, ExecutionContext, Gateway, Governance, RiskClass, ToolPolicy, tool
+from toolbox.governance import Approval, HmacApprover
+from toolbox.state._config import state_from_config
 
 #: Every worker (and the test) shares the fingerprint key through this approver's secret.
 SECRET = b"fleet-test-secret-0123456789abcdef"
@@ -54,7 +54,7 @@ def gateway(policy: str) -> Gateway:
 
 def decide(policy: str, request_id: str, go: Path, reviewer: str) -> int:
     """Race the other reviewers to approve ``request_id``: print whether this one won."""
-    from toolbox.pipeline.state_ports import ApprovalDecisionError
+    from toolbox.pipeline._state_ports import ApprovalDecisionError
 
     _, governed = governance(policy)
     state = governed.state

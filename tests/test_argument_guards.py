@@ -12,23 +12,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import AllowInfNan, Field
 
-from toolbox import (
-    ArgumentLimits,
-    ConfigurationError,
-    Effect,
-    ExecutionContext,
-    Gateway,
-    Governance,
-    InvalidArgumentsError,
-    RiskClass,
-    Status,
-    ToolPolicy,
-    tool,
-)
-from toolbox.audit import AuditTrail, EventType, JsonlSink, MemorySink, Redaction
-from toolbox.audit.batch import CallSubject, Opening
-from toolbox.audit.events import AuditEvent
-from toolbox.pipeline.arguments import check_limits
+from toolbox import Effect, ExecutionContext, Gateway, Governance, RiskClass, Status, ToolPolicy, tool
+from toolbox.audit import AuditEvent, AuditTrail, EventType, JsonlSink, MemorySink, Redaction
+from toolbox.audit._batch import CallSubject, Opening
+from toolbox.errors import ConfigurationError, InvalidArgumentsError
+from toolbox.governance import ArgumentLimits
+from toolbox.provider import check_limits
 
 CALLS: list[tuple[str, object]] = []
 

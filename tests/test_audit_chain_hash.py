@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from toolbox.audit import events
-from toolbox.audit.events import FIELDS, chain_hash
+from toolbox.audit import _events as events
+from toolbox.audit._events import FIELDS, chain_hash
 
 ODD_TEXTS = [
     "",

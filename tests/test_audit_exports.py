@@ -8,8 +8,7 @@ import toolbox.audit
 
 def test_sql_sinks_are_exported_and_resolve():
     """SqliteSink and PostgresSink are in __all__ and resolve to their classes."""
-    from toolbox.audit.postgres import PostgresSink
-    from toolbox.audit.sqlite import SqliteSink
+    from toolbox.audit import PostgresSink, SqliteSink
 
     assert {"SqliteSink", "PostgresSink"} <= set(toolbox.audit.__all__)
     assert (toolbox.audit.SqliteSink, toolbox.audit.PostgresSink) == (SqliteSink, PostgresSink)
@@ -19,8 +18,9 @@ def test_importing_the_package_does_not_import_the_sql_sinks():
     """The TYPE_CHECKING imports cost nothing at run time."""
     code = (
         "import sys, toolbox.audit\n"
-        "assert 'toolbox.audit.postgres' not in sys.modules and 'toolbox.audit.sqlite' not in sys.modules\n"
+        "assert 'toolbox.audit.sinks._postgres' not in sys.modules\n"
+        "assert 'toolbox.audit.sinks._sqlite' not in sys.modules\n"
         "toolbox.audit.SqliteSink\n"
-        "assert 'toolbox.audit.sqlite' in sys.modules\n"
+        "assert 'toolbox.audit.sinks._sqlite' in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -167,7 +167,7 @@ def test_no_fallback_file_means_nothing_to_replay(tmp_path: Path) -> None:
 
 
 def test_an_unserialisable_event_costs_no_other(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    from toolbox.audit.fallback import FallbackFile
+    from toolbox.audit._fallback import FallbackFile
 
     fallback = FallbackFile(tmp_path / "fb.jsonl")
     broken = AuditEvent(EventType.SYSTEM_ERROR, trace_id="t1", duration=float("nan"))
@@ -181,7 +181,7 @@ def test_an_unserialisable_event_costs_no_other(tmp_path: Path, caplog: pytest.L
 
 
 def test_an_unwritable_fallback_file_is_reported_not_raised(tmp_path: Path) -> None:
-    from toolbox.audit.fallback import FallbackFile
+    from toolbox.audit._fallback import FallbackFile
 
     fallback = FallbackFile(tmp_path / "missing-dir" / "fb.jsonl")
     assert fallback.keep([AuditEvent(EventType.SYSTEM_ERROR, trace_id="t")]) is False
@@ -221,7 +221,7 @@ EVENTS = st.builds(
 def test_any_event_survives_write_and_replay(
     tmp_path_factory: pytest.TempPathFactory, batch: list[AuditEvent]
 ) -> None:
-    from toolbox.audit.fallback import FallbackFile, event_line
+    from toolbox.audit._fallback import FallbackFile, event_line
 
     path = tmp_path_factory.mktemp("fb") / "fb.jsonl"
     fallback = FallbackFile(path)

@@ -14,11 +14,9 @@ import pytest
 
 from audit_sql_support import event
 from toolbox import ExecutionContext, Status
-from toolbox.audit import AuditMode, AuditSinkError, AuditTrail, MemorySink
-from toolbox.audit.events import new_event_id
-from toolbox.audit.handoff import Handoff
-from toolbox.audit.sqlite import SqliteSink
-from toolbox.audit.verify import verify_chain
+from toolbox.audit import AuditMode, AuditSinkError, AuditTrail, MemorySink, SqliteSink, verify_chain
+from toolbox.audit._events import new_event_id
+from toolbox.audit._handoff import Handoff
 
 # -- Handoff -------------------------------------------------------------------------------
 

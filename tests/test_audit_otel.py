@@ -12,8 +12,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 import toolbox
 from toolbox import Effect, ExecutionContext, Gateway, Governance, RiskClass, Status, ToolPolicy, Tools, tool
-from toolbox.audit import AuditTrail, EventType, MemorySink, Redaction
-from toolbox.audit.otel import OtelHook
+from toolbox.audit import AuditTrail, EventType, MemorySink, OtelHook, Redaction
 from toolbox.testing import fake_provider
 
 SECRET = "s3cr3t"
@@ -146,7 +145,10 @@ def test_span_starts_at_dispatch(provider):
 
 def test_denied_span_is_an_error_without_the_reason_text(provider):
     """An authorizer denial gives a DENIED span with status ERROR and the reason code, attempts 0."""
-    gw, context = gateway(provider, authorizers=[lambda *a: toolbox.Decision.deny("no " + SECRET)]), ctx()
+    gw, context = (
+        gateway(provider, authorizers=[lambda *a: toolbox.governance.Decision.deny("no " + SECRET)]),
+        ctx(),
+    )
     result = gw.invoke("lookup", ARGS, context=context)
     assert result.status is Status.DENIED
     span = only_span(provider)
@@ -300,7 +302,7 @@ def test_only_the_api_is_imported():
     """Importing and using the hook loads opentelemetry.trace, never the SDK."""
     code = (
         "import sys\n"
-        "from toolbox.audit.otel import OtelHook\n"
+        "from toolbox.audit.sinks._otel import OtelHook\n"
         "OtelHook()\n"
         "assert 'opentelemetry.trace' in sys.modules\n"
         "loaded = sorted(m for m in sys.modules if m.startswith('opentelemetry.sdk'))\n"
@@ -342,14 +344,14 @@ def test_spans_follow_the_gen_ai_semantic_conventions(provider):
 
 
 def test_a_refusal_names_its_reason_as_the_error_type(provider):
-    gw, context = gateway(provider, authorizers=[lambda *a: toolbox.Decision.deny("no")]), ctx()
+    gw, context = gateway(provider, authorizers=[lambda *a: toolbox.governance.Decision.deny("no")]), ctx()
     gw.invoke("lookup", ARGS, context=context)
     assert only_span(provider).attributes["error.type"] == "AUTH_DENIED"
 
 
 def test_the_model_call_id_reaches_the_span_from_every_door_that_knows_it(provider):
     """Raw tool calls pass the model's call id; it is bounded, and decides nothing."""
-    from toolbox.tool_calls import anthropic_tool_result, openai_tool_result
+    from toolbox.doors.tool_calls import anthropic_tool_result, openai_tool_result
 
     gw, context = gateway(provider), ctx()
     call = {"id": "call_o1", "type": "function", "function": {"name": "lookup", "arguments": _json(ARGS)}}

@@ -23,10 +23,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ProgrammingError
 
 from audit_sql_support import POSTGRES_URL, Store, assert_intact, event, make_store
-from toolbox.audit import AuditSinkError
-from toolbox.audit.postgres import PostgresSink
-from toolbox.audit.sink import AuditQuery
-from toolbox.audit.verify import verify_chain, verify_heads
+from toolbox.audit import AuditQuery, AuditSinkError, PostgresSink, verify_chain, verify_heads
 
 
 @pytest.fixture

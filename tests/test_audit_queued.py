@@ -1,4 +1,4 @@
-"""Calls queued as plain values for the ASYNC writer (`toolbox.audit.queued`).
+"""Calls queued as plain values for the ASYNC writer (`toolbox.audit._queued`).
 
 An ASYNC trail on an SQL sink queues a call's `Opening` and `Closing` as
 tuples the garbage collector stops tracking, and its writer makes the storage
@@ -21,11 +21,18 @@ import pytest
 
 from audit_scale_support import in_threads
 from toolbox import Effect, ExecutionContext, Gateway, Governance, RiskClass, Status, tool
-from toolbox.audit import AuditEvent, AuditMode, AuditTrail, EventType, SqliteSink
-from toolbox.audit.batch import CallSubject, Closing, Opening
-from toolbox.audit.queued import QueuedCalls, queued
-from toolbox.audit.redaction import PayloadMode, Redaction
-from toolbox.audit.verify import verify_chain
+from toolbox.audit import (
+    AuditEvent,
+    AuditMode,
+    AuditTrail,
+    EventType,
+    PayloadMode,
+    Redaction,
+    SqliteSink,
+    verify_chain,
+)
+from toolbox.audit._batch import CallSubject, Closing, Opening
+from toolbox.audit._queued import QueuedCalls, queued
 
 HOSTILE_TEXTS = ["Sum", "héllo ✓", "nul\x00inside", "lone \ud800 surrogate", "", "x" * 5000]
 SECRET = "sk-live-0123456789abcdef"  # a fake credential the store must never hold

@@ -16,11 +16,18 @@ import audit_scale_support as support
 from audit_sql_support import Store, event, make_store
 from tiers import sized
 from toolbox import ExecutionContext, Status
-from toolbox.audit import AuditMode, AuditSinkError, AuditTrail, EventType, MemorySink
-from toolbox.audit.events import AuditEvent
-from toolbox.audit.group import GroupCommit
-from toolbox.audit.sql import SqlSink
-from toolbox.audit.verify import verify_chain, verify_heads
+from toolbox.audit import (
+    AuditEvent,
+    AuditMode,
+    AuditSinkError,
+    AuditTrail,
+    EventType,
+    MemorySink,
+    verify_chain,
+    verify_heads,
+)
+from toolbox.audit._group import GroupCommit
+from toolbox.audit.sinks._sql import SqlSink
 
 BACKENDS = ["sqlite", "postgres"]
 AUDITOR = ExecutionContext(tenant="ops", principal="auditor", roles={"auditor"})
@@ -363,6 +370,6 @@ def test_strict_from_8_threads_in_4_processes_is_gap_free(store: Store, tmp_path
 
 
 def support_query() -> Any:
-    from toolbox.audit.sink import AuditQuery
+    from toolbox.audit import AuditQuery
 
     return AuditQuery(limit=10**9)

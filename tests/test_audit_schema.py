@@ -10,10 +10,9 @@ import pytest
 
 from audit_sql_support import Store, event, make_store, open_then_append_worker
 from tiers import sized
-from toolbox.audit import sql
-from toolbox.audit.events import FIELDS, AuditEvent
-from toolbox.audit.sink import AuditQuery, AuditSinkError
-from toolbox.audit.verify import verify_chain
+from toolbox.audit import AuditEvent, AuditQuery, AuditSinkError, verify_chain
+from toolbox.audit._events import FIELDS
+from toolbox.audit.sinks import _sql as sql
 
 BACKENDS = ["sqlite", "postgres"]
 _HEADS_V2_SQLITE = (

@@ -14,11 +14,8 @@ from sqlalchemy.engine import make_url
 
 from audit_sql_support import POSTGRES_URL, Store, append_worker, event, make_store
 from tiers import sized
-from toolbox.audit.events import GENESIS_HASH
-from toolbox.audit.postgres import PostgresSink
-from toolbox.audit.sink import AuditQuery, AuditSink, AuditSinkError
-from toolbox.audit.sqlite import SqliteSink
-from toolbox.audit.verify import verify_chain
+from toolbox.audit import AuditQuery, AuditSink, AuditSinkError, PostgresSink, SqliteSink, verify_chain
+from toolbox.audit._events import GENESIS_HASH
 
 BACKENDS = ["sqlite", "postgres"]
 

@@ -11,11 +11,8 @@ import pytest
 
 from audit_sql_support import Store, event, make_store
 from toolbox import ExecutionContext
-from toolbox.audit import AuditSinkError, AuditTrail
-from toolbox.audit.events import AuditEvent
-from toolbox.audit.sink import AuditQuery
-from toolbox.audit.sql import SqlSink
-from toolbox.audit.verify import verify_chain, verify_heads
+from toolbox.audit import AuditEvent, AuditQuery, AuditSinkError, AuditTrail, verify_chain, verify_heads
+from toolbox.audit.sinks._sql import SqlSink
 
 AUDITOR = ExecutionContext(tenant="ops", principal="auditor", roles={"auditor"})
 
@@ -96,7 +93,7 @@ def _kill_pooled_connection(store: Store, sink: SqlSink) -> None:
 def test_an_idle_connection_killed_by_the_server_is_replaced(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from toolbox.audit import postgres
+    from toolbox.audit.sinks import _postgres as postgres
 
     store = next(stores := make_store("postgres", tmp_path))
     try:

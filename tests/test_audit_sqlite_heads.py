@@ -15,10 +15,9 @@ from pathlib import Path
 
 import pytest
 
-import toolbox.audit.sql as sql_module
+import toolbox.audit.sinks._sql as sql_module
 from audit_sql_support import append_worker, event
-from toolbox.audit import AuditSinkError, SqliteSink
-from toolbox.audit.verify import verify_chain
+from toolbox.audit import AuditSinkError, SqliteSink, verify_chain
 
 
 def sequences(sink: SqliteSink, trace_id: str) -> list[int]:

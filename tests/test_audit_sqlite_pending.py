@@ -15,11 +15,10 @@ from pathlib import Path
 
 import pytest
 
-import toolbox.audit.sqlite as sqlite_module
+import toolbox.audit.sinks._sqlite as sqlite_module
 from audit_sql_support import Store, append_worker, assert_intact, event, make_store
 from tiers import sized
-from toolbox.audit import AuditSinkError, SqliteSink
-from toolbox.audit.sink import AuditQuery
+from toolbox.audit import AuditQuery, AuditSinkError, SqliteSink
 
 EVERYTHING = AuditQuery(limit=10**6)
 

@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from toolbox.audit.events import iso_timestamp
+from toolbox.audit._events import iso_timestamp
 
 
 def reference(timestamp: float) -> str:

@@ -9,18 +9,7 @@ import pytest
 
 from audit_faults import FlakySink
 from governed_tools import PROVIDER, Billing
-from toolbox import (
-    AuditIncompleteError,
-    ConfigurationError,
-    Decision,
-    ExecutionContext,
-    Gateway,
-    Governance,
-    RetryPolicy,
-    Status,
-    ToolPolicy,
-    ToolPolicyDeniedError,
-)
+from toolbox import ExecutionContext, Gateway, Governance, Status, ToolPolicy, ToolPolicyDeniedError
 from toolbox.audit import (
     AuditMode,
     AuditTrail,
@@ -30,6 +19,8 @@ from toolbox.audit import (
     Redaction,
     verify_chain,
 )
+from toolbox.errors import AuditIncompleteError, ConfigurationError
+from toolbox.governance import Decision, RetryPolicy
 
 LOOKUP = {"invoice_id": 7, "purpose": "Answer the customer"}
 CHARGE = {"amount": 40, "audit_as": "Charge the approved order"}
@@ -335,7 +326,7 @@ def test_hash_only_and_none_modes():
 
 def test_http_secrets_never_stored():
     """Authorization headers, cookies, userinfo and token query values never reach an event."""
-    from toolbox.audit.redaction import Redaction as R
+    from toolbox.audit import Redaction as R
 
     summary, _ = R().payload_fields(
         {
@@ -391,7 +382,7 @@ def test_bad_configuration():
 
 def test_policy_file_audit_section(tmp_path):
     """[audit] in the policy file builds the trail; its errors name the key."""
-    from toolbox import PolicyFileError
+    from toolbox.errors import PolicyFileError
 
     path = tmp_path / "policy.toml"
     store = tmp_path / "audit.jsonl"
@@ -434,7 +425,7 @@ def test_strict_write_happens_before_the_operation():
 
 def test_strict_postgres_unreachable_is_denied(tmp_path):
     """STRICT with PostgreSQL unreachable (a closed port): DENIED/AUDIT_UNAVAILABLE, zero executions."""
-    from toolbox.audit.postgres import PostgresSink
+    from toolbox.audit import PostgresSink
 
     sink = PostgresSink("postgresql+psycopg://postgres:pw@127.0.0.1:1/test", connect_timeout=2)
     gateway, context = gateway_with(AuditTrail(sink, fallback_path=tmp_path / "fb.jsonl")), ctx()
@@ -446,7 +437,7 @@ def test_strict_postgres_unreachable_is_denied(tmp_path):
 
 def test_strict_sqlite_read_only_path_is_denied(tmp_path):
     """STRICT with a SQLite file on an unwritable path: DENIED/AUDIT_UNAVAILABLE, zero executions."""
-    from toolbox.audit.sqlite import SqliteSink
+    from toolbox.audit import SqliteSink
 
     blocker = tmp_path / "not-a-directory"
     blocker.write_text("a file where a directory should be", encoding="utf-8")
@@ -459,7 +450,7 @@ def test_strict_sqlite_read_only_path_is_denied(tmp_path):
 
 def test_strict_sqlite_records_both_doors(tmp_path):
     """The embedded default store keeps a verified chain across typed and by-name calls."""
-    from toolbox.audit.sqlite import SqliteSink
+    from toolbox.audit import SqliteSink
 
     sink = SqliteSink(tmp_path / "audit.db")
     trail = AuditTrail(sink, fallback_path=None)
@@ -478,7 +469,7 @@ def test_role_and_key_lists_must_be_lists():
         AuditTrail(MemorySink(), auditor_roles="auditor")
     with pytest.raises(ConfigurationError, match="redact_keys"):
         Redaction.of(keys="ssn")
-    from toolbox.audit.config import check_config
+    from toolbox.audit._config import check_config
 
     with pytest.raises(ConfigurationError, match="auditor_roles"):
         check_config({"auditor_roles": "auditor", "sinks": [{"type": "memory"}]}, source="p")

@@ -14,7 +14,7 @@ from pathlib import Path
 import jwt
 import pytest
 
-from toolbox import AuthenticationError, ExecutionContext, PolicyFileError, ToolPolicy
+from toolbox import ExecutionContext, ToolPolicy
 from toolbox.auth import (
     ApiKeyFile,
     CredentialAuthenticator,
@@ -23,9 +23,10 @@ from toolbox.auth import (
     bearer_token,
     hash_api_key,
 )
-from toolbox.auth_config import JwtSettings
-from toolbox.auth_jwt import JwtAuthenticator
+from toolbox.auth._config import JwtSettings
+from toolbox.auth._jwt import JwtAuthenticator
 from toolbox.cli import main
+from toolbox.errors import AuthenticationError, PolicyFileError
 from toolbox.testing.credentials import jwt_keypair, mint_jwt, write_api_keys, write_jwks
 
 ISSUER = "https://idp.test"

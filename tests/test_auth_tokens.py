@@ -21,13 +21,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from service_support import LiveServer
-from toolbox import AuthenticationError, Effect, Governance, RiskClass, ToolPolicy, tool
+from toolbox import Effect, Governance, RiskClass, ToolPolicy, tool
 from toolbox.audit import AuditTrail, MemorySink
 from toolbox.auth import ApiKeyFile, CredentialAuthenticator, Identity
-from toolbox.auth_config import JwtSettings
-from toolbox.auth_jwt import JwtAuthenticator
+from toolbox.auth._config import JwtSettings
+from toolbox.auth._jwt import JwtAuthenticator
+from toolbox.errors import AuthenticationError
 from toolbox.service import create_app
-from toolbox.service.audit_log import UNAUTHENTICATED_TRACE
+from toolbox.service._audit_log import UNAUTHENTICATED_TRACE
 from toolbox.testing.credentials import jwt_keypair, mint_jwt, write_api_keys, write_jwks
 
 ISSUER, AUDIENCE = "https://idp.test", "toolbox"

@@ -6,18 +6,10 @@ from typing import Any
 import pytest
 
 from governed_tools import PROVIDER, Billing
-from toolbox import (
-    Decision,
-    ExecutionContext,
-    Gateway,
-    Governance,
-    Invocation,
-    InvocationAuthorizer,
-    RetryPolicy,
-    Status,
-    ToolPolicy,
-)
+from toolbox import ExecutionContext, Gateway, Governance, Status, ToolPolicy
 from toolbox.audit import AuditTrail, EventType, MemorySink
+from toolbox.governance import Decision, InvocationAuthorizer, RetryPolicy
+from toolbox.pipeline._invocation import Invocation
 
 
 def gateway(*authorizers, sink=None):
@@ -99,7 +91,7 @@ def test_otel_spans_carry_the_determining_policies():
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from toolbox.audit.otel import OtelHook
+    from toolbox.audit import OtelHook
 
     class Named:
         rule = "named"

@@ -16,11 +16,18 @@ from typing import Any
 import pytest
 
 from toolbox import ExecutionContext
-from toolbox.audit import AuditMode, AuditTrail, FanOutSink, JsonlSink, MemorySink, SqliteSink
-from toolbox.audit.batch import CallSubject, Closing, LazyBatch, Opening
-from toolbox.audit.events import AuditEvent
-from toolbox.audit.redaction import Redaction
-from toolbox.audit.verify import verify_chain
+from toolbox.audit import (
+    AuditEvent,
+    AuditMode,
+    AuditTrail,
+    FanOutSink,
+    JsonlSink,
+    MemorySink,
+    Redaction,
+    SqliteSink,
+    verify_chain,
+)
+from toolbox.audit._batch import CallSubject, Closing, LazyBatch, Opening
 
 HOSTILE = ["plain", "héllo ✓", "nul\x00inside", "lone \ud800 surrogate", "", "x" * 5000]
 
@@ -175,7 +182,7 @@ def test_an_async_trail_on_sqlite_keeps_a_failed_drain_in_the_fallback_file(
 ) -> None:
     """When the writer's append fails, every event of the drain goes to the fallback file.
 
-    ``rows``: the calls were queued as plain values (`toolbox.audit.queued`), so
+    ``rows``: the calls were queued as plain values (`toolbox.audit._queued`), so
     the file's events are made again from them, field for field the call's.
     """
     sink = SqliteSink(tmp_path / "a.db")

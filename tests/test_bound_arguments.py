@@ -4,7 +4,7 @@ A class-based tool whose operation builds its intent without ``arguments=``:
 on main the approver was shown ``{}``, a grant for "100 cents to alice" ran
 "999999 to mallory" through both doors, and a read audited the payload ``{}``.
 The chain now binds every call to its arguments by declared parameter
-(`toolbox.binding`), on the by-name and typed doors alike.
+(`toolbox.foundations._binding`), on the by-name and typed doors alike.
 """
 
 from __future__ import annotations
@@ -17,13 +17,11 @@ import pytest
 from pydantic import SecretStr
 
 from toolbox import (
-    Approval,
     ApprovalRequired,
     Effect,
     ExecutionContext,
     Gateway,
     Governance,
-    HmacApprover,
     OperationDescriptor,
     ReadIntent,
     RiskClass,
@@ -36,6 +34,7 @@ from toolbox import (
     WriteIntent,
 )
 from toolbox.audit import AuditTrail, EventType, MemorySink
+from toolbox.governance import Approval, HmacApprover
 
 APPROVER = HmacApprover(b"p" * 32)
 RUNS: list[tuple[str, Any]] = []

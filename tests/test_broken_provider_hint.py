@@ -2,9 +2,10 @@
 
 import pytest
 
-from toolbox import ExecutionContext, Gateway, PolicyFileError, ToolPolicy, Tools
+from toolbox import ExecutionContext, Gateway, ToolPolicy, Tools
 from toolbox.cli import main
-from toolbox.discovery import BrokenProvider, explain_missing
+from toolbox.errors import PolicyFileError
+from toolbox.registry._discovery import BrokenProvider, explain_missing
 from toolbox_test_support.distributions import on_sys_path, write_distribution
 
 BROKEN_MODULE = "raise ImportError(\"No module named 'acme_sdk'\")\n"

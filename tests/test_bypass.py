@@ -18,7 +18,6 @@ from toolbox import (
     ExecutionContext,
     Gateway,
     Governance,
-    GovernanceBypassError,
     OperationDescriptor,
     ReadIntent,
     RiskClass,
@@ -30,8 +29,10 @@ from toolbox import (
     WriteIntent,
     tool,
 )
-from toolbox.dispatch import Permit, require_dispatch, run_dispatched
-from toolbox.intent import dispatch_calls
+from toolbox.errors import GovernanceBypassError
+from toolbox.foundations._dispatch import Permit, run_dispatched
+from toolbox.provider import require_dispatch
+from toolbox.registry._intent import dispatch_calls
 from toolbox.testing import build_tools, test_context
 
 #: Every effect that happened, in order: (tool, operation).

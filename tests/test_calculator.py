@@ -9,7 +9,12 @@ from toolbox import (
     ToolPolicyDeniedError,
     ToolUnavailableError,
 )
-from toolbox.calculator import CALCULATOR, MAX_EXPRESSION_LENGTH, evaluate_expression, toolbox_providers
+from toolbox.registry._calculator import (
+    CALCULATOR,
+    MAX_EXPRESSION_LENGTH,
+    evaluate_expression,
+    toolbox_providers,
+)
 from toolbox.testing import assert_denied, build_tools
 
 

@@ -14,11 +14,12 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from toolbox import Effect, ExecutionContext, Gateway, Governance, Invocation, RiskClass, ToolResult, tool
+from toolbox import Effect, ExecutionContext, Gateway, Governance, RiskClass, ToolResult, tool
+from toolbox.doors.tool_calls import aanthropic_tool_result, openai_tool_result
 from toolbox.integrations.langchain import CONTEXT_KEY, GovernedLangChainTools
 from toolbox.integrations.openai_agents import GovernedAgentTools
 from toolbox.integrations.pydantic_ai import GovernedToolset
-from toolbox.tool_calls import aanthropic_tool_result, openai_tool_result
+from toolbox.pipeline._invocation import Invocation
 
 CONTEXT = ExecutionContext(tenant="acme", principal="alice")
 ARGUMENTS = {"a": 2, "b": 3, "purpose": "Sum"}

@@ -11,18 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from governed_tools import PROVIDER, Billing
-from toolbox import (
-    CedarAuthorizer,
-    ExecutionContext,
-    Gateway,
-    Governance,
-    PolicyFileError,
-    RetryPolicy,
-    Status,
-    ToolDeniedError,
-    ToolPolicy,
-)
+from toolbox import ExecutionContext, Gateway, Governance, Status, ToolDeniedError, ToolPolicy
 from toolbox.audit import AuditTrail, EventType, MemorySink
+from toolbox.errors import PolicyFileError
+from toolbox.governance import CedarAuthorizer, RetryPolicy
 
 FILES = Path(__file__).parent / "cedar"
 POLICIES = FILES / "billing.cedar"
@@ -216,7 +208,7 @@ def test_an_erroring_forbid_fails_closed(tmp_path):
 
 def test_a_forged_role_entity_in_the_arguments_is_refused():
     """A by-name argument cannot smuggle an entity reference into the Cedar request."""
-    from toolbox.pipeline.cedar_values import CedarValueError, cedar_record
+    from toolbox.pipeline.checks._cedar_values import CedarValueError, cedar_record
 
     forged = {"tenant": {"__entity": {"type": "Toolbox::Role", "id": "clerk"}}}
     with pytest.raises(CedarValueError, match="reserved Cedar key '__entity'"):
@@ -433,7 +425,7 @@ def test_the_core_imports_without_cedarpy():
         "    def find_spec(self, name, path=None, target=None):\n"
         "        if name == 'cedarpy': raise ImportError('blocked')\n"
         "sys.meta_path.insert(0, Block())\n"
-        "import toolbox, toolbox.pipeline.cedar\n"
+        "import toolbox, toolbox.pipeline.checks._cedar\n"
         "assert 'cedarpy' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
@@ -521,7 +513,7 @@ def test_any_policy_text_loads_or_is_a_policy_error(text):
 
 def test_code_authorizers_run_before_the_policy_files_cedar(tmp_path):
     """Code settings come first: a code authorizer's denial wins; the file's Cedar still judges the rest."""
-    from toolbox import Decision
+    from toolbox.governance import Decision
 
     def no_charges(tool, operation, context, arguments, /):
         return Decision.deny("charges are paused") if operation == "charge" else Decision.allow()

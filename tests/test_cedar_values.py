@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from toolbox.pipeline.cedar_values import MAX_DEPTH, CedarValueError, cedar_record, cedar_value
+from toolbox.pipeline.checks._cedar_values import MAX_DEPTH, CedarValueError, cedar_record, cedar_value
 
 
 def test_scalars_sets_and_records():

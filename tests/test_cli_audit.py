@@ -10,19 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from toolbox import (
-    Decision,
-    Effect,
-    ExecutionContext,
-    Gateway,
-    Governance,
-    RiskClass,
-    Status,
-    cli_audit,
-    tool,
-)
+from toolbox import Effect, ExecutionContext, Gateway, Governance, RiskClass, Status, tool
 from toolbox.audit import AuditEvent, AuditTrail, EventType, JsonlSink, MemorySink
+from toolbox.cli import _audit as cli_audit
 from toolbox.cli import main
+from toolbox.governance import Decision
 from toolbox.testing import fake_provider
 
 SECRET = "s3cr3t"
@@ -90,7 +82,7 @@ def jsonl_store(tmp_path):
 
 @pytest.fixture
 def sqlite_store(tmp_path):
-    from toolbox.audit.sqlite import SqliteSink
+    from toolbox.audit import SqliteSink
 
     path = tmp_path / "audit.db"
     return Store("sqlite", path, *write_events(SqliteSink(path)))

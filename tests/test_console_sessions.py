@@ -22,7 +22,7 @@ from starlette.responses import Response
 
 from service_support import USERS, Deployment, deployment, write_keys_again
 from toolbox.auth import ApiKeyFile, Identity
-from toolbox.service.console_session import SESSION_COOKIE, Sessions
+from toolbox.service._console_session import SESSION_COOKIE, Sessions
 from toolbox.testing.credentials import jwt_keypair, write_api_keys
 
 SCOPE = {"type": "http", "scheme": "http", "headers": [], "server": ("x", 80), "path": "/"}

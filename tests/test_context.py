@@ -80,7 +80,8 @@ def test_trace_is_per_context_and_not_serialized():
 
 def test_every_trace_record_has_a_status():
     """Walking a trace, operation and denial records alike answer ``status`` (denials: DENIED)."""
-    from toolbox.context import DenialRecord, OperationRecord
+    from toolbox import DenialRecord
+    from toolbox.foundations._context import OperationRecord
 
     ctx = ExecutionContext(tenant="t", principal="p")
     ctx.trace.append(OperationRecord("calculator", "evaluate", "purpose", "Sum", None))
@@ -93,7 +94,7 @@ def test_every_trace_record_has_a_status():
 )
 def test_tenant_and_principal_are_one_line_without_bidi_controls(text):
     """What names a caller lands in terminals and pages: nothing that breaks or reorders a line."""
-    from toolbox.auth_identity import check_reference
+    from toolbox.auth._identity import check_reference
     from toolbox.errors import AuthenticationError
 
     with pytest.raises(ValidationError, match="bidirectional"):

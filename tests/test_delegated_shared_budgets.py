@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from state_support import CALL, Counter, audit_events, context, governed_gateway, state_store
-from toolbox import DelegationError, ExecutionContext, Gateway, Status
-from toolbox.pipeline.shared_limits import LimitRule
-from toolbox.state import MemoryLimitStore
-from toolbox.state.config import GovernanceState
+from toolbox import ExecutionContext, Gateway, Status
+from toolbox.errors import DelegationError
+from toolbox.pipeline.checks._shared_limits import LimitRule
+from toolbox.state import GovernanceState, MemoryLimitStore
 
 
 @pytest.fixture(params=["memory", "sqlite", "postgres", "redis"])
@@ -69,7 +69,7 @@ def test_child_calls_count_in_the_parents_run(gateway: tuple[Gateway, Counter]) 
 
 
 def test_a_context_names_its_lineage_and_delegation_depth_is_bounded() -> None:
-    from toolbox.context import MAX_DELEGATION_DEPTH
+    from toolbox.foundations._context import MAX_DELEGATION_DEPTH
 
     root = context()
     child = root.delegate()

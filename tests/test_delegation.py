@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 from audit_sql_support import Store, make_store
 from toolbox import (
     Budget,
-    DelegationError,
     Effect,
     ExecutionContext,
     Gateway,
@@ -25,10 +24,10 @@ from toolbox import (
     ToolDeniedError,
     tool,
 )
-from toolbox.audit import AuditTrail, EventType, JsonlSink, MemorySink
-from toolbox.audit.verify import verify_chain
+from toolbox.audit import AuditTrail, EventType, JsonlSink, MemorySink, verify_chain
 from toolbox.cli import main
-from toolbox.delegation import DelegationScope
+from toolbox.errors import DelegationError
+from toolbox.foundations._delegation import DelegationScope
 
 RAN: list[str] = []
 _RAN_LOCK = threading.Lock()
@@ -407,7 +406,7 @@ def test_parent_run_id_is_persisted_in_sql_stores(sql_store: Store) -> None:
     assert {e.parent_run_id for e in parent_events} == {None}
     assert {e.parent_run_id for e in child_events} == {parent.run_id}
     assert verify_chain(parent_events) == verify_chain(child_events) == []
-    from toolbox.audit.sink import AuditQuery
+    from toolbox.audit import AuditQuery
 
     found = sink.query(AuditQuery(parent_run_id=parent.run_id))
     assert {e.trace_id for e in found} == {child.run_id}

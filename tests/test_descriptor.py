@@ -3,15 +3,9 @@
 import pytest
 from pydantic import ValidationError
 
-from toolbox import (
-    Acknowledgement,
-    Effect,
-    InvalidDescriptorError,
-    OperationDescriptor,
-    RiskClass,
-    ToolDescriptor,
-)
-from toolbox.descriptor import validate_descriptor
+from toolbox import Acknowledgement, Effect, OperationDescriptor, RiskClass, ToolDescriptor
+from toolbox.errors import InvalidDescriptorError
+from toolbox.foundations._descriptor import validate_descriptor
 
 VALID = {
     "name": "weather",

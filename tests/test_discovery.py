@@ -6,7 +6,8 @@ import types
 
 import pytest
 
-from toolbox import CalculatorTool, ProviderConflictError, ToolPolicy, Tools, ToolUnavailableError
+from toolbox import CalculatorTool, ToolPolicy, Tools, ToolUnavailableError
+from toolbox.errors import ProviderConflictError
 from toolbox.testing import fake_provider, test_context
 from toolbox_test_support.distributions import on_sys_path, write_distribution
 

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PUBLIC_MODULES = (
     "toolbox",
     "toolbox.audit",
-    "toolbox.selection",
+    "toolbox.doors",
     "toolbox.testing",
     "toolbox.integrations.pydantic_ai",
     "toolbox.integrations.openai_agents",

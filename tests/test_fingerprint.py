@@ -15,11 +15,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from toolbox import ExecutionContext, Gateway, Governance, HmacApprover, Status, ToolPolicy, tool
-from toolbox.descriptor import Effect, RiskClass
+from toolbox import Effect, ExecutionContext, Gateway, Governance, RiskClass, Status, ToolPolicy, tool
 from toolbox.errors import ConfigurationError
-from toolbox.pipeline.approval import Approval, ApprovalCheck
-from toolbox.pipeline.fingerprint import canonical_encoding, keyed_fingerprint
+from toolbox.governance import Approval, ApprovalCheck, HmacApprover
+from toolbox.pipeline.checks._fingerprint import canonical_encoding, keyed_fingerprint
 
 KEY = b"k" * 32
 

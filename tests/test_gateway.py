@@ -9,24 +9,17 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from governed_tools import PROVIDER, Billing
-from toolbox import (
-    Budget,
+from toolbox import Budget, ExecutionContext, Gateway, Governance, Status, ToolPolicy
+from toolbox.errors import ConfigurationError, PolicyFileError, ToolTimeoutError
+from toolbox.governance import (
     BusinessFailure,
-    ConfigurationError,
     Decision,
-    ExecutionContext,
-    Gateway,
-    Governance,
     Guardrail,
     GuardrailAction,
     HmacApprover,
-    PolicyFileError,
     ReconcileOutcome,
     Reconciliation,
     RetryPolicy,
-    Status,
-    ToolPolicy,
-    ToolTimeoutError,
 )
 from toolbox.testing import ManualClock
 
@@ -126,7 +119,7 @@ def test_role_policy():
 
 def test_tenant_scope_compares_tenants():
     """The tenant check compares the resource's tenant with the caller's, not mere presence."""
-    from toolbox import TenantScope
+    from toolbox.governance import TenantScope
 
     scope = TenantScope(lambda tool, op, args: args.get("tenant"), scoped=["billing.lookup_invoice"])
     gateway = make(authorizers=[scope])
@@ -649,7 +642,7 @@ def test_every_outcome_is_recorded():
 
 def test_remote_refs_rejected():
     """Only local $ref may appear in a schema; a remote one is refused, never fetched."""
-    from toolbox.pipeline.arguments import check_local_refs
+    from toolbox.pipeline.checks._arguments import check_local_refs
 
     check_local_refs({"$defs": {"A": {"type": "string"}}, "properties": {"a": {"$ref": "#/$defs/A"}}})
     for ref in ("https://schemas.example.com/a.json", "file:///etc/passwd", "other.json#/x"):
@@ -680,7 +673,7 @@ def test_audit_hook_points():
 
 def test_approval_request_redacts_nested_secrets():
     """Approval requests mask nested secrets and URLs before a model or a person sees them."""
-    from toolbox.pipeline.approval import _redact
+    from toolbox.pipeline.checks._approval import _redact
 
     shown = _redact(
         {"headers": {"Authorization": "Bearer abc"}, "url": "https://u:p@h/x?token=t", "n": "EUR"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from toolbox.errors import ConfigurationError
-from toolbox.pipeline.guardrails import guardrails_from_config
+from toolbox.pipeline.checks._guardrails import guardrails_from_config
 
 
 def _when(**spec: object):

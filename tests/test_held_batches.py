@@ -16,13 +16,12 @@ from typing import Any, Literal
 
 import pytest
 
-import toolbox.audit.memory as memory
+import toolbox.audit.sinks._memory as memory
 from toolbox import Effect, ExecutionContext, Gateway, Governance, RiskClass, Status, tool
-from toolbox.audit import AuditTrail, FanOutSink, MemorySink
-from toolbox.audit.batch import CallSubject, Closing, Opening
-from toolbox.audit.held import HELD_OPENING, held_call, held_response
-from toolbox.audit.redaction import Redaction
-from toolbox.route import Route
+from toolbox.audit import AuditTrail, FanOutSink, MemorySink, Redaction
+from toolbox.audit._batch import CallSubject, Closing, Opening
+from toolbox.audit._held import HELD_OPENING, held_call, held_response
+from toolbox.doors._route import Route
 
 AUDITOR = ExecutionContext(tenant="ops", principal="auditor", roles=frozenset({"auditor"}))
 KINDS = ["INTENT_DECLARED", "GOVERNANCE_DECISION", "INVOCATION_REQUEST", "INVOCATION_RESPONSE"]

@@ -22,7 +22,8 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from agent_framework_support import RUNS, THREADS, Governed, governed
-from toolbox import Approval, ExecutionContext, Gateway, HmacApprover
+from toolbox import ExecutionContext, Gateway
+from toolbox.governance import Approval, HmacApprover
 from toolbox.integrations.langchain import APPROVALS_KEY, CONTEXT_KEY, GovernedLangChainTools, resume_value
 
 OK = ("INTENT_DECLARED", "GOVERNANCE_DECISION", "INVOCATION_REQUEST", "INVOCATION_RESPONSE")

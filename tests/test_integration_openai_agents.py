@@ -21,16 +21,9 @@ from agents.strict_schema import ensure_strict_json_schema
 
 from agent_framework_support import RUNS, THREADS, TOOLS, Governed, governed
 from scripted_agents_model import ScriptedModel, call, say
-from toolbox import (
-    ExecutionContext,
-    Gateway,
-    Governance,
-    Guardrail,
-    GuardrailAction,
-    HmacApprover,
-    ToolPolicy,
-)
+from toolbox import ExecutionContext, Gateway, Governance, ToolPolicy
 from toolbox.audit import AuditTrail, MemorySink
+from toolbox.governance import Guardrail, GuardrailAction, HmacApprover
 from toolbox.integrations.openai_agents import GovernedAgentTools
 
 set_tracing_disabled(True)  # the SDK would otherwise try to export traces to OpenAI
@@ -555,7 +548,7 @@ def test_the_gateway_must_be_a_gateway():
 def test_importing_toolbox_imports_no_framework():
     """Only the rooms import their framework: ``toolbox`` and ``toolbox.integrations`` import none."""
     code = (
-        "import sys, toolbox, toolbox.integrations, toolbox.tool_calls, toolbox.integrations._offered\n"
+        "import sys, toolbox, toolbox.integrations, toolbox.doors.tool_calls, toolbox.integrations._offered\n"
         "loaded = [m for m in ('agents', 'openai', 'langchain_core', 'langchain') if m in sys.modules]\n"
         "assert not loaded, loaded\n"
     )

@@ -29,17 +29,9 @@ from pydantic_ai.models.test import TestModel
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved
 from pydantic_ai.usage import RunUsage
 
-from toolbox import (
-    Effect,
-    ExecutionContext,
-    Gateway,
-    Governance,
-    HmacApprover,
-    RiskClass,
-    ToolPolicy,
-    tool,
-)
+from toolbox import Effect, ExecutionContext, Gateway, Governance, RiskClass, ToolPolicy, tool
 from toolbox.audit import AuditTrail, MemorySink
+from toolbox.governance import HmacApprover
 from toolbox.integrations.pydantic_ai import (
     GRANT_KEY,
     REQUEST_KEY,
@@ -720,7 +712,7 @@ def test_any_model_arguments_are_a_result_a_retry_or_a_refusal(raw):
 
 def test_importing_toolbox_imports_no_framework():
     code = (
-        "import sys, toolbox, toolbox.integrations, toolbox.tool_calls;"
+        "import sys, toolbox, toolbox.integrations, toolbox.doors.tool_calls;"
         "assert 'pydantic_ai' not in sys.modules, 'pydantic_ai imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

@@ -5,15 +5,8 @@ import threading
 
 import pytest
 
-from toolbox import (
-    Effect,
-    IntentAlreadyExecutedError,
-    OperationDescriptor,
-    RiskClass,
-    ToolDeniedError,
-    ToolDescriptor,
-    ToolProvider,
-)
+from toolbox import Effect, OperationDescriptor, RiskClass, ToolDeniedError, ToolDescriptor, ToolProvider
+from toolbox.errors import IntentAlreadyExecutedError
 from toolbox.testing import build_tools, fake_provider
 
 

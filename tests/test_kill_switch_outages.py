@@ -24,12 +24,10 @@ from mcp import Client
 from state_support import CALL, Counter, context, governed_gateway, state_store
 from toolbox import Status
 from toolbox.mcp import server
-from toolbox.pipeline import checks
-from toolbox.pipeline.shared_limits import FAIL_OPEN_WARNING, LimitRule
-from toolbox.pipeline.state_ports import KillEntry, StateUnavailableError
-from toolbox.state import MemoryLimitStore
-from toolbox.state.config import GovernanceState
-from toolbox.state.memory import MemoryKillSwitchStore
+from toolbox.pipeline._state_ports import KillEntry, StateUnavailableError
+from toolbox.pipeline.checks import _builtin as checks
+from toolbox.pipeline.checks._shared_limits import FAIL_OPEN_WARNING, LimitRule
+from toolbox.state import GovernanceState, MemoryKillSwitchStore, MemoryLimitStore
 
 
 @pytest.fixture(params=["sqlite", "postgres", "redis"])

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from toolbox import PolicyFileError, ToolPolicy
-from toolbox.mcp_config import McpConfig, McpContext, mcp_config
-from toolbox.policy_file import policy_from_mapping
+from toolbox import ToolPolicy
+from toolbox.errors import PolicyFileError
+from toolbox.governance._mcp_table import McpConfig, McpContext, mcp_config
+from toolbox.governance._policy_file import policy_from_mapping
 
 
 def load(mcp: object) -> ToolPolicy:

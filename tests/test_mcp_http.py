@@ -21,11 +21,10 @@ from mcp.client.streamable_http import streamable_http_client
 
 import mcp_scenario_tools as scenario
 from test_mcp_serve import PURPOSE, SCENARIOS, outcome, trace_of
-from toolbox import ConfigurationError, Gateway, Governance, ToolPolicy
-from toolbox.audit.memory import MemorySink
-from toolbox.audit.sink import AuditQuery
-from toolbox.audit.trail import AuditTrail
+from toolbox import Gateway, Governance, ToolPolicy
+from toolbox.audit import AuditQuery, AuditTrail, MemorySink
 from toolbox.auth import authenticator_from_policy
+from toolbox.errors import ConfigurationError
 from toolbox.mcp import McpHttpApp
 from toolbox.testing.credentials import jwt_keypair, mint_jwt, write_api_keys
 

@@ -24,10 +24,10 @@ import mcp_scenario_tools as scenario
 from mcp_ts_support import ts_client
 from test_mcp_http import serve
 from test_mcp_stdio import Child
-from toolbox import Effect, Gateway, Governance, RiskClass, ToolPolicy, ToolTimeoutError, tool
-from toolbox.audit.memory import MemorySink
-from toolbox.audit.trail import AuditTrail
+from toolbox import Effect, Gateway, Governance, RiskClass, ToolPolicy, tool
+from toolbox.audit import AuditTrail, MemorySink
 from toolbox.auth import authenticator_from_policy
+from toolbox.errors import ToolTimeoutError
 from toolbox.mcp import ERROR_META_KEY, TRACE_META_KEY, McpHttpApp
 from toolbox.testing.credentials import write_api_keys
 

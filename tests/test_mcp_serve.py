@@ -1,4 +1,4 @@
-"""`toolbox.mcp.server` through the official ``mcp`` client over the SDK's in-memory transport.
+"""`toolbox.mcp._server` through the official ``mcp`` client over the SDK's in-memory transport.
 
 Every scenario asserts the status and codes the model sees, how many times the
 tool's code ran, and the audit events written under the session's run id.
@@ -17,11 +17,11 @@ from hypothesis import strategies as st
 from mcp import Client, types
 
 import mcp_scenario_tools as scenario
-from toolbox import ConfigurationError, ExecutionContext, Gateway, Governance, ToolPolicy
-from toolbox.audit.memory import MemorySink
-from toolbox.audit.trail import AuditTrail
+from toolbox import ExecutionContext, Gateway, Governance, ToolPolicy
+from toolbox.audit import AuditTrail, MemorySink
+from toolbox.errors import ConfigurationError
 from toolbox.mcp import ERROR_META_KEY, TRACE_META_KEY, server
-from toolbox.mcp.server import build_server
+from toolbox.mcp._server import build_server
 
 PURPOSE = "Answer the user's question about a note"
 OPERATOR = ExecutionContext(tenant="acme", principal="desktop", roles={"analyst"})

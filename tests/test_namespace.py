@@ -18,13 +18,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from toolbox import (
+    Catalog,
     Effect,
     ExecutionContext,
     Gateway,
-    InvalidDescriptorError,
     OperationDescriptor,
-    PolicyFileError,
-    ProviderConflictError,
     RiskClass,
     Status,
     ToolDescriptor,
@@ -32,11 +30,11 @@ from toolbox import (
     ToolProvider,
     tool,
 )
-from toolbox.catalog import Catalog
-from toolbox.discovery import RegisteredTool
-from toolbox.namespace import check_namespace
+from toolbox.errors import InvalidDescriptorError, PolicyFileError, ProviderConflictError
+from toolbox.provider import to_wire_name
+from toolbox.registry._discovery import RegisteredTool
+from toolbox.registry._namespace import check_namespace
 from toolbox.testing import fake_provider
-from toolbox.wire_names import to_wire_name
 from toolbox_fs import FS_ACKNOWLEDGEMENT, FsTool
 from toolbox_http import HttpTool
 from toolbox_test_support.distributions import on_sys_path, write_distribution

@@ -1,4 +1,4 @@
-"""Remotely described operations (toolbox.operations) in the core, without any MCP."""
+"""Remotely described operations (toolbox.foundations._operations) in the core, without any MCP."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from toolbox import (
     Effect,
     ExecutionContext,
     Gateway,
-    InvalidArgumentsError,
     OperationDescriptor,
     RiskClass,
     Status,
@@ -23,10 +22,11 @@ from toolbox import (
     ToolRuntime,
     hookimpl,
 )
-from toolbox.errors import ConfigurationError, PolicyFileError
-from toolbox.operations import DescribedOperations, OperationLock, describes_operations
-from toolbox.pipeline.arguments import described_schema
-from toolbox.policy_file import policy_from_mapping
+from toolbox.errors import ConfigurationError, InvalidArgumentsError, PolicyFileError
+from toolbox.foundations._operations import DescribedOperations, describes_operations
+from toolbox.governance._policy_file import policy_from_mapping
+from toolbox.pipeline.checks._arguments import described_schema
+from toolbox.provider import OperationLock
 
 CTX = ExecutionContext(tenant="tenant-a", principal="alice")
 SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}

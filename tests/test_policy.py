@@ -2,8 +2,8 @@
 
 import pytest
 
-from toolbox import PolicyFileError, RiskClass, ToolDescriptor, ToolPolicy
-from toolbox.policy import ReasonCode
+from toolbox import ReasonCode, RiskClass, ToolDescriptor, ToolPolicy
+from toolbox.errors import PolicyFileError
 
 
 def descriptor(name: str, risk: RiskClass) -> ToolDescriptor:

@@ -2,7 +2,8 @@
 
 import pytest
 
-from toolbox import PolicyFileError, RiskClass, ToolDescriptor, ToolPolicy, Tools
+from toolbox import RiskClass, ToolDescriptor, ToolPolicy, Tools
+from toolbox.errors import PolicyFileError
 from toolbox.testing import fake_provider, test_context
 
 

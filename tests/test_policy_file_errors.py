@@ -11,18 +11,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from toolbox import (
-    Effect,
-    OperationDescriptor,
-    PolicyFileError,
-    RiskClass,
-    ToolDescriptor,
-    ToolPolicy,
-    ToolProvider,
-    Tools,
-)
+from toolbox import Effect, OperationDescriptor, RiskClass, ToolDescriptor, ToolPolicy, ToolProvider, Tools
 from toolbox.cli import main
-from toolbox.policy_file import policy_from_mapping
+from toolbox.errors import PolicyFileError
+from toolbox.governance._policy_file import policy_from_mapping
 from toolbox.testing import test_context
 
 SOURCE = "policy.toml"
@@ -296,7 +288,7 @@ def test_nan_and_infinity_in_a_predicate_are_refused() -> None:
 
 
 def test_table_reader_names_types_not_values() -> None:
-    from toolbox.table_reader import TableReader
+    from toolbox.foundations._table_reader import TableReader
 
     table = TableReader({"n": True, "s": "x", "f": math.inf, "a": ["ok", ""]}, source=SOURCE, path="t")
     with pytest.raises(PolicyFileError, match=r"^policy.toml: t.n: must be an integer, got a boolean$"):

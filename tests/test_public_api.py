@@ -1,8 +1,23 @@
 """The public surface: __all__ is complete, sorted and importable."""
 
+import importlib
 import types
 
+import pytest
+
 import toolbox
+
+PUBLIC_MODULES = [
+    "toolbox.audit",
+    "toolbox.auth",
+    "toolbox.doors",
+    "toolbox.doors.tool_calls",
+    "toolbox.errors",
+    "toolbox.governance",
+    "toolbox.provider",
+    "toolbox.state",
+    "toolbox.testing",
+]
 
 
 def test_all_is_sorted_and_complete():
@@ -15,6 +30,92 @@ def test_all_is_sorted_and_complete():
     }
     assert set(toolbox.__all__) == public - {"annotations"}
     assert len(set(toolbox.__all__)) == len(toolbox.__all__)  # ruff's RUF022 keeps the order sorted
+
+
+EXPORTED = [
+    "Acknowledgement",
+    "AcknowledgementRequiredError",
+    "AcknowledgementState",
+    "ApprovalRequired",
+    "Budget",
+    "CalculatorTool",
+    "Catalog",
+    "ContextResolver",
+    "DenialRecord",
+    "Effect",
+    "ExecutionContext",
+    "FunctionTool",
+    "Gateway",
+    "Governance",
+    "OperationDescriptor",
+    "ReadIntent",
+    "Ready",
+    "ReasonCode",
+    "RiskClass",
+    "Status",
+    "ToolDecision",
+    "ToolDeniedError",
+    "ToolDescriptor",
+    "ToolExecutionError",
+    "ToolPolicy",
+    "ToolPolicyDeniedError",
+    "ToolProvider",
+    "ToolResult",
+    "ToolRuntime",
+    "ToolUnavailableError",
+    "ToolboxError",
+    "Tools",
+    "WriteIntent",
+    "hookimpl",
+    "tool",
+]
+
+
+def test_exported_members():
+    """The top level is small (at most 35 names) and changes only on purpose (httpx's
+    test_exported_members)."""
+    assert toolbox.__all__ == EXPORTED
+    assert len(toolbox.__all__) <= 35
+    assert toolbox.__all__ == sorted(toolbox.__all__)
+    assert "Invocation" not in toolbox.__all__  # the chain's mutable working state is not API
+
+
+@pytest.mark.parametrize("module_name", PUBLIC_MODULES)
+def test_public_modules_export_sorted_importable_names(module_name):
+    module = importlib.import_module(module_name)
+    assert len(set(module.__all__)) == len(module.__all__), module_name  # ruff's RUF022 keeps it sorted
+    for name in module.__all__:
+        assert getattr(module, name) is not None, (module_name, name)
+    assert "Invocation" not in module.__all__
+
+
+def test_every_error_is_in_toolbox_errors():
+    from toolbox import errors
+
+    for name in toolbox.__all__:
+        obj = getattr(toolbox, name)
+        if isinstance(obj, type) and issubclass(obj, BaseException):
+            assert getattr(errors, name) is obj, name
+    assert set(toolbox._MOVED_NAMES) & set(errors.__all__) == {
+        name for name, home in toolbox._MOVED_NAMES.items() if home == "toolbox.errors"
+    }
+
+
+@pytest.mark.parametrize("name", sorted(toolbox._MOVED_NAMES))
+def test_a_name_that_left_all_warns_for_one_release_and_is_the_same_object(name):
+    home = importlib.import_module(toolbox._MOVED_NAMES[name])
+    with pytest.warns(
+        DeprecationWarning, match=rf"toolbox\.{name} is deprecated .* import it from {home.__name__}"
+    ):
+        obj = getattr(toolbox, name)
+    assert obj is getattr(home, name)
+    with pytest.warns(DeprecationWarning):
+        exec(f"from toolbox import {name}", {})
+
+
+def test_an_unknown_name_is_still_an_attribute_error():
+    with pytest.raises(AttributeError, match="no attribute 'NoSuchThing'"):
+        toolbox.NoSuchThing  # noqa: B018
 
 
 def test_issue_names_exist():
@@ -40,7 +141,7 @@ def test_error_hierarchy():
     assert issubclass(toolbox.ToolUnavailableError, LookupError)
     assert issubclass(toolbox.ToolPolicyDeniedError, PermissionError)
     assert issubclass(toolbox.AcknowledgementRequiredError, PermissionError)
-    assert issubclass(toolbox.PolicyFileError, ValueError)
+    assert issubclass(toolbox.errors.PolicyFileError, ValueError)
     for name in toolbox.__all__:
         obj = getattr(toolbox, name)
         if isinstance(obj, type) and issubclass(obj, Exception) and obj is not toolbox.ApprovalRequired:

@@ -13,18 +13,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import toolbox.tool_calls
+import toolbox.doors.tool_calls
 from toolbox import Effect, ExecutionContext, Gateway, Governance, RiskClass, ToolPolicy, tool
 from toolbox.audit import AuditTrail, MemorySink
-from toolbox.definition_formats import strip_optional_nulls, to_openai_strict
-from toolbox.pipeline.arguments import ArgumentLimits
-from toolbox.tool_calls import (
+from toolbox.doors._definition_formats import strip_optional_nulls, to_openai_strict
+from toolbox.doors.tool_calls import (
     aanthropic_tool_result,
     anthropic_tool_result,
     aopenai_tool_result,
     openai_tool_result,
 )
-from toolbox.wire_names import WIRE_NAME_PATTERN
+from toolbox.foundations._wire_names import WIRE_NAME_PATTERN
+from toolbox.governance import ArgumentLimits
 
 FIXTURES = Path(__file__).parent / "fixtures"
 WIRE = re.compile(WIRE_NAME_PATTERN)
@@ -389,7 +389,7 @@ def test_huge_text_is_refused_before_parsing(monkeypatch):
     def never(*args, **kwargs):
         raise AssertionError("parsed oversized text")
 
-    monkeypatch.setattr(toolbox.tool_calls, "json", SimpleNamespace(loads=never, dumps=json.dumps))
+    monkeypatch.setattr(toolbox.doors.tool_calls, "json", SimpleNamespace(loads=never, dumps=json.dumps))
     text = '{"a": 1, "purpose": "' + "x" * 5000 + '"}'
     body = refusal(openai_tool_result(g, openai_call(text), context=CONTEXT)["content"])
     assert body["error_code"] == "too_large" and body["status"] == "INVALID_ARGUMENTS"

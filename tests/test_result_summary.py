@@ -29,9 +29,8 @@ from toolbox import (
     Tools,
     tool,
 )
-from toolbox.audit import AuditMode, AuditTrail, MemorySink, Redaction, verify_chain
-from toolbox.audit.sqlite import SqliteSink
-from toolbox.pipeline.result_summary import result_summary, settled_inline
+from toolbox.audit import AuditMode, AuditTrail, MemorySink, Redaction, SqliteSink, verify_chain
+from toolbox.pipeline._result_summary import result_summary, settled_inline
 
 SECRET = "row-value-that-must-not-be-stored"
 

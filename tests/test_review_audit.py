@@ -14,7 +14,7 @@ import audit_scale_support as support
 from audit_sql_support import POSTGRES_URL, Store, event, make_store
 from toolbox import ExecutionContext, Status
 from toolbox.audit import AuditTrail, EventType
-from toolbox.audit.fallback import event_line
+from toolbox.audit._fallback import event_line
 from toolbox.cli import main
 
 URL_VARIABLE = "TOOLBOX_TEST_REPLAY_URL"
@@ -102,7 +102,7 @@ def test_replay_reads_line_by_line_and_skips_a_line_too_long_to_be_an_event(
     store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A huge crafted line (or a huge file) is never read into memory whole; the valid lines replay."""
-    import toolbox.cli_audit_replay as replay
+    import toolbox.cli._audit_replay as replay
 
     fallback = tmp_path / "fallback.jsonl"
     good = [event("streamed", attempt=n) for n in range(5)]

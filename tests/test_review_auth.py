@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from toolbox import AuthenticationError
-from toolbox.auth_config import JwtSettings
-from toolbox.auth_jwt import JwtAuthenticator
+from toolbox.auth._config import JwtSettings
+from toolbox.auth._jwt import JwtAuthenticator
+from toolbox.errors import AuthenticationError
 from toolbox.testing.credentials import jwt_keypair, mint_jwt, write_jwks
 
 ISSUER, AUDIENCE = "https://idp.test", "toolbox"

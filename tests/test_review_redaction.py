@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from toolbox import Effect, ExecutionContext, Gateway, Governance, HmacApprover, RiskClass, Status, tool
+from toolbox import Effect, ExecutionContext, Gateway, Governance, RiskClass, Status, tool
 from toolbox.audit import AuditTrail, MemorySink, Redaction
+from toolbox.governance import HmacApprover
 
 SECRET = "sk-live-Q7XKZP4R2M9W"
 RUNS: list[str] = []

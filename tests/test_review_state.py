@@ -9,13 +9,11 @@ import pytest
 
 from state_support import CALL, Counter, audit_events, context, governed_gateway, state_store
 from toolbox import Effect, Gateway, Governance, RiskClass, Status, tool
-from toolbox.audit.memory import MemorySink
-from toolbox.audit.trail import AuditTrail
+from toolbox.audit import AuditTrail, MemorySink
 from toolbox.cli import main
-from toolbox.pipeline.shared_limits import LimitRule, canonical_host
-from toolbox.pipeline.state_ports import LimitStore
-from toolbox.state import MemoryLimitStore
-from toolbox.state.config import GovernanceState
+from toolbox.pipeline._state_ports import LimitStore
+from toolbox.pipeline.checks._shared_limits import LimitRule, canonical_host
+from toolbox.state import GovernanceState, MemoryLimitStore
 
 
 def _fetch_gateway(rule: LimitRule) -> tuple[Gateway, list[str]]:

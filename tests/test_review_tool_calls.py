@@ -9,7 +9,7 @@ import pytest
 
 from toolbox import Effect, ExecutionContext, Gateway, Governance, RiskClass, tool
 from toolbox.audit import AuditTrail, MemorySink
-from toolbox.tool_calls import openai_tool_result
+from toolbox.doors.tool_calls import openai_tool_result
 
 CALLS: list[dict[str, Any]] = []
 CONTEXT = ExecutionContext(principal="alice", tenant="acme")

@@ -7,8 +7,8 @@ call comes. The observations (result, new trace records, new audit events,
 tool executions) must be equal once times and random ids are set aside.
 
 Each scenario runs for three kinds of the same tool: a ``def`` and an ``async
-def`` ``@tool`` function (`toolbox.route.Route`) and a class-based tool
-(`toolbox.route_method.MethodRoute`), through each door that can call it.
+def`` ``@tool`` function (`toolbox.doors._route.Route`) and a class-based tool
+(`toolbox.doors._route_method.MethodRoute`), through each door that can call it.
 """
 
 from __future__ import annotations
@@ -26,17 +26,12 @@ from pydantic import Json
 
 from audit_faults import FlakySink
 from toolbox import (
-    Approval,
     Budget,
-    Decision,
     Effect,
     ExecutionContext,
     Gateway,
     Governance,
-    Guardrail,
-    GuardrailAction,
     OperationDescriptor,
-    RetryPolicy,
     RiskClass,
     Status,
     ToolDeniedError,
@@ -46,10 +41,10 @@ from toolbox import (
     ToolRuntime,
     tool,
 )
-from toolbox.audit import AuditMode, AuditTrail, MemorySink
-from toolbox.audit.events import AuditEvent, EventType
-from toolbox.pipeline.chain import Pipeline
-from toolbox.route import MethodRoute, Route
+from toolbox.audit import AuditEvent, AuditMode, AuditTrail, EventType, MemorySink
+from toolbox.doors._route import MethodRoute, Route
+from toolbox.governance import Approval, Decision, Guardrail, GuardrailAction, RetryPolicy
+from toolbox.pipeline._chain import Pipeline
 
 FAST = RetryPolicy(max_attempts=3, base_delay=0.0, max_delay=0.0)
 AUDITOR = ExecutionContext(tenant="ops", principal="auditor", roles=frozenset({"auditor"}))

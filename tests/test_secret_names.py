@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from toolbox.redact import is_secret_name, normalize_name, redact_url
+from toolbox.foundations._redact import is_secret_name, normalize_name
+from toolbox.provider import redact_url
 
 SECRET = [
     "api_key",

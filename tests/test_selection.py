@@ -6,7 +6,7 @@ from collections.abc import Sequence
 import pytest
 
 from toolbox import RiskClass, ToolboxError, ToolDescriptor
-from toolbox.selection import (
+from toolbox.doors import (
     ActionDecision,
     ActionType,
     AsyncToolSelector,

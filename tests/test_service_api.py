@@ -299,7 +299,7 @@ def test_only_the_requester_redeems(sqlite_service: Deployment) -> None:
 
 
 def test_approving_after_expiry_is_409(tmp_path: Path) -> None:
-    from toolbox.state.memory import MemoryApprovalStore
+    from toolbox.state import MemoryApprovalStore
 
     now = [1_000.0]
     store = MemoryApprovalStore(clock=lambda: now[0])
@@ -476,9 +476,8 @@ def test_mcp_endpoint_is_mounted_only_when_the_mcp_room_exists(sqlite_service: D
 
 
 def test_an_unavailable_state_store_is_503_and_runs_nothing(tmp_path: Path) -> None:
-    from toolbox.pipeline.state_ports import StateUnavailableError
-    from toolbox.state.config import GovernanceState
-    from toolbox.state.memory import MemoryApprovalStore, MemoryKillSwitchStore
+    from toolbox.pipeline._state_ports import StateUnavailableError
+    from toolbox.state import GovernanceState, MemoryApprovalStore, MemoryKillSwitchStore
 
     down = {"approvals": False, "kill": False}
 

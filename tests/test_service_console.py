@@ -217,7 +217,7 @@ def test_cookies_are_secure_on_tls_and_behind_a_tls_proxy() -> None:
     from starlette.responses import Response
 
     from toolbox.auth import Identity
-    from toolbox.service.console_session import Sessions
+    from toolbox.service._console_session import Sessions
 
     identity = Identity("acme", "bob", frozenset({"approver"}), None, "api-key:bob")
 
@@ -239,7 +239,7 @@ def test_a_session_signed_with_another_key_or_expired_is_refused() -> None:
     from starlette.responses import Response
 
     from toolbox.auth import Identity
-    from toolbox.service.console_session import Sessions
+    from toolbox.service._console_session import Sessions
 
     identity = Identity("acme", "bob", frozenset({"approver"}), None, "api-key:bob")
     scope = {"type": "http", "scheme": "http", "headers": [], "server": ("x", 80), "path": "/"}
@@ -277,7 +277,7 @@ def test_pages_show_line_separators_and_bidi_controls_as_escapes(service: Deploy
 def test_printed_values_are_one_line_and_pretty_json_keeps_its_layout() -> None:
     from markupsafe import Markup
 
-    from toolbox.service.console_views import pretty, printed
+    from toolbox.service._console_views import pretty, printed
 
     assert printed("a\u202eb\nc") == "a\\u202eb\\x0ac"
     assert printed(3) == 3 and printed(None) is None
@@ -291,9 +291,9 @@ def test_the_audit_page_filters_by_tool_operation_and_until(tmp_path: Path) -> N
     """The Tool filter takes the ``tool.operation`` the list shows; Until bounds the time (as the API)."""
     from datetime import datetime, timedelta, timezone
 
-    import toolbox.calculator
+    import toolbox.registry._calculator
 
-    with deployment(tmp_path, console=True, tools=(*TOOLS, toolbox.calculator)) as service:
+    with deployment(tmp_path, console=True, tools=(*TOOLS, toolbox.registry._calculator)) as service:
         before = datetime.now(timezone.utc) - timedelta(minutes=5)
         sum_call = service.invoke("alice", "calculator.evaluate", {"expression": "1+1"}, purpose="Add")
         echo_call = service.invoke("alice", "echo", {"text": "x"}, purpose="Greet")

@@ -20,8 +20,7 @@ import pytest
 
 from service_support import RUNS, deployment
 from tiers import sized
-from toolbox.audit.sink import AuditQuery
-from toolbox.audit.verify import verify_chain
+from toolbox.audit import AuditQuery, verify_chain
 
 CALLS = int(os.environ.get("TOOLBOX_LOAD_CALLS", sized(400, 5000)))
 CONCURRENCY = 64

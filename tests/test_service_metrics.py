@@ -9,9 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from service_support import RUNS, deployment
-from toolbox.audit.events import AuditEvent
-from toolbox.audit.sqlite import SqliteSink
-from toolbox.audit.trail import AuditTrail
+from toolbox.audit import AuditEvent, AuditTrail, SqliteSink
 
 
 class GatedSink(SqliteSink):

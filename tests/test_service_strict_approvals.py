@@ -15,8 +15,7 @@ from typing import Any
 import httpx
 
 from service_support import RUNS, Deployment, deployment
-from toolbox.audit import AuditEvent, AuditQuery, AuditRecord, AuditSinkError
-from toolbox.audit.sqlite import SqliteSink
+from toolbox.audit import AuditEvent, AuditQuery, AuditRecord, AuditSinkError, SqliteSink
 
 PAY = {"amount": 40, "to": "acct-7"}
 

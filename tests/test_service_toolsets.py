@@ -21,7 +21,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from service_support import RUNS, Deployment, deployment
-from toolbox import ConfigurationError
+from toolbox.errors import ConfigurationError
 from toolbox.service import create_app
 
 PROBLEM = "application/problem+json"
@@ -190,7 +190,7 @@ def test_a_credential_with_a_toolset_and_no_toolsets_defined_at_all_allows_nothi
 def test_a_toolset_naming_an_unregistered_tool_stops_the_service_from_starting(tmp_path: Path) -> None:
     from toolbox import ToolPolicy
     from toolbox.auth import ApiKeyFile, CredentialAuthenticator
-    from toolbox.mcp_config import McpConfig
+    from toolbox.governance._mcp_table import McpConfig
     from toolbox.testing.credentials import write_api_keys
 
     write_api_keys(tmp_path / "keys.toml", {"a": {"tenant": "acme"}})

@@ -37,4 +37,4 @@ def test_wheel_ships_the_console_templates_and_static_files(tmp_path: Path) -> N
     for template in TEMPLATES:
         assert f"toolbox/service/templates/{template}.html" in names
     assert "toolbox/service/static/console.css" in names
-    assert "toolbox/cli_serve.py" in names
+    assert "toolbox/cli/_serve.py" in names

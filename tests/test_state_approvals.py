@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from state_support import pending, state_store
-from toolbox.pipeline.grants import PendingApproval
-from toolbox.pipeline.state_ports import ApprovalDecisionError, ApprovalQueueFullError, ApprovalStore
+from toolbox.pipeline._grants import PendingApproval
+from toolbox.pipeline._state_ports import ApprovalDecisionError, ApprovalQueueFullError, ApprovalStore
 from toolbox.state import MemoryApprovalStore
 from toolbox.testing import ManualClock
 

@@ -7,8 +7,8 @@ import asyncio
 import pytest
 
 from state_support import REDIS_URL, pending, redis_state, unique, wipe_redis
-from toolbox.pipeline.state_ports import ApprovalDecisionError, Quota, StateUnavailableError
-from toolbox.state.redis_async import AsyncRedisState, connect_async
+from toolbox.pipeline._state_ports import ApprovalDecisionError, Quota, StateUnavailableError
+from toolbox.state._redis_async import AsyncRedisState, connect_async
 
 
 def test_async_and_sync_stores_share_one_namespace() -> None:

@@ -31,12 +31,12 @@ from state_support import (
     start_redis,
     unique,
 )
-from toolbox import Approval, Guardrail, GuardrailAction, Status, ToolResult
-from toolbox.pipeline.shared_limits import LimitRule
-from toolbox.state import MemoryApprovalStore, MemoryKillSwitchStore, MemoryLimitStore
-from toolbox.state.config import GovernanceState
-from toolbox.state.redis_backend import RedisState, connect
-from toolbox.state.sql_backend import SqlState
+from toolbox import Status, ToolResult
+from toolbox.governance import Approval, Guardrail, GuardrailAction
+from toolbox.pipeline.checks._shared_limits import LimitRule
+from toolbox.state import GovernanceState, MemoryApprovalStore, MemoryKillSwitchStore, MemoryLimitStore
+from toolbox.state._redis_backend import RedisState, connect
+from toolbox.state._sql_backend import SqlState
 
 BOUND = 60.0
 APPROVE_ADD = Guardrail(id="APPROVE_ADD", tool="add", action=GuardrailAction.REQUIRE_APPROVAL)

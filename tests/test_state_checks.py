@@ -19,13 +19,12 @@ from state_support import (
     governed_gateway,
     state_store,
 )
-from toolbox import Approval, Guardrail, GuardrailAction, HmacApprover, Status
-from toolbox.pipeline.shared_limits import FAIL_OPEN_WARNING, LimitRule
-from toolbox.pipeline.state_ports import ApprovalDecisionError
-from toolbox.state import MemoryApprovalStore, MemoryLimitStore
-from toolbox.state.config import GovernanceState
-from toolbox.state.kill import change_kill_switch
-from toolbox.state.redis_backend import RedisState, connect
+from toolbox import Status
+from toolbox.governance import Approval, Guardrail, GuardrailAction, HmacApprover
+from toolbox.pipeline._state_ports import ApprovalDecisionError
+from toolbox.pipeline.checks._shared_limits import FAIL_OPEN_WARNING, LimitRule
+from toolbox.state import GovernanceState, MemoryApprovalStore, MemoryLimitStore, change_kill_switch
+from toolbox.state._redis_backend import RedisState, connect
 from toolbox.testing import ManualClock
 
 SHARED = ["redis", "sqlite", "postgres"]
@@ -311,7 +310,7 @@ def test_approval_submit_unavailable_fails_closed() -> None:
 
 
 def test_memory_limits_forget_what_expired() -> None:
-    from toolbox.pipeline.state_ports import Quota
+    from toolbox.pipeline._state_ports import Quota
 
     now = [0.0]
     store = MemoryLimitStore(clock=lambda: now[0])
@@ -325,7 +324,7 @@ def test_memory_limits_forget_what_expired() -> None:
 
 def test_host_rate_limit_counts_every_spelling_of_a_host(shared: Any) -> None:
     from toolbox import Effect, Gateway, Governance, RiskClass, tool
-    from toolbox.pipeline.shared_limits import canonical_host
+    from toolbox.pipeline.checks._shared_limits import canonical_host
 
     fetched: list[str] = []
 

@@ -10,11 +10,12 @@ from typing import Any
 import pytest
 
 from state_support import REDIS_URL, unique, wipe_redis
-from toolbox import PolicyFileError, ToolPolicy
+from toolbox import ToolPolicy
 from toolbox.cli import main
-from toolbox.pipeline.state_ports import key_part
-from toolbox.state.config import state_from_config
-from toolbox.state.redis_backend import RedisState, connect
+from toolbox.errors import PolicyFileError
+from toolbox.pipeline._state_ports import key_part
+from toolbox.state._config import state_from_config
+from toolbox.state._redis_backend import RedisState, connect
 
 
 def load(tmp_path: Path, state: str) -> ToolPolicy:
@@ -123,8 +124,8 @@ def test_long_names_do_not_collide() -> None:
 
 def test_redis_keys_stay_in_their_namespace() -> None:
     """Tenant, principal and request ids chosen by an attacker cannot reach another deployment's keys."""
-    from toolbox.pipeline.grants import ApprovalRequest, PendingApproval
-    from toolbox.pipeline.state_ports import Quota
+    from toolbox.pipeline._grants import ApprovalRequest, PendingApproval
+    from toolbox.pipeline._state_ports import Quota
 
     state = RedisState(connect(REDIS_URL), namespace=unique())
     other = RedisState(connect(REDIS_URL), namespace=unique())
@@ -151,8 +152,8 @@ def test_redis_keys_stay_in_their_namespace() -> None:
 
 
 def test_huge_and_odd_names_through_the_sql_store(tmp_path: Path) -> None:
-    from toolbox.pipeline.state_ports import Quota
-    from toolbox.state.sql_backend import SqlState
+    from toolbox.pipeline._state_ports import Quota
+    from toolbox.state._sql_backend import SqlState
 
     sql = SqlState(f"sqlite:///{tmp_path / 's.db'}", prefix="odd_")
     try:

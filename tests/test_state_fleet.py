@@ -29,8 +29,8 @@ from state_support import POSTGRES_URL, REDIS_URL, free_port, start_redis, uniqu
 from tiers import sized
 from toolbox import ExecutionContext, Gateway, Status
 from toolbox.audit import SqliteSink
-from toolbox.state.redis_backend import RedisState, connect
-from toolbox.state.sql_backend import SqlState
+from toolbox.state._redis_backend import RedisState, connect
+from toolbox.state._sql_backend import SqlState
 
 WORKER = str(Path(__file__).with_name("state_worker.py"))
 TIMEOUT = 180.0

@@ -14,20 +14,10 @@ from typing import Any
 import pytest
 
 from state_support import CALL, Counter, audit_events, context, governed_gateway, state_store
-from toolbox import (
-    Approval,
-    Budget,
-    ExecutionContext,
-    Gateway,
-    Guardrail,
-    GuardrailAction,
-    HmacApprover,
-    Status,
-)
-from toolbox.pipeline.result import ToolResult
-from toolbox.pipeline.shared_limits import LimitRule
-from toolbox.state import MemoryApprovalStore, MemoryLimitStore
-from toolbox.state.config import GovernanceState
+from toolbox import Budget, ExecutionContext, Gateway, Status, ToolResult
+from toolbox.governance import Approval, Guardrail, GuardrailAction, HmacApprover
+from toolbox.pipeline.checks._shared_limits import LimitRule
+from toolbox.state import GovernanceState, MemoryApprovalStore, MemoryLimitStore
 
 APPROVE_ADD = Guardrail(id="APPROVE_ADD", tool="add", action=GuardrailAction.REQUIRE_APPROVAL)
 APPROVER = HmacApprover(b"s" * 32)  # one fingerprint key for both gateways

@@ -12,9 +12,9 @@ from sqlalchemy import event, select
 from sqlalchemy.pool import QueuePool
 
 from state_support import state_store
-from toolbox.pipeline.state_ports import Quota
-from toolbox.state.sql_backend import SqlState
-from toolbox.state.sql_limits import GC_EVERY
+from toolbox.pipeline._state_ports import Quota
+from toolbox.state._sql_backend import SqlState
+from toolbox.state._sql_limits import GC_EVERY
 from toolbox.testing import ManualClock
 
 

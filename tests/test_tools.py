@@ -12,10 +12,10 @@ from toolbox import (
     RiskClass,
     ToolPolicy,
     ToolPolicyDeniedError,
+    ToolProvider,
     Tools,
     ToolUnavailableError,
 )
-from toolbox.provider import ToolProvider
 from toolbox.testing import assert_denied, build_tools, fake_provider, test_context
 
 ACK = Acknowledgement(env="ACME_PAYMENTS_ACK", value="charge-real-cards")

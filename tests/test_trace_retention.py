@@ -8,9 +8,9 @@ import pytest
 from pydantic import ValidationError
 
 import audit_scale_support as support
-from toolbox import ExecutionContext, Status
+from toolbox import DenialRecord, ExecutionContext, Status
 from toolbox.audit import AuditTrail, MemorySink
-from toolbox.context import DEFAULT_TRACE_RETENTION, DenialRecord, OperationRecord, Trace
+from toolbox.foundations._context import DEFAULT_TRACE_RETENTION, OperationRecord, Trace
 
 
 def test_the_default_retention_is_bounded() -> None:

@@ -16,19 +16,19 @@ import pytest
 
 from audit_faults import FlakySink
 from toolbox import (
-    AuditIncompleteError,
     Effect,
     ExecutionContext,
     Gateway,
     Governance,
-    Invocation,
-    RetryPolicy,
     RiskClass,
     ToolDeniedError,
     ToolResult,
     tool,
 )
 from toolbox.audit import AuditTrail, MemorySink
+from toolbox.errors import AuditIncompleteError
+from toolbox.governance import RetryPolicy
+from toolbox.pipeline._invocation import Invocation
 
 AUDITOR = ExecutionContext(tenant="ops", principal="auditor", roles=frozenset({"auditor"}))
 
@@ -197,7 +197,7 @@ def test_async_execution_of_a_memory_only_tool_records_alike(tmp_path):
 
 
 def test_the_audited_typed_call_does_not_enter_the_full_chain(tmp_path, monkeypatch):
-    from toolbox.pipeline.chain import Pipeline
+    from toolbox.pipeline._chain import Pipeline
 
     bound, context, trail = build(Tool(), MemorySink(), full_chain=False, tmp_path=tmp_path)
     bound.call(1).purpose("Warm up").execute()  # the first call makes the plan

@@ -8,25 +8,20 @@ from governed_tools import PROVIDER, Billing
 from toolbox import (
     ApprovalRequired,
     Budget,
-    BusinessFailedError,
-    BusinessFailure,
-    Decision,
     Effect,
     ExecutionContext,
     Gateway,
     Governance,
-    HmacApprover,
-    RetryPolicy,
     RiskClass,
     Status,
     ToolboxError,
     ToolDeniedError,
     ToolPolicy,
     Tools,
-    ToolTimeoutError,
-    UncertainEffectError,
     tool,
 )
+from toolbox.errors import BusinessFailedError, ToolTimeoutError, UncertainEffectError
+from toolbox.governance import BusinessFailure, Decision, HmacApprover, RetryPolicy
 
 FAST = RetryPolicy(base_delay=0.0, max_delay=0.0)
 
@@ -239,7 +234,7 @@ def test_function_tool_arguments_bind_like_a_python_call():
 
 def test_function_tool_signature_checked_at_decoration():
     """A signature that cannot be a schema fails when decorated, not on the first call."""
-    from toolbox import ConfigurationError
+    from toolbox.errors import ConfigurationError
 
     with pytest.raises(ConfigurationError, match="args"):
 
@@ -265,7 +260,7 @@ def test_function_tool_needs_risk():
 def test_typed_invalid_arguments_from_a_tool_are_value_errors():
     """A tool that rejects its input at execute time surfaces INVALID_ARGUMENTS as a ValueError."""
     from toolbox import CalculatorTool
-    from toolbox.calculator import toolbox_providers
+    from toolbox.registry._calculator import toolbox_providers
 
     tools = Tools.load(ctx(), providers=toolbox_providers(), discover=False, env={})
     with pytest.raises(ValueError, match="division by zero"):

@@ -7,10 +7,9 @@ import uuid
 
 import pytest
 
-from toolbox import HmacApprover
 from toolbox.errors import ConfigurationError
-from toolbox.pipeline.approval import Approval, ApprovalCheck, ApprovalRequest
-from toolbox.pipeline.used_grants import FULL, UsedGrants
+from toolbox.governance import Approval, ApprovalCheck, ApprovalRequest, HmacApprover
+from toolbox.pipeline.checks._used_grants import FULL, UsedGrants
 
 USED = "the approval was already used"
 

@@ -11,23 +11,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from toolbox import (
-    Effect,
-    ExecutionContext,
-    Gateway,
-    Governance,
-    InvalidDescriptorError,
-    RiskClass,
-    Status,
-    ToolPolicy,
-    tool,
-)
+from toolbox import Effect, ExecutionContext, Gateway, Governance, RiskClass, Status, ToolPolicy, tool
 from toolbox.audit import AuditTrail, MemorySink
-from toolbox.descriptor import OPERATION_NAME_PATTERN, TOOL_NAME_PATTERN
-from toolbox.route import Route
-from toolbox.selection import ToolChoice
+from toolbox.doors import ToolChoice
+from toolbox.doors._route import Route
+from toolbox.errors import InvalidDescriptorError
+from toolbox.foundations._descriptor import OPERATION_NAME_PATTERN, TOOL_NAME_PATTERN
+from toolbox.foundations._wire_names import WIRE_NAME_PATTERN, dotted_name, is_wire_name
+from toolbox.provider import from_wire_name, to_wire_name
 from toolbox.testing import fake_provider
-from toolbox.wire_names import WIRE_NAME_PATTERN, dotted_name, from_wire_name, is_wire_name, to_wire_name
 from toolbox_fs import FS_ACKNOWLEDGEMENT, FsTool
 from toolbox_http import HttpTool
 from toolbox_test_support.distributions import on_sys_path, write_distribution

@@ -18,20 +18,14 @@ import httpx
 from mcp import Client
 
 from conformance.world import APPROVER, TENANT, World
-from toolbox import (
-    ApprovalRequired,
-    AuditIncompleteError,
-    InvalidArgumentsError,
-    ToolDeniedError,
-    ToolUnavailableError,
-)
+from toolbox import ApprovalRequired, ToolDeniedError, ToolResult, ToolUnavailableError
 from toolbox.auth import ApiKeyFile, CredentialAuthenticator
+from toolbox.errors import AuditIncompleteError, InvalidArgumentsError
+from toolbox.governance._mcp_table import MCP_KEY, McpConfig
 from toolbox.mcp import ERROR_META_KEY, server
-from toolbox.mcp_config import MCP_KEY, McpConfig
-from toolbox.pipeline.result import ToolResult
+from toolbox.provider import to_wire_name
 from toolbox.service import create_app
 from toolbox.testing.credentials import write_api_keys
-from toolbox.wire_names import to_wire_name
 
 #: The intent text every call declares unless a check says otherwise.
 INTENT = "Conformance check"
@@ -141,7 +135,7 @@ class ByNameAsync(Door):
 
 
 class Mcp(Door):
-    """The MCP server (`toolbox.mcp.server`) through the official client, one session per call."""
+    """The MCP server (`toolbox.mcp._server`) through the official client, one session per call."""
 
     name = "mcp"
     grants = False  # an MCP client resumes through the service's approvals (REST), not here
@@ -296,7 +290,7 @@ class McpHttp(Mcp):
 
 
 def _text_outcome(text: str) -> Outcome:
-    """A framework's tool answer: the content, or the refusal `toolbox.tool_calls.result_text` wrote."""
+    """A framework's tool answer: the content, or the refusal `toolbox.doors.tool_calls.result_text` wrote."""
     try:
         data = json.loads(text)
     except ValueError:
@@ -341,7 +335,7 @@ class LangChain(Door):
         return Outcome("SUCCESS", shown=repr(getattr(message, "content", message)))
 
     def grant(self, world: World, request: Any) -> Any:
-        from toolbox import ApprovalRequest
+        from toolbox.governance import ApprovalRequest
 
         shown = request if isinstance(request, ApprovalRequest) else ApprovalRequest(**request)
         return APPROVER.grant(shown, approved_by="conformance-approver")
@@ -422,7 +416,7 @@ class PydanticAI(Door):
         return world.run(main())
 
     def grant(self, world: World, request: Any) -> Any:
-        from toolbox import ApprovalRequest
+        from toolbox.governance import ApprovalRequest
 
         return APPROVER.grant(ApprovalRequest(**request), approved_by="conformance-approver")
 

@@ -34,7 +34,7 @@ from toolbox import (
     ToolRuntime,
     tool,
 )
-from toolbox.discovery import discover
+from toolbox.registry._discovery import discover
 
 LOGICAL = ("read", "ping", "pay", "vault", "guarded")
 #: The logical operations that are READ_ONLY (declared with ``purpose``; the others with ``audit_as``).

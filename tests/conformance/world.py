@@ -32,12 +32,11 @@ from typing import Any, TypeVar
 from audit_faults import FlakySink
 from conformance.styles import Style
 from state_support import state_store
-from toolbox import Decision, ExecutionContext, Gateway, Governance, Guardrail, GuardrailAction, HmacApprover
+from toolbox import ExecutionContext, Gateway, Governance
 from toolbox.audit import AuditMode, AuditTrail
-from toolbox.pipeline.shared_limits import LimitRule
-from toolbox.state import MemoryApprovalStore, MemoryLimitStore
-from toolbox.state.config import GovernanceState
-from toolbox.state.memory import MemoryKillSwitchStore
+from toolbox.governance import Decision, Guardrail, GuardrailAction, HmacApprover
+from toolbox.pipeline.checks._shared_limits import LimitRule
+from toolbox.state import GovernanceState, MemoryApprovalStore, MemoryKillSwitchStore, MemoryLimitStore
 
 T = TypeVar("T")
 APPROVER = HmacApprover(b"conformance-matrix-approval-key!")

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from toolbox import Gateway, GovernanceBypassError, Status, Tools
-from toolbox.intent import dispatch_calls
+from toolbox import Gateway, Status, Tools
+from toolbox.errors import GovernanceBypassError
+from toolbox.registry._intent import dispatch_calls
 from toolbox_fs import FsTool, _io, plugin
 from toolbox_fs._paths import resolve
 

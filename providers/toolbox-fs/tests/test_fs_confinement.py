@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from toolbox import PathOutsideRootsError, ToolPolicy
+from toolbox import ToolPolicy
+from toolbox.errors import PathOutsideRootsError
 from toolbox.testing import assert_denied
 from toolbox_fs import FsTool, plugin
 

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from toolbox import ExecutionContext, Gateway, Governance, PathOutsideRootsError, Status, ToolPolicy
+from toolbox import ExecutionContext, Gateway, Governance, Status, ToolPolicy
 from toolbox.audit import AuditTrail, MemorySink
+from toolbox.errors import PathOutsideRootsError
 from toolbox.testing import assert_denied
 from toolbox_fs import FS_ACKNOWLEDGEMENT, FsTool, plugin
 

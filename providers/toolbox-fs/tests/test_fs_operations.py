@@ -8,7 +8,8 @@ import stat
 
 import pytest
 
-from toolbox import ResponseTooLargeError, ToolPolicy
+from toolbox import ToolPolicy
+from toolbox.errors import ResponseTooLargeError
 from toolbox_fs import FsTool, plugin
 
 

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from toolbox import PathOutsideRootsError
+from toolbox.errors import PathOutsideRootsError
 
 
 @pytest.fixture

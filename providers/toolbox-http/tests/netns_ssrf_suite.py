@@ -248,7 +248,7 @@ def test_resolver_garbage_is_refused(answer, loopback, http_tools, connects):
 
 def test_unknown_name_is_a_connection_error(loopback, http_tools, connects):
     """A name the resolver does not know is ToolConnectionError (not sent, so retried for GET)."""
-    from toolbox import ToolConnectionError
+    from toolbox.errors import ToolConnectionError
 
     tools = _tools(http_tools)
     with pytest.raises(ToolConnectionError, match="host name could not be resolved"):

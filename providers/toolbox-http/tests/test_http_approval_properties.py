@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import toolbox_http.plugin
-from toolbox import ExecutionContext, Gateway, Governance, HmacApprover, Status, ToolPolicy
-from toolbox.pipeline.guardrails import Guardrail, GuardrailAction
+from toolbox import ExecutionContext, Gateway, Governance, Status, ToolPolicy
+from toolbox.governance import Guardrail, GuardrailAction, HmacApprover
 from toolbox_http import HttpTool
 
 #: Header and parameter names, secret-looking ones included: none is left out of the binding.

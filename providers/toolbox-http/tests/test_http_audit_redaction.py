@@ -28,12 +28,17 @@ from sqlalchemy import text
 
 import toolbox_http.plugin
 from audit_sql_support import POSTGRES_URL, postgres_admin
-from toolbox import ExecutionContext, Gateway, Governance, ToolPolicy
-from toolbox.audit import AuditTrail, FanOutSink, JsonlSink, MemorySink, Redaction
-from toolbox.audit.otel import OtelHook
-from toolbox.audit.postgres import PostgresSink
-from toolbox.audit.sqlite import SqliteSink
-from toolbox.pipeline.result import ToolResult
+from toolbox import ExecutionContext, Gateway, Governance, ToolPolicy, ToolResult
+from toolbox.audit import (
+    AuditTrail,
+    FanOutSink,
+    JsonlSink,
+    MemorySink,
+    OtelHook,
+    PostgresSink,
+    Redaction,
+    SqliteSink,
+)
 from toolbox_http import HttpTool
 
 HOST = "https://api.example.com"
@@ -163,7 +168,7 @@ def test_configured_key_never_stored(stores, door, placement):
 def test_the_summary_still_shows_what_is_not_secret(stores):
     """Redaction masks values, not the call: the URL and the other parameters stay readable.
 
-    The payload is the call's own arguments (`toolbox.binding`), as the operation was called.
+    The payload is the call's own arguments (`toolbox.foundations._binding`), as the operation was called.
     """
     context, _ = _call(stores, "by_name", "get", {"url": f"{HOST}/pay?page=2", "params": {"iban": _secret()}})
     (request,) = [r for r in stores.memory.read_trace(context.run_id) if r.type == "INTENT_DECLARED"]

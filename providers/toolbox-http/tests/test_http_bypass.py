@@ -6,8 +6,9 @@ import asyncio
 
 import pytest
 
-from toolbox import GovernanceBypassError, Status
-from toolbox.intent import dispatch_calls
+from toolbox import Status
+from toolbox.errors import GovernanceBypassError
+from toolbox.registry._intent import dispatch_calls
 from toolbox_http import HttpTool
 
 KILL = {"TOOLBOX_KILL_SWITCH": "1"}

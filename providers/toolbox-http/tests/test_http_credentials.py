@@ -9,8 +9,7 @@ import pytest
 
 import toolbox_http.plugin
 from toolbox import ExecutionContext, Gateway, Governance, Status, ToolPolicy
-from toolbox.audit.memory import MemorySink
-from toolbox.audit.trail import AuditTrail
+from toolbox.audit import AuditTrail, MemorySink
 from toolbox_http import Credential, CredentialError, HttpTool
 
 TOKEN = "tok-credential-9f8e7d"

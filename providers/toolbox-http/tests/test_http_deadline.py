@@ -13,17 +13,9 @@ import threading
 import pytest
 
 import toolbox_http.plugin
-from toolbox import (
-    ExecutionContext,
-    Gateway,
-    Governance,
-    Status,
-    ToolPolicy,
-    ToolTimeoutError,
-    UncertainEffectError,
-)
-from toolbox.audit.memory import MemorySink
-from toolbox.audit.trail import AuditTrail
+from toolbox import ExecutionContext, Gateway, Governance, Status, ToolPolicy
+from toolbox.audit import AuditTrail, MemorySink
+from toolbox.errors import ToolTimeoutError, UncertainEffectError
 from toolbox_http import HttpTool
 
 TIMEOUTS = {"read_timeout": 0.5, "total_timeout": 1.0}

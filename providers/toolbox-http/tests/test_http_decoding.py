@@ -25,9 +25,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import toolbox_http.plugin
-from toolbox import ExecutionContext, Gateway, Governance, ResponseTooLargeError, Status, ToolPolicy
-from toolbox.audit.memory import MemorySink
-from toolbox.audit.trail import AuditTrail
+from toolbox import ExecutionContext, Gateway, Governance, Status, ToolPolicy
+from toolbox.audit import AuditTrail, MemorySink
+from toolbox.errors import ResponseTooLargeError
 from toolbox_http import HttpTool, ResponseEncodingError
 from toolbox_http._decoding import MAX_CODINGS, STEP, BodyDecoder
 

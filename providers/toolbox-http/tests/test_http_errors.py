@@ -9,7 +9,8 @@ import ssl
 import httpx
 import pytest
 
-from toolbox import ToolboxError, ToolConnectionError, ToolExecutionError, ToolTimeoutError
+from toolbox import ToolboxError, ToolExecutionError
+from toolbox.errors import ToolConnectionError, ToolTimeoutError
 from toolbox_http import HttpTool
 from toolbox_http._errors import HTTPX_ERRORS, map_httpx_error
 

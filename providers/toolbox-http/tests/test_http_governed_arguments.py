@@ -21,15 +21,13 @@ from toolbox import (
     ExecutionContext,
     Gateway,
     Governance,
-    HmacApprover,
     Status,
     ToolDeniedError,
     ToolPolicy,
+    ToolResult,
 )
 from toolbox.audit import AuditTrail, MemorySink
-from toolbox.pipeline.approval import Approval, ApprovalRequest
-from toolbox.pipeline.guardrails import Guardrail, GuardrailAction
-from toolbox.pipeline.result import ToolResult
+from toolbox.governance import Approval, ApprovalRequest, Guardrail, GuardrailAction, HmacApprover
 from toolbox_http import HttpTool
 
 LOOPBACK_EGRESS = {"allow_networks": ["127.0.0.0/8", "::1/128"]}
@@ -183,7 +181,7 @@ def test_guardrail_sees_nested_json_body(harness_factory, door):
 
 def test_authorizer_sees_params_and_headers(harness_factory):
     """Authorizers receive the same view as guardrails."""
-    from toolbox.pipeline.authorization import Decision
+    from toolbox.governance import Decision
 
     seen: list[Mapping[str, Any]] = []
 
@@ -350,7 +348,7 @@ def test_approval_display_uses_the_trails_redact_keys(harness_factory):
     first = _pending(h, "by_name", "post", _arguments(h, {"url": "/pay?x-pay-to=alice"}))
     second = _pending(h, "by_name", "post", _arguments(h, {"url": "/pay?x-pay-to=mallory"}))
     assert "alice" not in repr(first.as_dict())
-    # Shown: the call's own arguments (toolbox.binding), the configured key masked in the URL's query.
+    # Shown: the call's own arguments (foundations._binding), the configured key masked in the URL's query.
     assert first.arguments["url"].endswith("/pay?x-pay-to=[REDACTED]")
     assert first.fingerprint != second.fingerprint
     h.gateway.close()
@@ -367,7 +365,7 @@ def test_approval_display_uses_the_trails_redact_keys(harness_factory):
 )
 def test_policy_file_rules_read_params_by_path(harness_factory, door, arguments):
     """An operator's file rule on ``["params", "account"]`` holds however the query is spelled."""
-    from toolbox.pipeline.guardrails import guardrails_from_config
+    from toolbox.pipeline.checks._guardrails import guardrails_from_config
 
     rule = {
         "id": "VICTIM",

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from toolbox import ResponseTooLargeError, ToolConnectionError, ToolTimeoutError
+from toolbox.errors import ResponseTooLargeError, ToolConnectionError, ToolTimeoutError
 from toolbox_http import HttpStatusError, HttpTool
 
 LIMIT = 64 * 1024

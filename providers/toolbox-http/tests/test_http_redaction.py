@@ -8,7 +8,8 @@ import base64
 import httpx
 import pytest
 
-from toolbox import ToolConnectionError, ToolExecutionError, ToolTimeoutError
+from toolbox import ToolExecutionError
+from toolbox.errors import ToolConnectionError, ToolTimeoutError
 from toolbox_http import HttpTool
 
 SECRET_URL = "https://alice:hunter2@api.example.com/v1/sync?token=tok-123&api_key=key-456&page=2"

@@ -9,7 +9,8 @@ import json
 import httpx
 import pytest
 
-from toolbox import IntentAlreadyExecutedError, ReadIntent, ResponseTooLargeError, WriteIntent
+from toolbox import ReadIntent, WriteIntent
+from toolbox.errors import IntentAlreadyExecutedError, ResponseTooLargeError
 from toolbox_http import HttpTool
 
 URL = "https://api.example.com/v1/items"

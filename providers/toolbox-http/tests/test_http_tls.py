@@ -6,7 +6,8 @@ import asyncio
 
 import pytest
 
-from toolbox import AcknowledgementRequiredError, ToolConnectionError
+from toolbox import AcknowledgementRequiredError
+from toolbox.errors import ToolConnectionError
 from toolbox_http import INSECURE_TLS_ENV, INSECURE_TLS_VALUE, HttpTool
 
 

@@ -23,9 +23,10 @@ import uvicorn
 from mcp_test_server import build_server
 
 import toolbox_mcp.plugin
-from toolbox import ExecutionContext, Gateway, Governance, RetryPolicy, ToolPolicy
+from toolbox import ExecutionContext, Gateway, Governance, ToolPolicy
 from toolbox.audit import AuditTrail, MemorySink
-from toolbox.discovery import discover
+from toolbox.governance import RetryPolicy
+from toolbox.registry._discovery import discover
 
 SERVER_SCRIPT = Path(__file__).parent / "mcp_test_server.py"
 AUDITOR = ExecutionContext(tenant="ops", principal="auditor", roles=frozenset({"auditor"}))

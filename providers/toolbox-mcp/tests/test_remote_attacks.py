@@ -9,8 +9,8 @@ import mcp_types
 import pytest
 from conftest import lock, stdio_server, wait_no_server_children, write_policy
 
-from toolbox import ExecutionContext, InvalidArgumentsError, Status
-from toolbox.descriptor import Effect
+from toolbox import Effect, ExecutionContext, Status
+from toolbox.errors import InvalidArgumentsError
 from toolbox_mcp._config import ServerConfig
 from toolbox_mcp._lockfile import pin_tools
 from toolbox_mcp._server import Server

@@ -7,7 +7,7 @@ import json
 import mcp_types
 import pytest
 
-from toolbox.descriptor import Effect
+from toolbox import Effect
 from toolbox_mcp import LockFileError, effective_effect
 from toolbox_mcp._config import read_config
 from toolbox_mcp._lockfile import pin_tools, read_lock

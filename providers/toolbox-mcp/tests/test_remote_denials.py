@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from conftest import lock, stdio_server, wait_no_server_children, write_policy
 
-from toolbox import ExecutionContext, Guardrail, GuardrailAction, HmacApprover, Status
+from toolbox import ExecutionContext, Status
 from toolbox.errors import AcknowledgementRequiredError, ToolPolicyDeniedError
+from toolbox.governance import Guardrail, GuardrailAction, HmacApprover
 
 CTX = ExecutionContext(tenant="tenant-a", principal="alice")
 ADD = {"a": 1, "b": 2, "audit_as": "Add numbers"}

@@ -21,10 +21,10 @@ from service_support import LiveServer
 from toolbox import ExecutionContext, Gateway, Governance, RiskClass, ToolPolicy, tool
 from toolbox.audit import AuditTrail, MemorySink
 from toolbox.auth import ApiKeyFile
+from toolbox.doors.tool_calls import openai_tool_result
 from toolbox.mcp import server
 from toolbox.service import create_app
 from toolbox.testing.credentials import write_api_keys
-from toolbox.tool_calls import openai_tool_result
 
 CTX = ExecutionContext(tenant="acme", principal="alice")
 

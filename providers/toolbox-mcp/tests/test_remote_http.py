@@ -9,7 +9,7 @@ from conftest import lock, write_policy
 
 import toolbox_mcp.plugin
 from toolbox import ExecutionContext, Status, ToolPolicy
-from toolbox.discovery import discover
+from toolbox.registry._discovery import discover
 
 ALICE = ExecutionContext(tenant="tenant-a", principal="alice")
 BOB = ExecutionContext(tenant="tenant-b", principal="bob")

@@ -10,7 +10,7 @@ from conftest import AUDITOR, lock, stdio_server, write_policy
 import toolbox_mcp.plugin
 from toolbox import ExecutionContext, Status, ToolPolicy, Tools
 from toolbox.cli import main
-from toolbox.discovery import discover
+from toolbox.registry._discovery import discover
 from toolbox_mcp import DRIFT, DriftError
 
 CTX = ExecutionContext(tenant="tenant-a", principal="alice")

@@ -24,20 +24,9 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import DeferredToolRequests
 from sandbox_support import ACK
 
-from toolbox import (
-    ApprovalRequired,
-    Effect,
-    ExecutionContext,
-    Gateway,
-    Governance,
-    Guardrail,
-    GuardrailAction,
-    HmacApprover,
-    Status,
-    ToolPolicy,
-    Tools,
-)
+from toolbox import ApprovalRequired, Effect, ExecutionContext, Gateway, Governance, Status, ToolPolicy, Tools
 from toolbox.audit import AuditTrail, EventType, MemorySink
+from toolbox.governance import Guardrail, GuardrailAction, HmacApprover
 from toolbox.integrations.pydantic_ai import GovernedToolset, approval_requests, deferred_results
 from toolbox.mcp import server
 from toolbox_sandbox import SandboxResult, SandboxTool, plugin

@@ -14,7 +14,7 @@ from sandbox_support import ACK, ALLOW_SANDBOX
 
 from toolbox import ExecutionContext, Governance, Tools
 from toolbox.audit import AuditTrail, EventType, MemorySink
-from toolbox.pipeline.result_summary import result_summary
+from toolbox.pipeline._result_summary import result_summary
 from toolbox.testing import test_context
 from toolbox_sandbox import (
     EgressAttempt,

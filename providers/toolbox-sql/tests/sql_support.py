@@ -25,8 +25,9 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.pool import NullPool
 
-from toolbox import ExecutionContext, Gateway, Governance, HmacApprover, RiskClass, ToolPolicy
+from toolbox import ExecutionContext, Gateway, Governance, RiskClass, ToolPolicy
 from toolbox.audit import AuditTrail, MemorySink
+from toolbox.governance import HmacApprover
 from toolbox_sql import plugin
 
 POSTGRES_URL = os.environ.get(

@@ -18,9 +18,9 @@ import pytest
 from sql_support import ACK, ACME, TestDatabase
 from sqlalchemy import text
 
-from toolbox import GovernanceBypassError, Status, Tools
-from toolbox.dispatch import run_dispatched
-from toolbox.errors import ToolExecutionError
+from toolbox import Status, Tools
+from toolbox.errors import GovernanceBypassError, ToolExecutionError
+from toolbox.foundations._dispatch import run_dispatched
 from toolbox_sql import SqlExecutionError, SqlTimeoutError
 from toolbox_sql._plan import Plan
 from toolbox_sql._run import run_query, run_write

@@ -16,10 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, cast, final
 
-from toolbox.context import ExecutionContext
-from toolbox.gateway import Gateway
-from toolbox.pipeline.approval import ApprovalCheck
-from toolbox.pipeline.guardrails import GuardrailAction, Guardrails
+from toolbox import ExecutionContext, Gateway
+from toolbox.governance import ApprovalCheck, GuardrailAction, Guardrails
 
 __all__ = ["UNTRUSTED", "Offered", "Remembered", "context_key", "offered_operations", "trusted_context"]
 

@@ -56,12 +56,10 @@ except ImportError as _import_error:  # pragma: no cover - exercised by a test t
         'pip install "toolbox-registry[langchain]"'
     ) from _import_error
 
-from toolbox.context import ExecutionContext
-from toolbox.gateway import Gateway
+from toolbox import ExecutionContext, Gateway, Status, ToolResult
+from toolbox.doors.tool_calls import result_text, without_optional_nulls
+from toolbox.governance import Approval, ApprovalRequest
 from toolbox.integrations._offered import Offered, Remembered, offered_operations, trusted_context
-from toolbox.pipeline.approval import Approval, ApprovalRequest
-from toolbox.pipeline.result import Status, ToolResult
-from toolbox.tool_calls import result_text, without_optional_nulls
 
 __all__ = [
     "APPROVALS_KEY",

@@ -47,13 +47,10 @@ except ImportError as _import_error:  # pragma: no cover - exercised by a test t
         'pip install "toolbox-registry[pydantic-ai]"'
     ) from _import_error
 
-from toolbox.context import ExecutionContext
-from toolbox.gateway import Gateway
+from toolbox import ExecutionContext, Gateway, Status, ToolResult
+from toolbox.doors.tool_calls import parse_arguments, result_text
+from toolbox.governance import Approval, ApprovalRequest, ArgumentLimits, ArgumentValidation
 from toolbox.integrations._offered import Remembered
-from toolbox.pipeline.approval import Approval, ApprovalRequest
-from toolbox.pipeline.arguments import ArgumentLimits, ArgumentValidation
-from toolbox.pipeline.result import Status, ToolResult
-from toolbox.tool_calls import parse_arguments, result_text
 
 __all__ = ["GRANT_KEY", "REQUEST_KEY", "GovernedToolset", "approval_requests", "deferred_results"]
 
@@ -106,7 +103,7 @@ class _ArgumentsValidator:
         text = input if isinstance(input, str) else bytes(input).decode("utf-8", "replace")
         try:
             return parse_arguments(text, self._limits)
-        except Exception as refused:  # noqa: BLE001 - toolbox.tool_calls refuses with its own type
+        except Exception as refused:  # noqa: BLE001 - toolbox.doors.tool_calls refuses with its own type
             return _Unparsed(
                 getattr(refused, "code", "malformed_json"), getattr(refused, "message", "bad JSON")
             )

@@ -17,11 +17,11 @@ except ImportError as _import_error:  # pragma: no cover - exercised without the
         'Please install the MCP SDK to serve tools over MCP: pip install "toolbox-registry[mcp]"'
     ) from _import_error
 
-from toolbox.mcp.http import IdentityVerifier, McpHttpApp, http_app, transport_security
-from toolbox.mcp.results import ERROR_META_KEY, TRACE_META_KEY, call_result
-from toolbox.mcp.server import Caller, CallerSource, server
-from toolbox.mcp.stdio import serve_stdio
-from toolbox.mcp.toolsets import Toolsets
+from toolbox.doors._toolsets import Toolsets
+from toolbox.mcp._http import IdentityVerifier, McpHttpApp, http_app, transport_security
+from toolbox.mcp._results import ERROR_META_KEY, TRACE_META_KEY, call_result
+from toolbox.mcp._server import Caller, CallerSource, server
+from toolbox.mcp._stdio import serve_stdio
 
 __all__ = [
     "ERROR_META_KEY",

@@ -16,10 +16,10 @@ except ImportError as _import_error:  # pragma: no cover - exercised without the
         'Please install the service extra to use toolbox.service: pip install "toolbox-registry[service]"'
     ) from _import_error
 
-from toolbox.service.app import create_app
-from toolbox.service.settings import ServiceSettings
-from toolbox.service.startup import app_from_environment, app_from_policy_file
-from toolbox.service.statuses import REASON_HTTP, STATUS_HTTP
+from toolbox.service._app import create_app
+from toolbox.service._settings import ServiceSettings
+from toolbox.service._startup import app_from_environment, app_from_policy_file
+from toolbox.service._statuses import REASON_HTTP, STATUS_HTTP
 
 __all__ = [
     "REASON_HTTP",

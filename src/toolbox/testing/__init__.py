@@ -19,16 +19,22 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from toolbox.context import ExecutionContext
-from toolbox.descriptor import Acknowledgement, Effect, OperationDescriptor, RiskClass, ToolDescriptor
+from toolbox.doors._tools import Tools
 from toolbox.errors import ToolboxError
+from toolbox.foundations._context import ExecutionContext
+from toolbox.foundations._descriptor import (
+    Acknowledgement,
+    Effect,
+    OperationDescriptor,
+    RiskClass,
+    ToolDescriptor,
+)
 from toolbox.governance import Governance
-from toolbox.intent import ReadIntent, WriteIntent
-from toolbox.policy import ToolPolicy
-from toolbox.provider import ToolProvider
-from toolbox.runtime import ToolRuntime
-from toolbox.testing.clock import ManualClock
-from toolbox.tools import Tools
+from toolbox.registry._intent import ReadIntent, WriteIntent
+from toolbox.registry._policy import ToolPolicy
+from toolbox.registry._provider import ToolProvider
+from toolbox.registry._runtime import ToolRuntime
+from toolbox.testing._clock import ManualClock
 
 __all__ = [
     "FakeTool",

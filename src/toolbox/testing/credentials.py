@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from toolbox.auth_keys import new_api_key
+from toolbox.auth._keys import new_api_key
 
 __all__ = ["jwt_keypair", "mint_jwt", "write_api_keys", "write_jwks"]
 

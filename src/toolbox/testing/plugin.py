@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from toolbox.context import ExecutionContext
-from toolbox.policy import ToolPolicy
+from toolbox.doors._tools import Tools
+from toolbox.foundations._context import ExecutionContext
+from toolbox.registry._policy import ToolPolicy
 from toolbox.testing import build_tools, test_context
-from toolbox.tools import Tools
 
 __all__ = ["make_tools", "toolbox_context", "toolbox_env"]
 

@@ -1,8 +1,8 @@
 """The fs operations themselves, each on an already resolved path and through `walk`.
 
 Each one first checks that the governed chain is dispatching an operation of
-the fs tool (`toolbox.dispatch.require_dispatch`): called any other way, it
-raises `toolbox.GovernanceBypassError` before touching the file system.
+the fs tool (`toolbox.foundations._dispatch.require_dispatch`): called any other way, it
+raises `toolbox.errors.GovernanceBypassError` before touching the file system.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import os
 import secrets
 import stat
 
-from toolbox import ResponseTooLargeError
-from toolbox.dispatch import require_dispatch
+from toolbox.errors import ResponseTooLargeError
+from toolbox.provider import require_dispatch
 from toolbox_fs._paths import Resolved, missing, open_entry, walk
 
 __all__ = ["delete_file", "list_dir", "read_file", "require_single_link", "write_file"]

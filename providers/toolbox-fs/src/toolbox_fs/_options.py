@@ -8,7 +8,7 @@ from typing import Annotated, Any, final
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from toolbox.descriptor import describe_validation_error
+from toolbox.provider import describe_validation_error
 
 __all__ = ["FsOptions", "parse_options"]
 

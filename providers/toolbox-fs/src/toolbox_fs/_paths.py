@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import final
 
-from toolbox import PathOutsideRootsError
+from toolbox.errors import PathOutsideRootsError
 
 __all__ = ["Resolved", "missing", "open_entry", "resolve", "walk"]
 

@@ -9,7 +9,8 @@ import os
 from collections.abc import Callable
 from typing import TypeVar, final
 
-from toolbox import PathOutsideRootsError, ReadIntent, ToolRuntime, WriteIntent
+from toolbox import ReadIntent, ToolRuntime, WriteIntent
+from toolbox.errors import PathOutsideRootsError
 from toolbox_fs._io import delete_file, list_dir, read_file, require_single_link, write_file
 from toolbox_fs._options import FsOptions, parse_options
 from toolbox_fs._paths import Resolved, resolve
@@ -27,7 +28,7 @@ class FsTool:
     acknowledgement ``TOOLBOX_FS_ACK=allow-fs-within-roots``. Relative paths
     resolve against the first root; absolute paths must lie inside a root.
     Symbolic links are followed only while they stay inside a root. A path
-    outside raises `toolbox.PathOutsideRootsError` when the operation is
+    outside raises `toolbox.errors.PathOutsideRootsError` when the operation is
     called, before anything is opened. So does a read of a file with several
     hard links (rule ``fs:hardlinks``), unless the ``allow_hardlinks`` option
     is set: a hard link cannot be told apart from the file it links to.

@@ -18,7 +18,7 @@ from typing import Any, final
 
 import httpx
 
-from toolbox.dispatch import require_dispatch
+from toolbox.provider import require_dispatch
 from toolbox_http._guard import AddressGuard, guarded_async_transport, guarded_transport
 from toolbox_http._options import HttpOptions
 
@@ -63,7 +63,7 @@ def _client_settings(options: HttpOptions) -> dict[str, Any]:
 
 def _dispatch_hooks(tool: str) -> tuple[Any, Any]:
     """httpx request hooks: every request of these clients, redirects included, must be
-    sent by the governed chain's dispatch of ``tool`` (else `toolbox.GovernanceBypassError`).
+    sent by the governed chain's dispatch of ``tool`` (else `toolbox.errors.GovernanceBypassError`).
     """
 
     def check(request: httpx.Request) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from toolbox.descriptor import Effect, OperationDescriptor, RiskClass, ToolDescriptor
+from toolbox import Effect, OperationDescriptor, RiskClass, ToolDescriptor
 
 __all__ = ["HTTP_DESCRIPTOR"]
 

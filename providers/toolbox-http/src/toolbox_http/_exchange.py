@@ -19,9 +19,8 @@ from typing import final
 import httpx
 from pydantic import ValidationError
 
-from toolbox.descriptor import describe_validation_error
 from toolbox.errors import ResponseTooLargeError, ToolExecutionError, ToolTimeoutError
-from toolbox.redact import redact_url
+from toolbox.provider import describe_validation_error, redact_url
 from toolbox_http._clients import Clients
 from toolbox_http._credentials import SENSITIVE_HEADERS, inject_credentials
 from toolbox_http._deadline import Deadline

@@ -8,7 +8,7 @@ from typing import Annotated, Any, final
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, FilePath, ValidationError, field_validator, model_validator
 
-from toolbox.descriptor import describe_validation_error
+from toolbox.provider import describe_validation_error
 from toolbox_http._credentials import Credential
 from toolbox_http._egress import EgressPolicy
 from toolbox_http._limits import RateLimit

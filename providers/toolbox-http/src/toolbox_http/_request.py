@@ -16,7 +16,7 @@ from typing import Any, cast, final
 
 import httpx
 
-from toolbox.redact import redact_url
+from toolbox.provider import redact_url
 
 __all__ = ["Headers", "Params", "Prepared", "prepare"]
 
@@ -133,7 +133,7 @@ def prepare(
             malformed; both json and content are given; the body exceeds
             ``max_request_bytes``.
 
-    ``redaction_keys`` (normalised, see `toolbox.redact.normalize_name`) are
+    ``redaction_keys`` (normalised, see `toolbox.foundations._redact.normalize_name`) are
     masked in the target and in messages, like secret-looking query names.
     """
     parsed = _parse_url(url, redaction_keys)

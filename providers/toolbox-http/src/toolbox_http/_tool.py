@@ -5,9 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, final
 
+from toolbox import ReadIntent, ToolRuntime, WriteIntent
 from toolbox.errors import AcknowledgementRequiredError
-from toolbox.intent import ReadIntent, WriteIntent
-from toolbox.runtime import ToolRuntime
 from toolbox_http._clients import Clients
 from toolbox_http._deadline import Deadline
 from toolbox_http._egress import EgressDeniedError, EgressMode
@@ -53,8 +52,8 @@ class HttpTool:
     Executing returns an `HttpResponse` for any status. It raises
     `EgressDeniedError` when the host resolves to a refused address or a
     redirect leaves the policy, `RateLimitedError` (``RATE_LIMITED``),
-    `toolbox.ToolTimeoutError`, `toolbox.ToolConnectionError`,
-    `toolbox.ResponseTooLargeError`, `ResponseEncodingError`, `ResponseCheckError` or
+    `toolbox.errors.ToolTimeoutError`, `toolbox.errors.ToolConnectionError`,
+    `toolbox.errors.ResponseTooLargeError`, `ResponseEncodingError`, `ResponseCheckError` or
     `toolbox.ToolExecutionError`.
     """
 

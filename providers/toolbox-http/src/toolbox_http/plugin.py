@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from toolbox.provider import ToolProvider, hookimpl
+from toolbox import ToolProvider, hookimpl
 from toolbox_http._descriptor import HTTP_DESCRIPTOR
 from toolbox_http._tool import HttpTool
 

@@ -31,7 +31,8 @@ from typing import Annotated, Any, Literal, final
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from toolbox.descriptor import Acknowledgement, Effect, RiskClass, describe_validation_error
+from toolbox import Acknowledgement, Effect, RiskClass
+from toolbox.provider import describe_validation_error
 from toolbox_http import Credential, EgressPolicy
 
 __all__ = ["CredentialConfig", "McpConfig", "OperationConfig", "ServerConfig", "read_config"]

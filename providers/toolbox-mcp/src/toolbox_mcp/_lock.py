@@ -1,6 +1,6 @@
 """`ServerLock`: ``toolbox mcp lock NAME`` and the drift ``toolbox check`` shows, for one server.
 
-Implements `toolbox.operations.OperationLock`. It opens a session of its own
+Implements `toolbox.foundations._operations.OperationLock`. It opens a session of its own
 (started for the command, closed after it), so locking never disturbs the
 sessions serving calls, and works for a server nothing is pinned for yet.
 """

@@ -25,7 +25,7 @@ from typing import Any, final
 
 import mcp_types
 
-from toolbox.wire_names import MAX_WIRE_NAME, to_wire_name
+from toolbox.provider import MAX_WIRE_NAME, to_wire_name
 from toolbox_mcp._schema import check_schema, digest, operation_name
 
 __all__ = ["LockFileError", "Pin", "Refused", "pin_tools", "read_lock", "write_server"]

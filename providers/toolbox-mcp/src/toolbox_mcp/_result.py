@@ -37,7 +37,7 @@ class McpResult:
         return self.text
 
     def __toolbox_json__(self) -> Any:
-        """What every door shows as JSON (`toolbox.pipeline.shown`): the structured content, else the text.
+        """What every door shows as JSON (`toolbox.pipeline._shown`): the structured content, else the text.
 
         MCP asks a server that returns structured content to send the same value as JSON text,
         so the structured content is the whole result when there is one.

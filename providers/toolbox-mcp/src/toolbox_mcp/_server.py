@@ -21,10 +21,9 @@ import httpx
 import mcp_types
 from jsonschema.protocols import Validator
 
-from toolbox.context import ExecutionContext
-from toolbox.descriptor import Effect, OperationDescriptor, RiskClass, ToolDescriptor
+from toolbox import Effect, ExecutionContext, OperationDescriptor, RiskClass, ToolDescriptor
 from toolbox.errors import ToolDeniedError
-from toolbox.redact import redact_url
+from toolbox.provider import redact_url
 from toolbox_http import Credential
 from toolbox_mcp._config import CredentialConfig, ServerConfig
 from toolbox_mcp._connection import Connection

@@ -6,10 +6,10 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any, ClassVar
 
+from toolbox import ReadIntent, ToolRuntime, WriteIntent
 from toolbox.errors import ToolTimeoutError
-from toolbox.intent import ReadIntent, WriteIntent
-from toolbox.pipeline.arguments import ArgumentLimits, check_limits
-from toolbox.runtime import ToolRuntime
+from toolbox.governance import ArgumentLimits
+from toolbox.provider import check_limits
 from toolbox_mcp._connection import Connection
 from toolbox_mcp._result import McpResult, convert
 from toolbox_mcp._schema import local_schema, upstream_arguments, validate
@@ -33,11 +33,11 @@ class McpTool:
     By name: ``gateway.invoke("mcp.notes.search", {"query": "lease", "purpose": "..."}, ctx)``.
 
     An operation's arguments are validated against the schema pinned in the
-    lock file (`toolbox.InvalidArgumentsError` before anything is sent). Executing
+    lock file (`toolbox.errors.InvalidArgumentsError` before anything is sent). Executing
     returns an `McpResult`, or raises `toolbox_mcp.DriftError` (``MCP_LOCK_DRIFT``:
-    the server's operation is not the pinned one), `toolbox.ToolTimeoutError`,
-    `toolbox.ToolConnectionError` (the server could not be started or died),
-    `toolbox.ResponseTooLargeError`, `toolbox_mcp.McpToolError` (the server
+    the server's operation is not the pinned one), `toolbox.errors.ToolTimeoutError`,
+    `toolbox.errors.ToolConnectionError` (the server could not be started or died),
+    `toolbox.errors.ResponseTooLargeError`, `toolbox_mcp.McpToolError` (the server
     reported an error) or `toolbox_mcp.McpProtocolError`.
     """
 
@@ -59,7 +59,7 @@ class McpTool:
         server.acquire()
         self._closed = False
 
-    # -- toolbox.operations.DescribedOperations ------------------------------------------------
+    # -- toolbox.foundations._operations.DescribedOperations ------------------------------------------------
 
     @classmethod
     def operation_parameters(cls, operation: str) -> Mapping[str, Any]:
@@ -82,7 +82,7 @@ class McpTool:
 
         Raises:
             toolbox_mcp.DriftError: ``operation`` is not pinned.
-            toolbox.InvalidArgumentsError: ``arguments`` break the pinned schema or the size guards.
+            toolbox.errors.InvalidArgumentsError: ``arguments`` break the pinned schema or the size guards.
         """
         server = type(self).server
         runtime = self._runtime

@@ -72,7 +72,7 @@ def stdio_opener(server: ServerConfig, parent: Mapping[str, str]) -> Opener:
     """Opens the SDK's stdio transport; the child's stderr goes to this process's stderr.
 
     The command is looked up when a session opens, so a missing one fails that call
-    (`toolbox.ToolConnectionError`, nothing sent) rather than the tool's construction.
+    (`toolbox.errors.ToolConnectionError`, nothing sent) rather than the tool's construction.
     """
 
     def open_stdio() -> AbstractAsyncContextManager[Streams]:

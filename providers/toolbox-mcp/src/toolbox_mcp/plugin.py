@@ -10,9 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from toolbox.operations import OperationLock
-from toolbox.policy import ToolPolicy
-from toolbox.provider import ToolProvider, hookimpl
+from toolbox import ToolPolicy, ToolProvider, hookimpl
+from toolbox.provider import OperationLock
 from toolbox_mcp._config import read_config
 from toolbox_mcp._lock import ServerLock
 from toolbox_mcp._lockfile import read_lock

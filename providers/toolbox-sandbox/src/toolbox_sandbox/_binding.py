@@ -1,7 +1,7 @@
 """What a sandbox call is bound to: the code or argv as written, stdin and files by digest.
 
 Approvals, fingerprints and audit payloads bind a call's declared parameters
-(`toolbox.binding`). The code (``source``) and ``argv`` are bound as passed, so
+(`toolbox.foundations._binding`). The code (``source``) and ``argv`` are bound as passed, so
 an approver reads exactly what will run; stdin and every input file are bound
 by their SHA-256 and size, so a grant for one input does not run another while
 the data itself (an uploaded file, a customer's records) never reaches an

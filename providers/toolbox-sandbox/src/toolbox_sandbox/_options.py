@@ -7,7 +7,7 @@ from typing import Annotated, Any, final
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from toolbox.descriptor import describe_validation_error
+from toolbox.provider import describe_validation_error
 from toolbox_sandbox._limits import MIB
 from toolbox_sandbox._profile import PROFILE_NAME, SandboxProfile
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal, final
 
-from toolbox.dispatch import require_dispatch
+from toolbox.provider import require_dispatch
 from toolbox_sandbox._command import Inputs, bwrap_command
 from toolbox_sandbox._errors import SandboxUnavailableError
 from toolbox_sandbox._exports import parse_exports

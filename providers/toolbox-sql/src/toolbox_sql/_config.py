@@ -26,7 +26,8 @@ from typing import Annotated, Any, Literal, final
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from toolbox.descriptor import Acknowledgement, describe_validation_error
+from toolbox import Acknowledgement
+from toolbox.provider import describe_validation_error
 
 __all__ = [
     "DEFAULT_FUNCTIONS",

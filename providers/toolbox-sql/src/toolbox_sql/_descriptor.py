@@ -8,7 +8,7 @@ and (by default) approved call by call.
 
 from __future__ import annotations
 
-from toolbox.descriptor import Acknowledgement, Effect, OperationDescriptor, RiskClass, ToolDescriptor
+from toolbox import Acknowledgement, Effect, OperationDescriptor, RiskClass, ToolDescriptor
 from toolbox_sql._config import DatabaseConfig
 
 __all__ = ["VERSION", "WRITE_ACK_VALUE", "read_descriptor", "write_acknowledgement", "write_descriptor"]

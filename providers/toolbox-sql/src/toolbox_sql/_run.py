@@ -18,10 +18,9 @@ from typing import Any
 
 from sqlalchemy.exc import DBAPIError
 
-from toolbox.context import ExecutionContext
-from toolbox.dispatch import require_dispatch
+from toolbox import ExecutionContext
 from toolbox.errors import ToolConnectionError
-from toolbox.redact import MASK
+from toolbox.provider import MASK, require_dispatch
 from toolbox_sql._database import Database
 from toolbox_sql._errors import SqlExecutionError, SqlTimeoutError, SqlWriteLimitError
 from toolbox_sql._plan import Plan
@@ -61,7 +60,7 @@ def run_query(
     """Run a query's plan on the reader pool and take its rows within the caps.
 
     Raises:
-        toolbox.GovernanceBypassError: called outside the chain's dispatch of the database's reader.
+        toolbox.errors.GovernanceBypassError: called outside the chain's dispatch of the database's reader.
     """
     require_dispatch(database.read_tool)
     config = database.config
@@ -103,7 +102,7 @@ def run_write(
     """Run a write's plan in one transaction on the writer pool; roll it back past ``max_affected_rows``.
 
     Raises:
-        toolbox.GovernanceBypassError: called outside the chain's dispatch of the database's writer.
+        toolbox.errors.GovernanceBypassError: called outside the chain's dispatch of the database's writer.
     """
     require_dispatch(database.write_tool)
     config = database.config

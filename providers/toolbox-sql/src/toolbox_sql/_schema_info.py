@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict
 from sqlalchemy import inspect
 from sqlalchemy.exc import SQLAlchemyError
 
-from toolbox.dispatch import require_dispatch
+from toolbox.provider import require_dispatch
 from toolbox_sql._database import Database
 
 __all__ = ["ColumnInfo", "SchemaCache", "SqlSchema", "TableInfo"]

@@ -14,10 +14,8 @@ import math
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from toolbox import ReadIntent, ToolRuntime, Tools, WriteIntent
 from toolbox.errors import InvalidArgumentsError
-from toolbox.intent import ReadIntent, WriteIntent
-from toolbox.runtime import ToolRuntime
-from toolbox.tools import Tools
 from toolbox_sql._database import Database
 from toolbox_sql._errors import SqlDeniedError
 from toolbox_sql._plan import Plan
@@ -94,10 +92,10 @@ class SqlTool(_DatabaseTool):
     By name: ``gateway.invoke("sql.analytics.query", {"sql": ..., "params": {...}, "purpose": ...}, ctx)``.
 
     ``query`` raises `SqlDeniedError` when the statement is refused (see
-    `toolbox_sql.REASON_CODES`) and `toolbox.InvalidArgumentsError` when
+    `toolbox_sql.REASON_CODES`) and `toolbox.errors.InvalidArgumentsError` when
     ``params`` do not match its placeholders, both before anything is sent.
     Executing returns a `SqlResult`, or raises `SqlTimeoutError`,
-    `SqlExecutionError` or `toolbox.ToolConnectionError`.
+    `SqlExecutionError` or `toolbox.errors.ToolConnectionError`.
     """
 
     __slots__ = ()

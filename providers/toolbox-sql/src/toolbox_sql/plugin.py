@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from toolbox.policy import ToolPolicy
-from toolbox.provider import ToolProvider, hookimpl
+from toolbox import ToolPolicy, ToolProvider, hookimpl
 from toolbox_sql._config import read_config
 from toolbox_sql._database import Database
 from toolbox_sql._descriptor import read_descriptor, write_descriptor

@@ -1,0 +1,111 @@
+"""Held calls: a call as a tuple of plain values, for a sink that holds calls (`MemorySink.hold_call`).
+
+An `Opening` or `Closing` object kept by a sink is walked by every full
+collection for as long as the sink keeps it; a held call (`held_call`, and
+`held_response` for its response) holds strings, numbers and None only, so
+the garbage collector stops tracking it at its first pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from toolbox.audit._batch import CallContext, CallSubject
+from toolbox.audit._events import AuditEvent, EventType
+
+__all__ = ["HELD_OPENING", "HELD_RESPONSE", "held_call", "held_events", "held_response"]
+
+#: A held call's first field: its opening (3 events) or its response (1 event).
+HELD_OPENING = 0
+HELD_RESPONSE = 1
+#: The index of a held opening's first argument value (the fields before it: `held_call`'s).
+_FIRST_VALUE = 11
+
+
+def held_call(  # noqa: PLR0917 - the tuple's fields, in order
+    kind: int,
+    subject_key: int,
+    context: CallContext,
+    intent_text: str,
+    timestamp: float,
+    duration: float | None,
+    values: Sequence[Any] = (),
+) -> tuple[Any, ...]:
+    """A call's opening as a tuple of plain values, for a sink that holds calls (`held_response` closes it).
+
+    Strings, numbers and None only (the argument values last, in the order of
+    the names the sink registered with ``subject_key``), so the garbage
+    collector stops tracking the tuple at its first pass when the arguments
+    are scalars: a held call costs later collections nothing, where an
+    `Opening` object is walked by every full collection for as long as the
+    sink keeps it. The by-name route builds the same tuple inline.
+    """
+    return (
+        kind,
+        subject_key,
+        context.run_id,
+        context.correlation_id,
+        context.tenant,
+        context.principal,
+        context.parent_run_id,
+        context.credential,
+        intent_text,
+        timestamp,
+        duration,
+        *values,
+    )
+
+
+def held_response(opening: tuple[Any, ...], ended: float, duration: float) -> tuple[Any, ...]:
+    """The response of a held call that succeeded at its first attempt: it names its held opening."""
+    return (HELD_RESPONSE, opening, ended, duration)
+
+
+def held_events(held: tuple[Any, ...], subject: CallSubject, names: tuple[str, ...]) -> list[AuditEvent]:
+    """The events of a held call (`held_call`, `held_response`): its `Opening`'s, or its `Closing`'s."""
+    if held[0] == HELD_RESPONSE:
+        _, opening, timestamp, duration = held
+        _, _, run_id, correlation_id, tenant, principal, parent_run_id, credential, text = opening[:9]
+        kind = HELD_RESPONSE
+    else:
+        kind, _, run_id, correlation_id, tenant, principal, parent_run_id, credential, text, timestamp, _ = (
+            held[:_FIRST_VALUE]
+        )
+    common = {
+        "trace_id": run_id,
+        "correlation_id": correlation_id,
+        "name": subject.name,
+        "tool": subject.tool,
+        "operation": subject.operation,
+        "risk": subject.risk,
+        "effect": subject.effect,
+        "intent_kind": subject.intent_kind or None,
+        "intent_text": text or None,
+        "tenant": tenant,
+        "principal": principal,
+        "parent_run_id": parent_run_id,
+        "credential": credential,
+    }
+    if kind == HELD_RESPONSE:
+        made = [
+            AuditEvent(
+                EventType.INVOCATION_RESPONSE,
+                status="SUCCESS",
+                reason_code=None,
+                duration=duration,
+                attempt=1,
+                **common,
+            )
+        ]
+    else:
+        arguments = dict(zip(names, held[_FIRST_VALUE:], strict=True))
+        summary, digest = subject.redaction.payload_fields(arguments)
+        made = [
+            AuditEvent(EventType.INTENT_DECLARED, payload_summary=summary, payload_hash=digest, **common),
+            AuditEvent(EventType.GOVERNANCE_DECISION, decision="ALLOW", rule_ids=(), **common),
+            AuditEvent(EventType.INVOCATION_REQUEST, attempt=1, **common),
+        ]
+    for event in made:
+        event.timestamp = timestamp
+    return made

@@ -1,0 +1,209 @@
+"""`MethodRoute`: the by-name route of a class-based ``MEMORY_ONLY`` tool's operation.
+
+A class-based tool builds its intent in its own operation method, which may
+check its arguments, record a denial or add warnings: the route cannot try it
+and hand the call back to the full chain, as a ``@tool`` function's route does
+(`toolbox.doors._route.Route`). So the route builds the call's `Invocation` itself,
+as the by-name door and the access check would for a tool already built for
+this context (a context it is not built for takes the whole chain), runs
+every other check of the plan through the chain (kill switch, delegation
+scope, deadline, argument validation: whatever state they read), then opens
+the audit record, spends the context's budget, makes the first attempt and
+records the response as the chain would, continuing in the chain after a
+failure or a warning.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, final
+
+from toolbox.audit._trail import AuditTrail, audit_unavailable
+from toolbox.foundations._context import ExecutionContext, OperationRecord
+from toolbox.foundations._descriptor import ToolDescriptor
+from toolbox.foundations._dispatch import arun_dispatched, run_dispatched
+from toolbox.foundations._intent_text import declared_intent
+from toolbox.pipeline._chain import Pipeline, Plan
+from toolbox.pipeline._invocation import BY_NAME, Invocation
+from toolbox.pipeline._result import ToolResult, succeeded
+from toolbox.pipeline._result_summary import settled_inline
+from toolbox.pipeline.checks._builtin import AccessCheck
+
+if TYPE_CHECKING:
+    from toolbox.doors._tools import Tools
+
+__all__ = ["MethodRoute"]
+
+#: `MethodRoute._open`: the intent carries warnings, so the chain goes on from its audit hook.
+_WARNED: Any = object()
+
+
+@final
+class MethodRoute:
+    """One compiled name of a class-based tool: ``run`` and ``arun`` return a result, or None.
+
+    None means the call takes the full chain; nothing was recorded then.
+    """
+
+    __slots__ = (
+        "_descriptor",
+        "_effect",
+        "_intent_field",
+        "_pipeline",
+        "_plan",
+        "_rest",
+        "_spends",
+        "_subject",
+        "_trail",
+        "name",
+        "operation",
+        "tool",
+        "version",
+    )
+
+    def __init__(
+        self,
+        invocation: Invocation,
+        *,
+        plan: Plan,
+        pipeline: Pipeline,
+        trail: AuditTrail | None,
+    ) -> None:
+        descriptor = invocation.descriptor
+        assert descriptor is not None
+        self.name = invocation.name
+        self.tool = invocation.tool
+        self.operation = invocation.operation
+        self.version = invocation.version
+        self._descriptor: ToolDescriptor = descriptor
+        self._effect = invocation.effect
+        self._intent_field = invocation.record.intent_kind
+        self._plan = plan
+        self._pipeline = pipeline
+        #: The plan's checks but access (settled: the tool is built for the context), in order.
+        self._rest = tuple(check for check in plan.checks if type(check) is not AccessCheck)
+        #: What the call spends (the context's budget), taken once the audit trail stored the request.
+        self._spends = plan.spends
+        self._trail = trail
+        self._subject = trail.subject(invocation) if trail is not None else None
+
+    def _begin(self, context: ExecutionContext, arguments: object, tools: Tools) -> Invocation | None:
+        """The call's invocation, its trace record appended; None: take the full chain."""
+        runtime = tools.built_runtime(self.tool)
+        if runtime is None:
+            return None
+        field = self._intent_field
+        record = OperationRecord(self.tool, self.operation, field, declared_intent(arguments, field), None)
+        record.name = self.name
+        runtime.record(record)
+        invocation = Invocation(
+            door=BY_NAME,
+            name=self.name,
+            tool=self.tool,
+            operation=self.operation,
+            context=context,
+            # Anything but an object is refused by argument validation, which names it.
+            arguments=arguments,  # type: ignore[arg-type]
+            record=record,
+        )
+        # What the access check sets for a tool built for this context.
+        invocation.version = self.version
+        invocation.descriptor = self._descriptor
+        invocation.effect = self._effect
+        invocation.tools = tools
+        invocation.runtime = runtime
+        invocation.instance = tools.acquire(self.tool)
+        return invocation
+
+    def _open(self, invocation: Invocation) -> ToolResult | None:
+        """The chain's steps from its checks to the first attempt; a result ends the call.
+
+        What the chain's checks, audit hook and attempt counting do for a call
+        without warnings; `_WARNED` when the intent carries some (the chain then
+        goes on from its audit hook, which records the warning rules).
+        """
+        pipeline = self._pipeline
+        refused = pipeline.check(invocation, self._rest)
+        if refused is not None:
+            return pipeline.finish(invocation, refused)
+        if invocation.warnings:
+            return _WARNED  # type: ignore[no-any-return]
+        trail = self._trail
+        if trail is not None:
+            record = invocation.record
+            opening = trail.open_call(
+                self._subject,  # type: ignore[arg-type]  # set whenever the trail is
+                invocation.context,
+                record.intent_text,
+                invocation.bound_arguments(),
+            )
+            if opening is None:
+                return pipeline.finish(invocation, audit_unavailable(invocation))
+            invocation.opening = opening
+        if self._spends:
+            refused = pipeline.check(invocation, self._spends)
+            if refused is not None:
+                return pipeline.finish(invocation, refused)
+        record = invocation.record
+        record.attempts = 1
+        record.start()
+        invocation.runtime.executions += 1  # type: ignore[union-attr]
+        return None
+
+    def _close(self, invocation: Invocation, content: Any) -> ToolResult | None:
+        """The result of a first attempt that returned ``content``; None when it is transient."""
+        if not settled_inline(content):
+            return None
+        record = invocation.record
+        record.end("SUCCESS")
+        context = invocation.context
+        result = succeeded(
+            self.name, self.tool, self.operation, content, context.run_id, context.correlation_id
+        )
+        opening = invocation.opening
+        if opening is not None:
+            duration, ended = record.duration, record.ended_at
+            assert duration is not None and ended is not None  # set by end(), after start()
+            if not self._trail.close_call(opening, "SUCCESS", duration, 1, ended):  # type: ignore[union-attr]
+                result.audit_failed = True
+        return result
+
+    def run(self, context: ExecutionContext, arguments: object, tools: Tools) -> ToolResult | None:
+        """The call's result, or None when it must take the full chain (nothing was recorded then)."""
+        invocation = self._begin(context, arguments, tools)
+        if invocation is None:
+            return None
+        ended = self._open(invocation)
+        if ended is not None:
+            if ended is _WARNED:
+                return self._pipeline.run_from(invocation, self._plan, ())
+            return ended
+        try:
+            content = run_dispatched(self.tool, invocation.call)  # type: ignore[arg-type]
+        except Exception as exc:  # noqa: BLE001 - the full chain classifies it
+            return self._pipeline.continue_failed(invocation, self._plan, exc)
+        result = self._close(invocation, content)
+        if result is None:
+            return self._pipeline.continue_returned(invocation, self._plan, content)
+        return result
+
+    async def arun(self, context: ExecutionContext, arguments: object, tools: Tools) -> ToolResult | None:
+        """Async twin of `run`: an async operation is awaited, a sync one runs inline (MEMORY_ONLY)."""
+        invocation = self._begin(context, arguments, tools)
+        if invocation is None:
+            return None
+        ended = self._open(invocation)
+        if ended is not None:
+            if ended is _WARNED:
+                return await self._pipeline.arun_from(invocation, self._plan, ())
+            return ended
+        try:
+            if invocation.acall is not None:
+                content = await arun_dispatched(self.tool, invocation.acall)
+            else:
+                content = run_dispatched(self.tool, invocation.call)  # type: ignore[arg-type]
+        except Exception as exc:  # noqa: BLE001 - the full chain classifies it
+            return await self._pipeline.acontinue_failed(invocation, self._plan, exc)
+        result = self._close(invocation, content)
+        if result is None:
+            return await self._pipeline.acontinue_returned(invocation, self._plan, content)
+        return result

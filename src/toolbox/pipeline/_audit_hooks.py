@@ -1,0 +1,50 @@
+"""The audit trail's place in the chain, as Protocols: the pipeline never imports the audit package."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from toolbox.foundations._context import ExecutionContext
+from toolbox.pipeline._invocation import Invocation
+from toolbox.pipeline._result import ToolResult
+
+__all__ = ["AuditHook", "CallRecorder", "audit_unavailable"]
+
+
+class AuditHook(Protocol):
+    """Hook points around dispatch; the audit trail implements them."""
+
+    def on_request(self, invocation: Invocation) -> ToolResult | None:
+        """Called after every check passed, before the first attempt; a result refuses the call."""
+
+    def on_response(self, invocation: Invocation, result: ToolResult) -> None:
+        """Called with every final result, denials included."""
+
+
+class CallRecorder(AuditHook, Protocol):
+    """An audit hook that records a fast-path call itself (`toolbox.audit.AuditTrail`).
+
+    The trail implements this, and `toolbox.Governance` hands it to the
+    `Pipeline` when it is the only hook.
+    """
+
+    def subject_of(  # noqa: PLR0917 - the trail's signature
+        self, name: str, tool: str, operation: str, risk: str | None, effect: str, intent_kind: str
+    ) -> Any:
+        """What every event of such calls repeats."""
+
+    def open_call(
+        self, subject: Any, context: ExecutionContext, intent_text: str, arguments: Mapping[str, Any]
+    ) -> Any | None:
+        """Store the opening events of a call about to run; None means refuse the call."""
+
+    def close_call(self, opening: Any, status: str, duration: float, attempts: int, ended: float) -> bool:
+        """Store the response event of an opened call; False means it is missing."""
+
+
+def audit_unavailable(invocation: Invocation) -> ToolResult:
+    """DENIED/AUDIT_UNAVAILABLE: the opening events of ``invocation`` could not be stored."""
+    return invocation.denied(
+        "AUDIT_UNAVAILABLE", "audit", "the audit trail cannot record this call, so it was refused"
+    )

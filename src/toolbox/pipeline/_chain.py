@@ -1,0 +1,509 @@
+"""`Pipeline`: runs the ordered interceptors, the effect-aware dispatch and the outcome mapping.
+
+Both front doors run an `Invocation` through the same `Pipeline`::
+
+    kill switch -> delegation scope -> access (registry, policy, acknowledgement) -> deadline -> authorization
+    -> argument validation -> guardrails -> approval (verify) -> your interceptors
+    -> audit(request) -> spend (budget, shared limits, grant)
+    -> retry by effect { per-attempt checks -> operation }
+    -> business-outcome mapping -> audit(response)
+
+What a call spends (a budget unit, a rate-limit token, a grant: the checks
+marked ``spends``) is taken after every other check and after the audit trail
+stored the request, so a call refused by anything but the spend itself spends
+nothing. An approval request takes its pending-queue slot the same way: it is
+submitted (`Invocation.commit`) only once the audit trail recorded it.
+
+On the async door, a check whose state store does I/O (``blocks``: the kill
+switch's refresh, the shared limits, the approval store on Redis or SQL) is
+awaited through its ``acall``, which runs the store operation off the event
+loop (`toolbox.pipeline._offload`); every other check runs as on the sync door.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, final
+
+from toolbox.errors import InvalidArgumentsError
+from toolbox.foundations._context import ExecutionContext, OperationRecord
+from toolbox.foundations._descriptor import RiskClass
+from toolbox.foundations._dispatch import arun_dispatched, run_dispatched
+from toolbox.pipeline._attempts import PLAIN_RESULTS, AttemptOutcomes
+from toolbox.pipeline._audit_hooks import AuditHook, CallRecorder, audit_unavailable
+from toolbox.pipeline._interceptor import Interceptor, spends
+from toolbox.pipeline._invocation import TYPED, Invocation
+from toolbox.pipeline._outcomes import OutcomeMappers
+from toolbox.pipeline._paths import Plan, typed_fast_path
+from toolbox.pipeline._result import Status, ToolResult
+from toolbox.pipeline._result_summary import settled_inline
+from toolbox.pipeline._retry import Reconciler, RetryPolicy
+from toolbox.pipeline._timed import OperationTimeoutError, await_within, call_within
+from toolbox.pipeline.checks._builtin import KillSwitch
+
+if TYPE_CHECKING:
+    from toolbox.pipeline._ports import CallRuntime
+
+__all__ = [
+    "PLAIN_RESULTS",
+    "AuditHook",
+    "CallRecorder",
+    "OperationTimeoutError",
+    "Pipeline",
+    "Plan",
+    "audit_unavailable",
+]
+
+
+def _always(invocation: Invocation) -> bool:
+    return True
+
+
+#: `Pipeline.run_inline` did not apply: nothing ran.
+NOT_INLINE: Any = object()
+
+
+@final
+class Fallback:
+    """`Pipeline.run_inline` continued in the full chain; ``result`` is the final result."""
+
+    __slots__ = ("result",)
+
+    def __init__(self, result: ToolResult) -> None:
+        self.result = result
+
+
+@final
+class Pipeline:
+    """The governed chain. Built once from `toolbox.Governance`; runs any number of invocations."""
+
+    __slots__ = (
+        "_awaited",
+        "_before",
+        "_hooks",
+        "_kill_switch",
+        "_mappers",
+        "_outcomes",
+        "_plans",
+        "_timeouts",
+        "_trail",
+    )
+
+    def __init__(
+        self,
+        interceptors: Sequence[Interceptor],
+        *,
+        retry: RetryPolicy,
+        reconcilers: Mapping[str, Reconciler],
+        mappers: OutcomeMappers,
+        timeouts: Mapping[str, float],
+        hooks: Sequence[AuditHook] = (),
+        recorder: CallRecorder | None = None,
+    ) -> None:
+        self._before = tuple(interceptors)
+        self._outcomes = AttemptOutcomes(retry, reconcilers)
+        self._mappers = mappers
+        self._timeouts = dict(timeouts)
+        self._hooks = tuple(hooks)
+        self._plans: dict[tuple[str, str, str], Plan] = {}
+        self._kill_switch = next((c for c in self._before if isinstance(c, KillSwitch)), None)
+        # The async door awaits these checks (by id): their stores do I/O. Empty: arun checks as run does.
+        self._awaited: dict[int, Callable[[Invocation], Awaitable[ToolResult | None]]] = {
+            id(c): c.acall  # type: ignore[attr-defined]
+            for c in self._before
+            if getattr(c, "blocks", False) is True and callable(getattr(c, "acall", None))
+        }
+        # The audit trail, when it is the only hook: the typed fast path records through it.
+        only = self._hooks[0] if len(self._hooks) == 1 else None
+        self._trail = recorder if recorder is not None and recorder is only else None
+
+    @property
+    def awaits_state(self) -> bool:
+        """Whether the async door awaits some check off the loop (a state store that does I/O)."""
+        return bool(self._awaited)
+
+    @property
+    def interceptors(self) -> tuple[Interceptor, ...]:
+        """The ordered checks run before dispatch (those that spend last)."""
+        return self._before
+
+    # -- checks ---------------------------------------------------------------
+
+    @staticmethod
+    def _check(invocation: Invocation, checks: Sequence[Interceptor]) -> ToolResult | None:
+        for check in checks:
+            try:
+                stop = check(invocation)
+            except Exception as exc:  # noqa: BLE001 - any evaluator failure fails closed
+                return _check_failed(invocation, check, exc)
+            if stop is not None:
+                return stop
+        return None
+
+    async def _acheck(self, invocation: Invocation, checks: Sequence[Interceptor]) -> ToolResult | None:
+        """`_check` for the async door: checks whose store does I/O are awaited off the loop."""
+        awaited = self._awaited
+        if not awaited:
+            return self._check(invocation, checks)
+        for check in checks:
+            acall = awaited.get(id(check))
+            try:
+                stop = check(invocation) if acall is None else await acall(invocation)
+            except Exception as exc:  # noqa: BLE001 - any evaluator failure fails closed
+                return _check_failed(invocation, check, exc)
+            if stop is not None:
+                return stop
+        return None
+
+    def _open(self, invocation: Invocation) -> ToolResult | None:
+        for hook in self._hooks:
+            try:
+                stop = hook.on_request(invocation)
+            except Exception as exc:  # noqa: BLE001 - a failing hook fails closed
+                return invocation.denied(
+                    "GOVERNANCE_EVALUATION_FAILED",
+                    type(hook).__name__,
+                    f"an audit hook failed ({type(exc).__name__}), so the call was refused",
+                )
+            if stop is not None:
+                return stop
+        return None
+
+    @property
+    def hooks(self) -> tuple[AuditHook, ...]:
+        """The audit hooks, in order."""
+        return self._hooks
+
+    @property
+    def recorder(self) -> CallRecorder | None:
+        """The audit trail, when it is the only hook: the fast paths record through it."""
+        return self._trail
+
+    def report_denial(
+        self, context: ExecutionContext, tool: str, reason_code: str, rule: str, *, operation: str = ""
+    ) -> None:
+        """Tell hooks that implement ``on_denial`` about a refusal outside the chain (e.g. ``get()``).
+
+        ``operation`` names the operation tried, when the refusal knows one (a call outside a
+        toolset); hooks get it as the keyword ``operation`` only then.
+        """
+        for hook in self._hooks:
+            on_denial = getattr(hook, "on_denial", None)
+            if on_denial is None:
+                continue
+            if operation:
+                on_denial(context, tool, reason_code, rule, operation=operation)
+            else:
+                on_denial(context, tool, reason_code, rule)
+
+    def report_untrusted(self, name: str) -> None:
+        """Tell hooks that implement ``on_untrusted`` about a call without a trusted context."""
+        for hook in self._hooks:
+            on_untrusted = getattr(hook, "on_untrusted", None)
+            if on_untrusted is not None:
+                on_untrusted(name)
+
+    def _plan(self, invocation: Invocation) -> Plan:
+        """The checks that can apply to this tool, operation and door, decided once."""
+        key = (invocation.tool, invocation.operation, invocation.door)
+        plan = self._plans.get(key)
+        if plan is None:
+            applies = [c for c in self._before if getattr(c, "applies", _always)(invocation)]
+            tool, operation = invocation.tool, invocation.operation
+            timeout = self._timeouts.get(f"{tool}.{operation}") or self._timeouts.get(tool)
+            descriptor = invocation.descriptor
+            inline = descriptor is not None and descriptor.risk is RiskClass.MEMORY_ONLY
+            plan = Plan(
+                tuple(c for c in applies if not spends(c)),
+                tuple(c for c in applies if c.per_attempt),
+                None if inline else timeout,
+                self._mappers.find(tool, operation) if self._mappers else None,
+                tuple(c for c in applies if spends(c)),
+            )
+            plan.inline = typed_fast_path(plan, self._hooks, self._trail)
+            self._plans[key] = plan
+        return plan
+
+    # -- sync -------------------------------------------------------------------
+
+    def run(self, invocation: Invocation) -> ToolResult:
+        """Run ``invocation`` through the chain and return its result (never raises for denials)."""
+        plan = self._plan(invocation)
+        return self.run_from(invocation, plan, plan.checks)
+
+    def run_from(self, invocation: Invocation, plan: Plan, checks: Sequence[Interceptor]) -> ToolResult:
+        """`run` from ``checks`` on: the plan's other checks were settled by a by-name route.
+
+        The plan's spending checks run after the audit request, whatever ``checks`` holds.
+        """
+        result = (
+            self._check(invocation, checks)
+            or (self._open(invocation) if self._hooks else None)
+            or (self._check(invocation, plan.spends) if plan.spends else None)
+        )
+        if result is None:
+            result = self._dispatch(invocation, plan)
+        result = self._finish(invocation, result)
+        commit = invocation.commit
+        if commit is not None:
+            # An approval request recorded by the audit trail (or not): now its slot is taken (or not).
+            invocation.commit = None
+            settled = commit.settle(invocation, result)
+            if settled is not result:
+                result = self._finish(invocation, settled)
+        return result
+
+    def _call(self, invocation: Invocation, plan: Plan) -> Any:
+        call = invocation.call
+        if call is None:  # pragma: no cover - validation always sets it
+            raise RuntimeError("invocation has no operation to call")
+        timeout = plan.timeout
+        if timeout is None:
+            return run_dispatched(invocation.tool, call)
+        return call_within(invocation.tool, invocation.operation, call, timeout)
+
+    def _dispatch(
+        self, invocation: Invocation, plan: Plan, pending: ToolResult | float | None = None
+    ) -> ToolResult:
+        while True:
+            if pending is None:
+                stop = self._start_attempt(invocation, plan)
+                if stop is not None:
+                    return stop
+                try:
+                    content = self._call(invocation, plan)
+                except Exception as exc:  # noqa: BLE001 - classified below, never swallowed silently
+                    step = self._outcomes.after_failure(invocation, exc, plan)
+                else:
+                    step = self._outcomes.after_success(invocation, content, plan)
+            else:
+                step, pending = pending, None
+            if isinstance(step, ToolResult):
+                return step
+            time.sleep(step)
+
+    def run_inline(
+        self,
+        runtime: CallRuntime,
+        record: OperationRecord,
+        call: Callable[[], Any],
+        build: Callable[[], Invocation],
+        arguments: Mapping[str, Any],
+    ) -> Any:
+        """The typed door's fast path, for operations whose plan holds only context gates.
+
+        Returns the content after a plain success, a `Fallback` holding the final
+        `ToolResult` when it had to continue in the full chain (after dispatch, or
+        refused by the audit trail), and `NOT_INLINE` when the fast path does not
+        apply (nothing ran). ``arguments`` are what the audit trail records.
+        """
+        plan = runtime.plans.get(record.operation)
+        if plan is None:
+            plan = self._plans.get((record.tool, record.operation, TYPED))
+            if plan is None:
+                return NOT_INLINE
+            runtime.plans[record.operation] = plan
+        context = runtime.context
+        if (
+            not plan.inline
+            or context.deadline is not None
+            or context.budget is not None
+            or context.scope is not None
+            or (self._kill_switch is not None and self._kill_switch.engaged(record.tool))
+        ):
+            return NOT_INLINE
+        trail = self._trail
+        opening = None
+        if trail is not None:
+            effect = runtime.effect_of(record.operation).value
+            risk = runtime.descriptor.risk.value
+            subject = trail.subject_of(
+                record.name, record.tool, record.operation, risk, effect, record.intent_kind
+            )
+            opening = trail.open_call(subject, context, record.intent_text, arguments)
+            if opening is None:
+                invocation = build()
+                return Fallback(self._finish(invocation, audit_unavailable(invocation)))
+        record.attempts = 1
+        record.started_at = started = time.time()
+        record.status = "STARTED"
+        runtime.executions += 1
+        try:
+            # Calls a runtime guards need the chain's permit; a @tool function's do not.
+            content = run_dispatched(record.tool, call) if runtime.guarded else call()
+        except Exception as exc:  # noqa: BLE001 - continue in the full chain, which classifies it
+            return Fallback(self.continue_failed(_opened(build(), opening), plan, exc))
+        if not settled_inline(content):  # transient, or a result the audit trail summarises
+            return Fallback(self.continue_returned(_opened(build(), opening), plan, content))
+        record.ended_at = ended = time.time()
+        record.duration = duration = ended - started
+        record.status = "SUCCESS"
+        if opening is not None and not trail.close_call(  # type: ignore[union-attr]
+            opening, "SUCCESS", duration, 1, ended
+        ):
+            # It ran, but its response is not recorded: the typed door raises AuditIncompleteError.
+            result = _opened(build(), opening).result(Status.SUCCESS, content=content)
+            result.audit_failed = True
+            return Fallback(result)
+        return content
+
+    # -- continuing a first attempt made outside the chain ------------------------
+
+    def plan_of(self, tool: str, operation: str, door: str) -> Plan | None:
+        """The plan already made for ``tool.operation`` on ``door``, if a call made one."""
+        return self._plans.get((tool, operation, door))
+
+    def continue_failed(self, invocation: Invocation, plan: Plan, exc: Exception) -> ToolResult:
+        """Finish ``invocation``, whose first attempt ran outside the chain and raised ``exc``."""
+        step = self._outcomes.after_failure(invocation, exc, plan)
+        return self._finish(invocation, self._dispatch(invocation, plan, step))
+
+    def continue_returned(self, invocation: Invocation, plan: Plan, content: Any) -> ToolResult:
+        """Finish ``invocation``, whose first attempt ran outside the chain and returned ``content``."""
+        step = self._outcomes.after_success(invocation, content, plan)
+        return self._finish(invocation, self._dispatch(invocation, plan, step))
+
+    async def acontinue_failed(self, invocation: Invocation, plan: Plan, exc: Exception) -> ToolResult:
+        """Async twin of `continue_failed`."""
+        step = self._outcomes.after_failure(invocation, exc, plan)
+        return self._finish(invocation, await self._adispatch(invocation, plan, step))
+
+    async def acontinue_returned(self, invocation: Invocation, plan: Plan, content: Any) -> ToolResult:
+        """Async twin of `continue_returned`."""
+        step = self._outcomes.after_success(invocation, content, plan)
+        return self._finish(invocation, await self._adispatch(invocation, plan, step))
+
+    def check(self, invocation: Invocation, checks: Sequence[Interceptor]) -> ToolResult | None:
+        """Run ``checks`` on ``invocation`` as the chain does: a result refuses the call."""
+        return self._check(invocation, checks)
+
+    def finish(self, invocation: Invocation, result: ToolResult) -> ToolResult:
+        """Record ``result`` as the final outcome of ``invocation`` (trace record and audit hooks)."""
+        return self._finish(invocation, result)
+
+    # -- async ------------------------------------------------------------------
+
+    async def arun(self, invocation: Invocation) -> ToolResult:
+        """Async twin of `run`; sync-only I/O tools run on a worker thread, MEMORY_ONLY inline."""
+        plan = self._plan(invocation)
+        return await self.arun_from(invocation, plan, plan.checks)
+
+    async def arun_from(
+        self, invocation: Invocation, plan: Plan, checks: Sequence[Interceptor]
+    ) -> ToolResult:
+        """Async twin of `run_from`."""
+        # Without a check to await (the memory stores), the checks run exactly as on the sync door.
+        awaited = self._awaited
+        result = (await self._acheck(invocation, checks) if awaited else self._check(invocation, checks)) or (
+            self._open(invocation) if self._hooks else None
+        )
+        spend = plan.spends
+        if result is None and spend:
+            result = await self._acheck(invocation, spend) if awaited else self._check(invocation, spend)
+        if result is None:
+            result = await self._adispatch(invocation, plan)
+        result = self._finish(invocation, result)
+        commit = invocation.commit
+        if commit is not None:
+            invocation.commit = None
+            settled = await commit.asettle(invocation, result)
+            if settled is not result:
+                result = self._finish(invocation, settled)
+        return result
+
+    async def _acall(self, invocation: Invocation, plan: Plan) -> Any:
+        return await arun_dispatched(invocation.tool, lambda: self._acall_permitted(invocation, plan))
+
+    async def _acall_permitted(self, invocation: Invocation, plan: Plan) -> Any:
+        runtime = invocation.runtime
+        if invocation.acall is not None:
+            awaitable = invocation.acall()
+        elif runtime is not None and runtime.runs_inline:
+            return invocation.call() if invocation.call else None
+        else:
+            awaitable = asyncio.to_thread(invocation.call)  # type: ignore[arg-type]
+        timeout = plan.timeout
+        if timeout is None:
+            return await awaitable
+        return await await_within(invocation.tool, invocation.operation, awaitable, timeout)
+
+    async def _adispatch(
+        self, invocation: Invocation, plan: Plan, pending: ToolResult | float | None = None
+    ) -> ToolResult:
+        while True:
+            if pending is None:
+                if invocation.record.attempts and self._awaited:
+                    # A retry's per-attempt checks, awaited as on the first attempt.
+                    stop = await self._acheck(invocation, plan.per_attempt)
+                    if stop is not None:
+                        return stop
+                    stop = self._start_attempt(invocation, plan, checked=True)
+                else:
+                    stop = self._start_attempt(invocation, plan)
+                if stop is not None:
+                    return stop
+                try:
+                    content = await self._acall(invocation, plan)
+                except Exception as exc:  # noqa: BLE001 - classified below, never swallowed silently
+                    step = self._outcomes.after_failure(invocation, exc, plan)
+                else:
+                    step = self._outcomes.after_success(invocation, content, plan)
+            else:
+                step, pending = pending, None
+            if isinstance(step, ToolResult):
+                return step
+            await asyncio.sleep(step)
+
+    # -- shared decisions -------------------------------------------------------
+
+    def _start_attempt(
+        self, invocation: Invocation, plan: Plan, *, checked: bool = False
+    ) -> ToolResult | None:
+        """Before a retry, the per-attempt checks (a result stops; ``checked``: already run); count it."""
+        record = invocation.record
+        if record.attempts and not checked:
+            stop = self._check(invocation, plan.per_attempt)
+            if stop is not None:
+                return stop
+        record.attempts += 1
+        record.start()
+        if invocation.runtime is not None:
+            invocation.runtime.executions += 1
+        return None
+
+    def _finish(self, invocation: Invocation, result: ToolResult) -> ToolResult:
+        record = invocation.record
+        if result.status is not Status.SUCCESS:
+            record.reason_code = result.reason_code
+            record.rule = result.rule
+            record.error_code = result.error_code
+            record.field_path = result.field_path
+        if result.warnings:
+            record.warnings = result.warnings
+        error = invocation.error
+        record.end(result.status.value, type(error).__name__ if error is not None else None)
+        for hook in self._hooks:
+            try:
+                hook.on_response(invocation, result)
+            except Exception:  # noqa: BLE001 - the call happened: flag the gap, never hide the result
+                result.audit_failed = True
+        return result
+
+
+def _check_failed(invocation: Invocation, check: Interceptor, exc: Exception) -> ToolResult:
+    """A check raised: invalid arguments are INVALID_ARGUMENTS, anything else refuses the call."""
+    if isinstance(exc, InvalidArgumentsError):
+        return invocation.invalid(exc.error_code, exc.field_path, str(exc))
+    return invocation.denied(
+        "GOVERNANCE_EVALUATION_FAILED",
+        check.name,
+        f"the {check.name} check failed ({type(exc).__name__}), so the call was refused",
+    )
+
+
+def _opened(invocation: Invocation, opening: object | None) -> Invocation:
+    """``invocation`` with the audit opening its fast path already stored."""
+    invocation.opening = opening
+    return invocation
