@@ -27,6 +27,13 @@
     ``audit_events`` holds already, as that table's own constraints would.
     The sinks read both tables as one; ``audit_event_log`` is a view of both
     for your own SQL.
+``audit_log``
+    The Merkle log (`toolbox.audit.log`): one row per sequenced event, its dense
+    ``log_index`` (0, 1, 2, ...), its ``event_id`` (unique) and its RFC 9162 leaf hash.
+    Written only by the sequencer (at checkpoint time, never on the write path).
+``audit_checkpoints``
+    The store's own copy of the signed checkpoints, one per tree size. A convenience
+    for ``prove`` and the console: verification trusts the witnesses' copies, not these.
 ``audit_schema_version``
     One row per schema version applied; the highest is the store's version.
 """
@@ -38,6 +45,7 @@ from typing import Any
 
 try:
     from sqlalchemy import (
+        BigInteger,
         Column,
         Double,
         Index,
@@ -65,9 +73,11 @@ __all__ = [
     "POSTGRES_SCHEMA_VERSION",
     "SCHEMA_VERSION",
     "add_missing_columns",
+    "checkpoints_table",
     "create_tables",
     "events_table",
     "heads_table",
+    "log_table",
     "metadata",
     "pending_table",
     "version_table",
@@ -76,13 +86,14 @@ __all__ = [
 #: The schema version this code writes (2: ``parent_run_id``, the delegating run; 3: partial
 #: indexes on status and parent_run_id, SQLite's heads table without rowid; 4: SQLite's
 #: ``audit_pending`` table and ``audit_event_log`` view; 5: ``credential``, the label of the
-#: caller's credential).
-SCHEMA_VERSION = 5
+#: caller's credential; 6: the Merkle log's ``audit_log`` and ``audit_checkpoints``).
+SCHEMA_VERSION = 6
 #: The version this code keeps a PostgreSQL store at. Versions 4 and 5 are not recorded there,
 #: so the previous release (which refuses a newer version) goes on writing a shared store while
 #: a fleet upgrades one process at a time: version 4 changed SQLite only, and version 5's
 #: nullable ``credential`` column is added where missing (`add_missing_columns`), which the
-#: previous release's writes and reads, naming their columns, never see.
+#: previous release's writes and reads, naming their columns, never see. Version 6's two log tables
+#: are created where missing in the same way: the previous release never reads or writes them.
 POSTGRES_SCHEMA_VERSION = 3
 
 
@@ -149,10 +160,18 @@ def _add_credential(conn: Connection) -> None:
     _create_pending(conn)
 
 
+def _create_log_tables(conn: Connection) -> None:
+    """Version 5 -> 6: the Merkle log's tables (empty: the sequencer fills them at the next checkpoint)."""
+    log_table.create(conn, checkfirst=True)
+    checkpoints_table.create(conn, checkfirst=True)
+
+
 def add_missing_columns(conn: Connection) -> None:
-    """PostgreSQL: add the columns newer than the recorded version 3 (``credential``) where missing."""
+    """PostgreSQL: add the columns newer than the recorded version 3 (``credential``) where missing,
+    and version 6's log tables."""
     if conn.dialect.name == "postgresql":
         _add_text_column(conn, events_table, "credential")
+        _create_log_tables(conn)
 
 
 def create_tables(conn: Connection) -> None:
@@ -192,6 +211,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     2: _partial_indexes_and_compact_heads,
     3: _pending_events,
     4: _add_credential,
+    5: _create_log_tables,
 }
 
 metadata = MetaData(
@@ -272,6 +292,22 @@ pending_table = Table(
 #: A view of every stored event of a SQLite store, moved or pending, for your own SQL.
 EVENT_LOG_VIEW = "audit_event_log"
 _PENDING_UNIQUE = "audit_pending_unique"
+
+log_table = Table(
+    "audit_log",
+    metadata,
+    Column("log_index", BigInteger, primary_key=True, autoincrement=False),
+    Column("event_id", String(64), nullable=False, unique=True),
+    Column("leaf_hash", String(64), nullable=False),
+)
+
+checkpoints_table = Table(
+    "audit_checkpoints",
+    metadata,
+    Column("tree_size", BigInteger, primary_key=True, autoincrement=False),
+    Column("root_hash", String(64), nullable=False),
+    Column("note", Text, nullable=False),
+)
 
 version_table = Table(
     "audit_schema_version",
