@@ -143,7 +143,7 @@ class VerifierKey:
     @classmethod
     def parse(cls, text: str) -> VerifierKey:
         """The key written by `text` (its key id checked)."""
-        parts = text.strip().split("+")
+        parts = text.strip().split("+", 2)  # base64 may hold "+" too; a name never does
         if len(parts) != 3 or not re.fullmatch(r"[0-9a-f]{8}", parts[1]):
             raise CheckpointError("a verifier key reads <name>+<8 hex digits>+<base64 key>")
         try:
