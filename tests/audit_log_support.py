@@ -59,7 +59,7 @@ class Log:
         return note
 
     def notes(self) -> list[WitnessedNote]:
-        return [WitnessedNote(w.name, note) for w in self.witnesses for note in w._store.notes()]
+        return [WitnessedNote(w.name, note) for w in self.witnesses for note in w.notes()]
 
     def problems(self) -> list[LogProblem]:
         records = self.sink.query(AuditQuery(limit=2**31 - 1))

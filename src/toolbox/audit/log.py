@@ -119,6 +119,15 @@ class MerkleLog:
             ).scalar()
         return None if found is None else int(found)
 
+    def trace_of(self, event_id: str) -> str | None:
+        """The trace of the stored event ``event_id`` (None: not stored)."""
+        with self._sink.reading("read the audit log") as conn:
+            for table in self._event_tables(conn.dialect.name):
+                found = conn.execute(select(table.c.trace_id).where(table.c.event_id == event_id)).scalar()
+                if found is not None:
+                    return str(found)
+        return None
+
     def checkpoint(self, signer: Signer, origin: str, *, now: datetime | None = None) -> str:
         """Sequence, then sign the tree head of the whole log; the signed note (also kept in the store).
 

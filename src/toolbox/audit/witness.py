@@ -194,6 +194,10 @@ class Witness:
     def name(self) -> str:
         return self._store.name
 
+    def notes(self) -> list[str]:
+        """Every note held, as held (unverified: `verify_log` judges each)."""
+        return self._store.notes()
+
     def checkpoints(self, origin: str) -> list[Checkpoint]:
         """The checkpoints of ``origin`` held (each signature verified), by size."""
         held = [open_checkpoint(note, self._keys) for note in self._store.notes()]
