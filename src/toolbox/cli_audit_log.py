@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import hashlib
 import json
 import os
 import sys
@@ -222,65 +221,20 @@ def _checkpoint(args: argparse.Namespace, sink: AuditSink) -> int:
 
 
 def _prove(args: argparse.Namespace, sink: AuditSink) -> int:
-    from toolbox.audit.events import chain_text
+    from toolbox.audit.proofs import ProofError, inclusion_document
 
-    log = _merkle_log(sink)
-    trace_id = log.trace_of(args.event_id)
-    records = (
-        [] if trace_id is None else [r for r in sink.read_trace(trace_id) if r.event_id == args.event_id]
-    )
-    if not records:
-        raise CliError(f"no event {clean(args.event_id)!r} in the store")
-    record = records[0]
-    index = log.index_of(record.event_id)
-    covering = None if index is None else log.checkpoint_covering(index)
-    if index is None or covering is None:
-        raise CliError("the event is in no checkpoint yet: run `toolbox audit checkpoint` first")
-    size, note = covering
-    event = record.storage_dict()
-    document: Document = {
-        "log_index": index,
-        "tree_size": size,
-        "event": event,
-        "event_text": chain_text(event),
-        "event_hash": record.hash,
-        "inclusion_path": [base64.b64encode(h).decode("ascii") for h in log.inclusion(index, size)],
-        "checkpoint": note,
-    }
+    _merkle_log(sink)  # a SQL store, or a clear error
+    try:
+        document = inclusion_document(sink, args.event_id)  # type: ignore[arg-type] # checked above
+    except ProofError as exc:
+        raise CliError(f"event {clean(args.event_id)!r}: {exc}") from None
     print(json.dumps(document, indent=2, ensure_ascii=False))
     return EXIT_OK
 
 
-def check_proof(document: Any, keys: Sequence[Any]) -> str:
-    """What ``document`` (a `prove` output) proves, once every step holds; raises ValueError otherwise."""
-    from toolbox.audit.events import chain_text
-    from toolbox.audit.log import event_leaf
-    from toolbox.audit.merkle import verify_inclusion
-    from toolbox.audit.note import open_checkpoint
-
-    try:
-        event, text, digest = document["event"], document["event_text"], document["event_hash"]
-        index, size, note = int(document["log_index"]), int(document["tree_size"]), document["checkpoint"]
-        path = [base64.b64decode(p, validate=True) for p in document["inclusion_path"]]
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"not a proof printed by `{PROG} audit prove` ({type(exc).__name__})") from None
-    if not isinstance(event, dict) or not isinstance(text, str) or not isinstance(note, str):
-        raise ValueError(f"not a proof printed by `{PROG} audit prove`")
-    if chain_text(event) != text or hashlib.sha256(text.encode("utf-8")).hexdigest() != digest:
-        raise ValueError("the event does not give the hash the proof names (edited)")
-    checkpoint = open_checkpoint(note, keys)
-    if checkpoint.size != size:
-        raise ValueError("the proof's tree size is not the checkpoint's")
-    if not verify_inclusion(event_leaf(digest), index, size, path, checkpoint.root):
-        raise ValueError(f"the event is not at log index {index} of the signed tree (the path fails)")
-    return (
-        f"OK: event {event.get('event_id')} (trace {event.get('trace_id')} #{event.get('sequence')}) is "
-        f"entry {index} of {checkpoint.origin}'s tree of {size}, signed {checkpoint.timestamp}"
-    )
-
-
 def _check_proof(args: argparse.Namespace) -> int:
     from toolbox.audit.note import CheckpointError
+    from toolbox.audit.proofs import check_proof
 
     keys = _keys(args.public_key)
     try:
