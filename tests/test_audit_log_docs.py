@@ -41,7 +41,7 @@ def test_the_documented_script_checks_a_real_proof(
     script = _script()
     imports = set(re.findall(r"^(?:from|import) (\w+)", script, re.M))
     assert imports == {"base64", "hashlib", "json", "cryptography"}
-    assert len(script.splitlines()) <= 50
+    assert len(script.splitlines()) <= 55
     sink = SqliteSink(tmp_path / "audit.db")
     sink.append([at(i, f"t{i % 3}") for i in range(11)])
     assert main(["audit", "keygen", str(tmp_path / "log.key"), "--name", "audit-log"]) == 0
