@@ -225,3 +225,23 @@ def test_a_postgresql_witness_keeps_checkpoints(log: Log, store: Store) -> None:
     finally:
         witness_store.close()
     assert "s3cr3t" not in SqlWitness("postgresql://auditor:s3cr3t@127.0.0.1/w", origin=origin).name
+
+
+def test_proofs_through_the_tile_cache_match_the_proofs_over_every_leaf(log: Log) -> None:
+    """Across tile boundaries (256 entries): roots, inclusion and consistency proofs are the RFC's."""
+    from toolbox.audit.merkle import consistency_proof, inclusion_proof
+
+    log.sink.append([at(i, f"t{i % 7}") for i in range(300)])
+    log.log.sequence()
+    assert log.log.root(300) == root_hash([e.leaf for e in log.log.entries()])
+    log.sink.append([at(400 + i, "u") for i in range(420)])
+    log.log.sequence()
+    leaves = [e.leaf for e in log.log.entries()]
+    for size in (1, 255, 256, 257, 300, 512, 513, 720):
+        assert log.log.root(size) == root_hash(leaves[:size])
+        for index in {0, size // 2, size - 1, min(255, size - 1), min(256, size - 1)}:
+            assert log.log.inclusion(index, size) == inclusion_proof(leaves, index, size)
+        for first in {1, size // 3 or 1, min(256, size), size}:
+            assert log.log.consistency(first, size) == (
+                consistency_proof(leaves, first, size) if first < size else []
+            )

@@ -70,7 +70,7 @@ def _downgrade_to_version_5(store: Store) -> None:
 
     A PostgreSQL store is recorded at version 3 (the tables are created where missing).
     """
-    store.execute("DROP TABLE audit_log", "DROP TABLE audit_checkpoints")
+    store.execute("DROP TABLE audit_log", "DROP TABLE audit_log_tiles", "DROP TABLE audit_checkpoints")
     if store.kind == "sqlite":
         store.execute(
             "DELETE FROM audit_schema_version WHERE version = 6",

@@ -3,13 +3,16 @@
 The write path is untouched: a STRICT call stores its events exactly as before. Later (at
 checkpoint time, from the command line or a background thread), `MerkleLog.sequence` gives
 every stored event that has no log index yet the next indexes, densely (0, 1, 2, ...), in one
-transaction under a lock, ordered by (timestamp, trace, sequence). Indexes are never taken
-from the table's own order: PostgreSQL commits land out of id order and sequences have gaps,
-so "ORDER BY id" at checkpoint time could rewrite history; an index once given never changes.
+``INSERT .. SELECT`` under a lock, ordered by (timestamp, trace, sequence). Indexes are never
+taken from the table's own order: PostgreSQL commits land out of id order and sequences have
+gaps, so "ORDER BY id" at checkpoint time could rewrite history; an index once given never
+changes.
 
-Each log entry keeps its event's RFC 9162 leaf hash, ``SHA-256(0x00 || event hash)`` with the
-event hash (the per-trace chain hash, which covers every field) as its 64 ASCII hex digits. A
-checkpoint reads the leaf hashes, never the events, so a tree of a million events takes seconds.
+Each log entry keeps its event's hash as it was when sequenced; the RFC 9162 leaf is
+``SHA-256(0x00 || event hash)`` with the event hash (the per-trace chain hash, which covers
+every field) as its 64 ASCII hex digits. ``audit_log_tiles`` caches the hash of each full run
+of 256 entries, so a checkpoint hashes only what is new and a proof reads a few thousand rows
+(`_StoredTree`). Nothing here is trusted by verification, which recomputes from the events.
 """
 
 from __future__ import annotations
@@ -18,20 +21,30 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, final
+from typing import final
 
-from sqlalchemy import Table, func, insert, select, union_all
+from sqlalchemy import Table, func, insert, literal, select, union_all
+from sqlalchemy.engine import Connection
 
-from toolbox.audit.merkle import consistency_proof, inclusion_proof, leaf_hash, roots_at
+from toolbox.audit.merkle import (
+    EMPTY_ROOT,
+    consistency_path,
+    inclusion_path,
+    leaf_hash,
+    node_hash,
+    root_hash,
+)
 from toolbox.audit.note import Checkpoint, CheckpointError, Signer, sign_checkpoint
 from toolbox.audit.sink import AuditSinkError
 from toolbox.audit.sql import SqlSink
-from toolbox.audit.sql_schema import checkpoints_table, events_table, log_table, pending_table
+from toolbox.audit.sql_schema import checkpoints_table, events_table, log_table, pending_table, tiles_table
 from toolbox.audit.witness import Witness, WitnessError
 
-__all__ = ["LogEntry", "MerkleLog", "check_origin", "event_leaf"]
+__all__ = ["TILE", "LogEntry", "MerkleLog", "check_origin", "event_leaf"]
 
-_CHUNK = 5000  # log rows inserted per statement
+#: Entries per cached tile (a perfect subtree of height 8, as C2SP tlog-tiles uses).
+TILE = 256
+_LOCK_KEY = int.from_bytes(hashlib.sha256(b"toolbox.audit.log").digest()[:8], "big", signed=True)
 
 
 def event_leaf(event_hash: str) -> bytes:
@@ -42,11 +55,61 @@ def event_leaf(event_hash: str) -> bytes:
 @final
 @dataclass(frozen=True)
 class LogEntry:
-    """One sequenced event: its index, id and stored leaf hash."""
+    """One sequenced event: its index, id and leaf hash (from its hash when sequenced)."""
 
     index: int
     event_id: str
     leaf: bytes
+
+
+def _leaves(conn: Connection, start: int, end: int) -> list[bytes]:
+    """The leaf hashes of entries ``[start, end)``; refused unless every index is there."""
+    rows = conn.execute(
+        select(log_table.c.event_hash)
+        .where(log_table.c.log_index >= start, log_table.c.log_index < end)
+        .order_by(log_table.c.log_index)
+    )
+    leaves = [event_leaf(h) for (h,) in rows]
+    if len(leaves) != end - start:
+        raise AuditSinkError(f"the audit log lacks entries between {start} and {end - 1}: run verify")
+    return leaves
+
+
+class _StoredTree:
+    """The tree of the first ``size`` entries, read through the tile cache (full tiles must be there)."""
+
+    def __init__(self, conn: Connection, size: int) -> None:
+        self._conn = conn
+        self._size = size
+        rows = conn.execute(
+            select(tiles_table.c.tile_hash)
+            .where(tiles_table.c.tile_index < size // TILE)
+            .order_by(tiles_table.c.tile_index)
+        )
+        self._tiles = [bytes.fromhex(h) for (h,) in rows]
+        if len(self._tiles) != size // TILE:
+            raise AuditSinkError("the audit log's tile cache is incomplete: run a checkpoint")
+        self._tile_leaves: dict[int, list[bytes]] = {}
+
+    def _in_tile(self, tile: int) -> list[bytes]:
+        if tile not in self._tile_leaves:
+            start = tile * TILE
+            self._tile_leaves[tile] = _leaves(self._conn, start, min(start + TILE, self._size))
+        return self._tile_leaves[tile]
+
+    def subtree(self, start: int, end: int) -> bytes:
+        """MTH of entries ``[start, end)``, split as RFC 9162 splits."""
+        if end - start <= 0:
+            return EMPTY_ROOT
+        tile = start // TILE
+        if tile == (end - 1) // TILE:  # inside one tile: from its leaves
+            leaves = self._in_tile(tile)
+            return root_hash(leaves[start - tile * TILE : end - tile * TILE])
+        count = end - start
+        if count & (count - 1) == 0:  # a perfect subtree of whole tiles (it starts at a multiple of its size)
+            return root_hash(self._tiles[start // TILE : end // TILE])
+        k = 1 << ((count - 1).bit_length() - 1)
+        return node_hash(self.subtree(start, start + k), self.subtree(start + k, end))
 
 
 @final
@@ -65,51 +128,64 @@ class MerkleLog:
         """Give every stored, unsequenced event the next log index; the log's new size."""
         with self._sink.transaction("sequence the audit log") as conn:
             if conn.dialect.name == "postgresql":  # one sequencer at a time (SQLite: BEGIN IMMEDIATE)
-                key = int.from_bytes(hashlib.sha256(b"toolbox.audit.log").digest()[:8], "big", signed=True)
-                conn.execute(select(func.pg_advisory_xact_lock(key)))
-            size = int(conn.execute(select(func.count()).select_from(log_table)).scalar_one())
+                conn.execute(select(func.pg_advisory_xact_lock(_LOCK_KEY)))
+            base = int(
+                conn.execute(select(func.coalesce(func.max(log_table.c.log_index) + 1, 0))).scalar_one()
+            )
             parts = [
                 select(t.c.event_id, t.c.hash, t.c.timestamp, t.c.trace_id, t.c.sequence).where(
                     ~select(log_table.c.event_id).where(log_table.c.event_id == t.c.event_id).exists()
                 )
                 for t in self._event_tables(conn.dialect.name)
             ]
-            union = union_all(*parts).subquery() if len(parts) > 1 else parts[0].subquery()
-            fresh = conn.execute(
-                select(union.c.event_id, union.c.hash).order_by(
-                    union.c.timestamp, union.c.trace_id, union.c.sequence, union.c.event_id
+            fresh = (union_all(*parts) if len(parts) > 1 else parts[0]).subquery()
+            order = (fresh.c.timestamp, fresh.c.trace_id, fresh.c.sequence, fresh.c.event_id)
+            conn.execute(
+                insert(log_table).from_select(
+                    ["log_index", "event_id", "event_hash"],
+                    select(
+                        literal(base - 1) + func.row_number().over(order_by=order),
+                        fresh.c.event_id,
+                        fresh.c.hash,
+                    ),
                 )
-            ).all()
-            rows: list[dict[str, Any]] = [
-                {"log_index": size + i, "event_id": event_id, "leaf_hash": event_leaf(digest).hex()}
-                for i, (event_id, digest) in enumerate(fresh)
-            ]
-            for start in range(0, len(rows), _CHUNK):
-                conn.execute(insert(log_table), rows[start : start + _CHUNK])
-            return size + len(rows)
+            )
+            return int(
+                conn.execute(select(func.coalesce(func.max(log_table.c.log_index) + 1, 0))).scalar_one()
+            )
+
+    def _extend_tiles(self, size: int) -> None:
+        """Cache the hash of every full tile of the first ``size`` entries not cached yet."""
+        with self._sink.reading("read the audit log") as conn:
+            cached = int(conn.execute(select(func.count()).select_from(tiles_table)).scalar_one())
+            full = size // TILE
+            if cached >= full:
+                return
+            leaves = _leaves(conn, cached * TILE, full * TILE)
+        rows = [
+            {"tile_index": cached + i, "tile_hash": root_hash(leaves[i * TILE : (i + 1) * TILE]).hex()}
+            for i in range(full - cached)
+        ]
+        with self._sink.transaction("cache the audit log's tiles") as conn:
+            now = int(conn.execute(select(func.count()).select_from(tiles_table)).scalar_one())
+            if now == cached:  # else a concurrent checkpoint cached them first
+                conn.execute(insert(tiles_table), rows)
 
     def entries(self) -> list[LogEntry]:
         """Every log entry, by index."""
         with self._sink.reading("read the audit log") as conn:
             result = conn.execute(
-                select(log_table.c.log_index, log_table.c.event_id, log_table.c.leaf_hash).order_by(
+                select(log_table.c.log_index, log_table.c.event_id, log_table.c.event_hash).order_by(
                     log_table.c.log_index
                 )
             )
-            return [LogEntry(int(i), str(e), _unhex(h)) for i, e, h in result]
+            return [LogEntry(int(i), str(e), event_leaf(h)) for i, e, h in result]
 
-    def leaves(self, size: int) -> list[bytes]:
-        """The leaf hashes of the first ``size`` entries (refused unless indexes 0..size-1 are all there)."""
+    def root(self, size: int) -> bytes:
+        """The root of the tree of the first ``size`` entries."""
+        self._extend_tiles(size)
         with self._sink.reading("read the audit log") as conn:
-            result = conn.execute(
-                select(log_table.c.leaf_hash)
-                .where(log_table.c.log_index < size)
-                .order_by(log_table.c.log_index)
-            )
-            leaves = [_unhex(h) for (h,) in result]
-        if len(leaves) != size:
-            raise AuditSinkError(f"the audit log holds {len(leaves)} of the first {size} entries: run verify")
-        return leaves
+            return _StoredTree(conn, size).subtree(0, size)
 
     def index_of(self, event_id: str) -> int | None:
         """The log index of ``event_id`` (None: not sequenced yet, or not stored)."""
@@ -137,11 +213,16 @@ class MerkleLog:
         latest = self.latest_checkpoint()
         if latest is not None and latest[0] == size:
             return latest[1]
-        root = roots_at(self.leaves(size), [size])[size]
+        root = self.root(size)
         moment = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
         checkpoint = Checkpoint(origin, size, root, moment.strftime("%Y-%m-%dT%H:%M:%SZ"))
         note = sign_checkpoint(checkpoint, signer)
         with self._sink.transaction("store the checkpoint") as conn:
+            held = conn.execute(
+                select(checkpoints_table.c.note).where(checkpoints_table.c.tree_size == size)
+            ).scalar()
+            if held is not None:  # a concurrent checkpoint of the same size was first
+                return str(held)
             conn.execute(insert(checkpoints_table).values(tree_size=size, root_hash=root.hex(), note=note))
         return note
 
@@ -168,7 +249,9 @@ class MerkleLog:
 
     def inclusion(self, index: int, size: int) -> list[bytes]:
         """The inclusion proof of entry ``index`` in the tree of ``size`` entries."""
-        return inclusion_proof(self.leaves(size), index, size)
+        self._extend_tiles(size)
+        with self._sink.reading("read the audit log") as conn:
+            return inclusion_path(_StoredTree(conn, size).subtree, index, size)
 
     def publish(self, note: str, witnesses: Sequence[Witness]) -> None:
         """Hand the signed ``note`` to every witness with the consistency proof from what it holds.
@@ -191,15 +274,9 @@ class MerkleLog:
         """The consistency proof from the tree of ``first`` entries to that of ``second``."""
         if first in (0, second):
             return []
-        return consistency_proof(self.leaves(second), first, second)
-
-
-def _unhex(text: str) -> bytes:
-    try:
-        value = bytes.fromhex(text)
-    except ValueError:
-        value = b""
-    return value if len(value) == 32 else hashlib.sha256(b"malformed:" + text.encode()).digest()
+        self._extend_tiles(second)
+        with self._sink.reading("read the audit log") as conn:
+            return consistency_path(_StoredTree(conn, second).subtree, first, second)
 
 
 def check_origin(origin: str) -> str:

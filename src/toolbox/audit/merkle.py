@@ -13,11 +13,14 @@ follow its recursive definitions (``PATH`` and ``PROOF``/``SUBPROOF``).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 __all__ = [
     "EMPTY_ROOT",
+    "Subtree",
+    "consistency_path",
     "consistency_proof",
+    "inclusion_path",
     "inclusion_proof",
     "leaf_hash",
     "node_hash",
@@ -79,24 +82,35 @@ def roots_at(leaves: Iterable[bytes], sizes: Iterable[int]) -> dict[int, bytes]:
     return roots
 
 
-def _subtree(leaves: Sequence[bytes], start: int, end: int) -> bytes:
-    return root_hash(leaves[start:end])
+#: The hash of the subtree over entries ``[start, end)`` of some tree: how a proof reads the tree.
+Subtree = Callable[[int, int], bytes]
+
+
+def _over(leaves: Sequence[bytes]) -> Subtree:
+    return lambda start, end: root_hash(leaves[start:end])
 
 
 def inclusion_proof(leaves: Sequence[bytes], index: int, size: int | None = None) -> list[bytes]:
     """``PATH(index, D[0:size])``: the audit path of leaf ``index`` in the tree of ``size`` leaves."""
     size = len(leaves) if size is None else size
-    if not 0 <= index < size <= len(leaves):
+    if size > len(leaves):
+        raise ValueError(f"no leaf {index} in a tree of {size} leaves")
+    return inclusion_path(_over(leaves), index, size)
+
+
+def inclusion_path(subtree: Subtree, index: int, size: int) -> list[bytes]:
+    """`inclusion_proof` reading the tree through ``subtree`` (a store's cached nodes, say)."""
+    if not 0 <= index < size:
         raise ValueError(f"no leaf {index} in a tree of {size} leaves")
     path: list[bytes] = []
     start, end = 0, size
-    while end - start > 1:  # the RFC's recursion, unrolled: the path is built from the leaf up
+    while end - start > 1:  # the RFC's recursion, unrolled: the path is built from the root down
         k = _split(end - start)
         if index - start < k:
-            path.append(_subtree(leaves, start + k, end))
+            path.append(subtree(start + k, end))
             end = start + k
         else:
-            path.append(_subtree(leaves, start, start + k))
+            path.append(subtree(start, start + k))
             start += k
     return path[::-1]
 
@@ -104,20 +118,27 @@ def inclusion_proof(leaves: Sequence[bytes], index: int, size: int | None = None
 def consistency_proof(leaves: Sequence[bytes], first: int, second: int | None = None) -> list[bytes]:
     """``PROOF(first, D[0:second])``: shows the tree of ``second`` leaves extends that of ``first``."""
     second = len(leaves) if second is None else second
-    if not 0 < first <= second <= len(leaves):
+    if second > len(leaves):
+        raise ValueError(f"no consistency proof from {first} to {second} leaves")
+    return consistency_path(_over(leaves), first, second)
+
+
+def consistency_path(subtree: Subtree, first: int, second: int) -> list[bytes]:
+    """`consistency_proof` reading the tree through ``subtree``."""
+    if not 0 < first <= second:
         raise ValueError(f"no consistency proof from {first} to {second} leaves")
     proof: list[bytes] = []
     start, end, m, complete = 0, second, first, True
     while m != end - start:
         k = _split(end - start)
         if m <= k:
-            proof.append(_subtree(leaves, start + k, end))
+            proof.append(subtree(start + k, end))
             end = start + k
         else:
-            proof.append(_subtree(leaves, start, start + k))
+            proof.append(subtree(start, start + k))
             start, m, complete = start + k, m - k, False
     if not complete:
-        proof.append(_subtree(leaves, start, end))
+        proof.append(subtree(start, end))
     return proof[::-1]
 
 

@@ -29,8 +29,12 @@
     for your own SQL.
 ``audit_log``
     The Merkle log (`toolbox.audit.log`): one row per sequenced event, its dense
-    ``log_index`` (0, 1, 2, ...), its ``event_id`` (unique) and its RFC 9162 leaf hash.
-    Written only by the sequencer (at checkpoint time, never on the write path).
+    ``log_index`` (0, 1, 2, ...), its ``event_id`` (unique) and its ``event_hash`` as it
+    was when sequenced (the leaf's input). Written only by the sequencer (at checkpoint
+    time, never on the write path).
+``audit_log_tiles``
+    A cache: the hash of each full run of 256 entries (a perfect subtree), so a checkpoint
+    or a proof reads a few thousand rows, not every entry. Never trusted by verification.
 ``audit_checkpoints``
     The store's own copy of the signed checkpoints, one per tree size. A convenience
     for ``prove`` and the console: verification trusts the witnesses' copies, not these.
@@ -80,13 +84,15 @@ __all__ = [
     "log_table",
     "metadata",
     "pending_table",
+    "tiles_table",
     "version_table",
 ]
 
 #: The schema version this code writes (2: ``parent_run_id``, the delegating run; 3: partial
 #: indexes on status and parent_run_id, SQLite's heads table without rowid; 4: SQLite's
 #: ``audit_pending`` table and ``audit_event_log`` view; 5: ``credential``, the label of the
-#: caller's credential; 6: the Merkle log's ``audit_log`` and ``audit_checkpoints``).
+#: caller's credential; 6: the Merkle log's ``audit_log``, ``audit_log_tiles`` and
+#: ``audit_checkpoints``).
 SCHEMA_VERSION = 6
 #: The version this code keeps a PostgreSQL store at. Versions 4 and 5 are not recorded there,
 #: so the previous release (which refuses a newer version) goes on writing a shared store while
@@ -163,6 +169,7 @@ def _add_credential(conn: Connection) -> None:
 def _create_log_tables(conn: Connection) -> None:
     """Version 5 -> 6: the Merkle log's tables (empty: the sequencer fills them at the next checkpoint)."""
     log_table.create(conn, checkfirst=True)
+    tiles_table.create(conn, checkfirst=True)
     checkpoints_table.create(conn, checkfirst=True)
 
 
@@ -298,7 +305,14 @@ log_table = Table(
     metadata,
     Column("log_index", BigInteger, primary_key=True, autoincrement=False),
     Column("event_id", String(64), nullable=False, unique=True),
-    Column("leaf_hash", String(64), nullable=False),
+    Column("event_hash", String(64), nullable=False),
+)
+
+tiles_table = Table(
+    "audit_log_tiles",
+    metadata,
+    Column("tile_index", BigInteger, primary_key=True, autoincrement=False),
+    Column("tile_hash", String(64), nullable=False),
 )
 
 checkpoints_table = Table(
