@@ -71,10 +71,11 @@ def add_log_actions(
         parents=list(store),
         help="sequence new events, sign the tree head, hand it to the witnesses",
         description="Give every new event its log index, sign the tree head with the key file, "
-        "keep it in the store and give it to every witness (exit 1 when a witness refuses it).",
+        "keep it in the store and give it to every witness (exit 1 when a witness refuses it). "
+        "With --policy, the file's [audit.checkpoints] gives what the options do not.",
     )
-    checkpoint.add_argument("--key", metavar="FILE", required=True, help="the private key file (keygen)")
-    checkpoint.add_argument("--key-name", metavar="NAME", required=True, help="the key's name")
+    checkpoint.add_argument("--key", metavar="FILE", help="the private key file (keygen)")
+    checkpoint.add_argument("--key-name", metavar="NAME", help="the key's name")
     add_witness_options(checkpoint)
     checkpoint.set_defaults(audit_handler=_checkpoint)
 
@@ -189,22 +190,47 @@ def _keygen(args: argparse.Namespace) -> int:
 # -- checkpoint -----------------------------------------------------------------
 
 
+def _policy_checkpoints(args: argparse.Namespace) -> Any:
+    """``[audit.checkpoints]`` of ``--policy FILE`` (None without one)."""
+    if not getattr(args, "policy", None):
+        return None
+    from toolbox.audit.checkpointing import checkpoint_settings
+    from toolbox.policy import ToolPolicy
+
+    policy = ToolPolicy.from_file(args.policy)
+    audit = policy.governance.get("audit")
+    return (
+        checkpoint_settings(audit, source=policy.source or args.policy) if isinstance(audit, dict) else None
+    )
+
+
 def _checkpoint(args: argparse.Namespace, sink: AuditSink) -> int:
+    from toolbox.audit.checkpointing import CheckpointSettings
     from toolbox.audit.log import check_origin
-    from toolbox.audit.note import KeyFileSigner, open_checkpoint
+    from toolbox.audit.note import open_checkpoint
     from toolbox.audit.witness import WitnessError
 
-    if not args.origin:
-        raise CliError("--origin is required: the log's name in its checkpoints")
-    origin = check_origin(args.origin)
-    signer = KeyFileSigner(args.key, name=args.key_name)
+    configured = _policy_checkpoints(args)
+    origin = args.origin or (configured.origin if configured else None)
+    key_file = args.key or (configured.key_file if configured else None)
+    key_name = args.key_name or (configured.key_name if configured else None)
+    if not origin or not key_file or not key_name:
+        raise CliError("give --origin, --key and --key-name (or a policy file with [audit.checkpoints])")
+    settings = CheckpointSettings(
+        origin=check_origin(origin),
+        key_file=key_file,
+        key_name=key_name,
+        witness_dirs=(*args.witness_dir, *(configured.witness_dirs if configured else ())),
+        witness_url_envs=(*args.witness_url_env, *(configured.witness_url_envs if configured else ())),
+    )
+    signer = settings.signer()
     keys = [signer.verifier_key, *(_keys(args.public_key) if args.public_key else [])]
     log = _merkle_log(sink)
-    note = log.checkpoint(signer, origin)
+    note = log.checkpoint(signer, settings.origin)
     checkpoint = open_checkpoint(note, keys)
     refused = ""
     try:
-        log.publish(note, _witnesses(args, keys, origin))
+        log.publish(note, settings.witnesses(keys))
     except WitnessError as exc:
         refused = str(exc)
     if args.json:

@@ -171,6 +171,14 @@ class MerkleLog:
             if now == cached:  # else a concurrent checkpoint cached them first
                 conn.execute(insert(tiles_table), rows)
 
+    def stored_events(self) -> int:
+        """How many events the store holds (sequenced or not)."""
+        with self._sink.reading("count the stored events") as conn:
+            return sum(
+                int(conn.execute(select(func.count()).select_from(t)).scalar_one())
+                for t in self._event_tables(conn.dialect.name)
+            )
+
     def entries(self) -> list[LogEntry]:
         """Every log entry, by index."""
         with self._sink.reading("read the audit log") as conn:

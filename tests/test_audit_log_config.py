@@ -1,0 +1,104 @@
+"""``[audit.checkpoints]``: checked with the policy file, used by ``toolbox audit checkpoint --policy``,
+and run in the background by a trail the file builds."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+import pytest
+
+from audit_log_support import at, signing_key
+from toolbox.audit.checkpointing import Checkpointer, CheckpointSettings, checkpoint_settings
+from toolbox.audit.config import trail_from_config
+from toolbox.audit.note import open_checkpoint
+from toolbox.audit.sqlite import SqliteSink
+from toolbox.audit.witness import DirectoryWitness
+from toolbox.cli import main
+from toolbox.errors import ConfigurationError
+
+
+def _config(tmp_path: Path, **checkpoints: object) -> dict[str, object]:
+    table: dict[str, object] = {
+        "origin": "audit.example.com/prod",
+        "key_file": str(tmp_path / "audit-log.pem"),
+        "key_name": "audit-log",
+    }
+    table.update(checkpoints)
+    return {"sinks": [{"type": "sqlite", "path": str(tmp_path / "audit.db")}], "checkpoints": table}
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"every_minutes": 1}, "every_minutes"),
+        ({"origin": "two\nlines"}, "origin"),
+        ({"witness_url_envs": ["postgresql://u:s3cr3t@db/x"]}, "never a URL"),
+        ({"every_seconds": -1}, "every_seconds"),
+    ],
+)
+def test_a_bad_checkpoints_table_is_refused_naming_the_key(
+    tmp_path: Path, change: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ConfigurationError, match=message) as refused:
+        trail_from_config(_config(tmp_path, **change), source="policy.toml")
+    assert "s3cr3t" not in str(refused.value)
+
+
+def test_checkpoint_with_the_policy_files_settings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, key = signing_key(tmp_path)
+    SqliteSink(tmp_path / "audit.db").append([at(0, "a"), at(1, "a")])
+    (tmp_path / "policy.toml").write_text(
+        f"""
+version = 1
+
+[audit]
+[[audit.sinks]]
+type = "sqlite"
+path = "{tmp_path / "audit.db"}"
+
+[audit.checkpoints]
+origin = "audit.example.com/prod"
+key_file = "{tmp_path / "audit-log.pem"}"
+key_name = "audit-log"
+witness_dirs = ["{tmp_path / "witness"}"]
+""",
+        encoding="utf-8",
+    )
+    assert main(["audit", "checkpoint", "--policy", str(tmp_path / "policy.toml")]) == 0
+    note = capsys.readouterr().out
+    assert open_checkpoint(note, [key]).size == 2
+    assert DirectoryWitness(tmp_path / "witness").notes() == [note]
+
+
+def test_the_background_checkpointer(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    signing_key(tmp_path)
+    sink = SqliteSink(tmp_path / "audit.db")
+    sink.append([at(0, "a")])
+    settings = checkpoint_settings(
+        _config(tmp_path, witness_dirs=[str(tmp_path / "w")]), source="policy.toml"
+    )
+    assert isinstance(settings, CheckpointSettings)
+    checkpointer = Checkpointer(sink, settings)
+    note = checkpointer.run_once()
+    assert note is not None and DirectoryWitness(tmp_path / "w").notes() == [note]
+    sink.append([at(1, "a")])
+    assert checkpointer.run_once() != note
+    (tmp_path / "audit-log.pem").chmod(0o644)  # a failure is logged, never raised into the thread
+    with caplog.at_level(logging.ERROR, logger="toolbox.audit"):
+        assert checkpointer.run_once() is None
+    assert "audit checkpoint failed" in caplog.text and "chmod 600" in caplog.text
+
+
+def test_a_trail_built_from_the_file_starts_the_thread(tmp_path: Path) -> None:
+    signing_key(tmp_path)
+    trail = trail_from_config(_config(tmp_path, every_seconds=3600), source="policy.toml")
+    try:
+        assert "toolbox-audit-checkpoints" in {t.name for t in threading.enumerate()}
+    finally:
+        trail.close()
+    without = trail_from_config(_config(tmp_path / "x"), source="policy.toml")  # no cadence: no thread
+    without.close()
