@@ -12,7 +12,7 @@ import pytest
 
 from audit_log_support import NOON, ORIGIN, Log, at, signing_key
 from audit_sql_support import Store, make_store
-from toolbox.audit.log import event_leaf
+from toolbox.audit.log import MerkleLog, event_leaf
 from toolbox.audit.merkle import root_hash, verify_consistency, verify_inclusion
 from toolbox.audit.note import Checkpoint, CheckpointError, KeyFileSigner, VerifierKey, open_checkpoint
 from toolbox.audit.witness import DirectoryWitness, SqlWitness, Witness, WitnessError
@@ -245,3 +245,43 @@ def test_proofs_through_the_tile_cache_match_the_proofs_over_every_leaf(log: Log
             assert log.log.consistency(first, size) == (
                 consistency_proof(leaves, first, size) if first < size else []
             )
+
+
+def test_concurrent_sequencers_and_writers_give_each_event_one_index_without_gaps(
+    log: Log, store: Store
+) -> None:
+    """Two sequencers race four writers: every event ends up at exactly one index, densely."""
+    import threading
+
+    stop = threading.Event()
+    failures: list[BaseException] = []
+
+    def write(n: int) -> None:
+        try:
+            for i in range(25):
+                log.sink.append([at(n * 100 + i, f"w{n}"), at(n * 100 + i, f"w{n}")])
+        except BaseException as exc:
+            failures.append(exc)
+
+    def sequence() -> None:
+        other = MerkleLog(store.sink())
+        try:
+            while not stop.is_set():
+                other.sequence()
+        except BaseException as exc:
+            failures.append(exc)
+
+    writers = [threading.Thread(target=write, args=(n,)) for n in range(4)]
+    sequencers = [threading.Thread(target=sequence) for _ in range(2)]
+    for thread in (*sequencers, *writers):
+        thread.start()
+    for thread in writers:
+        thread.join()
+    stop.set()
+    for thread in sequencers:
+        thread.join()
+    assert failures == []
+    assert log.log.sequence() == 200
+    entries = log.log.entries()
+    assert [e.index for e in entries] == list(range(200))
+    assert len({e.event_id for e in entries}) == 200

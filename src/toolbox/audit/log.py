@@ -21,7 +21,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import final
+from typing import Any, final
 
 from sqlalchemy import Table, func, insert, literal, select, union_all
 from sqlalchemy.engine import Connection
@@ -124,21 +124,35 @@ class MerkleLog:
     def _event_tables(self, dialect: str) -> tuple[Table, ...]:
         return (events_table, pending_table) if dialect == "sqlite" else (events_table,)
 
+    def _unsequenced(self, dialect: str, since: str | None) -> Any:
+        """The stored events without a log index (with a timestamp from ``since`` on), as a subquery."""
+        parts = []
+        for t in self._event_tables(dialect):
+            part = select(t.c.event_id, t.c.hash, t.c.timestamp, t.c.trace_id, t.c.sequence).where(
+                ~select(log_table.c.event_id).where(log_table.c.event_id == t.c.event_id).exists()
+            )
+            parts.append(part if since is None else part.where(t.c.timestamp >= since))
+        return (union_all(*parts) if len(parts) > 1 else parts[0]).subquery()
+
     def sequence(self) -> int:
-        """Give every stored, unsequenced event the next log index; the log's new size."""
+        """Give every stored, unsequenced event the next log index; the log's new size.
+
+        The scan for the oldest unsequenced event runs first, outside the write transaction (a
+        reader never blocks the writers); the transaction then only looks at events from that
+        time on, through the timestamp index. An event stored in between with an older time is
+        sequenced at the next turn.
+        """
+        with self._sink.reading("read the audit log") as conn:
+            fresh = self._unsequenced(conn.dialect.name, None)
+            oldest = conn.execute(select(func.min(fresh.c.timestamp))).scalar()
         with self._sink.transaction("sequence the audit log") as conn:
             if conn.dialect.name == "postgresql":  # one sequencer at a time (SQLite: BEGIN IMMEDIATE)
                 conn.execute(select(func.pg_advisory_xact_lock(_LOCK_KEY)))
-            base = int(
-                conn.execute(select(func.coalesce(func.max(log_table.c.log_index) + 1, 0))).scalar_one()
-            )
-            parts = [
-                select(t.c.event_id, t.c.hash, t.c.timestamp, t.c.trace_id, t.c.sequence).where(
-                    ~select(log_table.c.event_id).where(log_table.c.event_id == t.c.event_id).exists()
-                )
-                for t in self._event_tables(conn.dialect.name)
-            ]
-            fresh = (union_all(*parts) if len(parts) > 1 else parts[0]).subquery()
+            size = select(func.coalesce(func.max(log_table.c.log_index) + 1, 0))
+            base = int(conn.execute(size).scalar_one())
+            if oldest is None:
+                return base
+            fresh = self._unsequenced(conn.dialect.name, str(oldest))
             order = (fresh.c.timestamp, fresh.c.trace_id, fresh.c.sequence, fresh.c.event_id)
             conn.execute(
                 insert(log_table).from_select(
@@ -150,9 +164,7 @@ class MerkleLog:
                     ),
                 )
             )
-            return int(
-                conn.execute(select(func.coalesce(func.max(log_table.c.log_index) + 1, 0))).scalar_one()
-            )
+            return int(conn.execute(size).scalar_one())
 
     def _extend_tiles(self, size: int) -> None:
         """Cache the hash of every full tile of the first ``size`` entries not cached yet."""
