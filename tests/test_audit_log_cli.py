@@ -90,7 +90,13 @@ def test_checkpoint_prove_check_proof_and_verify(
     (d / "moved.json").write_text(json.dumps(document))
     status, out, _ = run(capsys, "audit", "check-proof", d / "moved.json", "--public-key", d / "log.key.pub")
     assert status == 1 and "not at log index 2" in out
-    for junk in ["{}", "[]", "nope", json.dumps({**json.loads(proof), "inclusion_path": ["%%"]})]:
+    nested = "[" * 100_000 + "]" * 100_000
+    no_fields = json.dumps({**json.loads(proof), "event": {"event_id": "x"}})
+    odd_values = json.dumps(
+        {**json.loads(proof), "event": {**json.loads(proof)["event"], "rule_ids": {"a": [1]}}}
+    )
+    junk_documents = ["{}", "[]", "nope", nested, no_fields, odd_values]
+    for junk in [*junk_documents, json.dumps({**json.loads(proof), "inclusion_path": ["%%"]})]:
         (d / "junk.json").write_text(junk)
         status, out, _ = run(
             capsys, "audit", "check-proof", d / "junk.json", "--public-key", d / "log.key.pub"

@@ -266,6 +266,9 @@ def _check_proof(args: argparse.Namespace) -> int:
     try:
         document = json.loads(_read_text(args.proof_file, "the proof"))
         line = check_proof(document, keys)
+    except RecursionError:
+        emit_lines(["FAILED: not a proof (nested too deeply)"])
+        return EXIT_UNUSABLE
     except (ValueError, CheckpointError) as exc:
         emit_lines([f"FAILED: {clean(exc)}"])
         return EXIT_UNUSABLE

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -47,6 +48,7 @@ _KEYS = {
     "every_events",
 }
 _log = logging.getLogger("toolbox.audit")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # as the sinks' url_env
 
 
 @final
@@ -96,7 +98,7 @@ def checkpoint_settings(config: Mapping[str, Any], *, source: str) -> Checkpoint
         raise table.error("origin", str(exc)) from None
     envs = table.strings("witness_url_envs", [], what="variable name")
     for name in envs:
-        if not name.replace("_", "a").isalnum() or name[0].isdigit():
+        if not _ENV_NAME.fullmatch(name):
             raise table.error("witness_url_envs", "takes NAMES of environment variables, never a URL")
     return CheckpointSettings(
         origin=origin,

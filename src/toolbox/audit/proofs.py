@@ -61,7 +61,11 @@ def check_proof(document: Any, keys: Sequence[VerifierKey]) -> str:
         raise ProofError(f"not a proof printed by `toolbox audit prove` ({type(exc).__name__})") from None
     if not isinstance(event, dict) or not isinstance(text, str) or not isinstance(note, str):
         raise ProofError("not a proof printed by `toolbox audit prove`")
-    if chain_text(event) != text or hashlib.sha256(text.encode("utf-8")).hexdigest() != digest:
+    try:
+        recomputed = chain_text(event)
+    except (KeyError, TypeError, ValueError):
+        raise ProofError("the proof's event lacks fields or holds values no event has") from None
+    if recomputed != text or hashlib.sha256(text.encode("utf-8")).hexdigest() != digest:
         raise ProofError("the event does not give the hash the proof names (edited)")
     checkpoint = open_checkpoint(note, keys)
     if checkpoint.size != size:
