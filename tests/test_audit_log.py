@@ -285,3 +285,42 @@ def test_concurrent_sequencers_and_writers_give_each_event_one_index_without_gap
     entries = log.log.entries()
     assert [e.index for e in entries] == list(range(200))
     assert len({e.event_id for e in entries}) == 200
+
+
+def test_racing_forks_at_a_witness_one_wins_the_other_is_refused(tmp_path: Path) -> None:
+    import threading
+
+    from toolbox.audit.note import sign_checkpoint
+
+    signer, key = signing_key(tmp_path)
+    notes = [
+        sign_checkpoint(Checkpoint(ORIGIN, 5, bytes([n]) * 32, "2026-01-01T12:00:00Z"), signer)
+        for n in range(8)
+    ]
+    witnesses = [Witness(DirectoryWitness(tmp_path / "w"), [key]) for _ in notes]
+    outcomes: list[str] = []
+
+    def add(witness: Witness, note: str) -> None:
+        try:
+            witness.add(note, [])
+            outcomes.append("kept")
+        except WitnessError as exc:
+            outcomes.append("FORK" if "FORK" in str(exc) else str(exc))
+
+    threads = [threading.Thread(target=add, args=pair) for pair in zip(witnesses, notes, strict=True)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcomes) == ["FORK"] * 7 + ["kept"]
+    assert len(DirectoryWitness(tmp_path / "w").notes()) == 1
+
+
+def test_a_directory_witness_ignores_other_files_and_refuses_a_huge_one(tmp_path: Path) -> None:
+    _, key = signing_key(tmp_path)
+    (tmp_path / "w").mkdir()
+    (tmp_path / "w" / "README").write_text("not a checkpoint")
+    (tmp_path / "w" / "00000000000000000001.checkpoint").write_bytes(b"x" * (1 << 20))
+    witness = Witness(DirectoryWitness(tmp_path / "w"), [key])
+    with pytest.raises(CheckpointError, match="too large"):
+        witness.checkpoints(ORIGIN)

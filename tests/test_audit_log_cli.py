@@ -116,6 +116,14 @@ def test_checkpoint_prove_check_proof_and_verify(
         store.close()
     status, out, _ = run(capsys, *verify)
     assert status == 1 and f"log index 1, trace a: event #2 ({event_id}) changed after it was logged" in out
+    status, out, _ = run(capsys, *verify, "--json")
+    report = json.loads(out)
+    assert status == 1 and report["ok"] is False
+    assert {
+        "problem": f"event #2 ({event_id}) changed after it was logged",
+        "index": 1,
+        "trace_id": "a",
+    } in report["problems"]
 
 
 def test_consistency_between_two_checkpoints(
