@@ -1,4 +1,4 @@
-"""``toolbox audit keygen|checkpoint|prove|check-proof|consistency`` and ``verify``'s witness check.
+"""``toolbox audit keygen|checkpoint|prove|check-proof|consistency|witness-serve``, ``verify``'s witnesses.
 
 The Merkle log of a SQLite or PostgreSQL store (`toolbox.audit.log`): ``keygen`` makes the
 Ed25519 key (the private half in a file only its owner can read, the public half as a
@@ -42,6 +42,14 @@ def add_witness_options(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         help="the NAME of a variable holding a SQL witness's database URL (repeatable)",
+    )
+    group.add_argument(
+        "--witness-http",
+        metavar=("URL", "KEY_FILE"),
+        nargs=2,
+        action="append",
+        default=[],
+        help="an HTTP witness (toolbox audit witness-serve) and its verifier key file (repeatable)",
     )
     group.add_argument(
         "--public-key",
@@ -99,6 +107,21 @@ def add_log_actions(
     check.add_argument("--public-key", metavar="FILE", required=True, help="the log's verifier keys")
     check.set_defaults(audit_standalone=_check_proof)
 
+    serve = actions.add_parser(
+        "witness-serve",
+        parents=list(plain),
+        help="run an HTTP witness that keeps and countersigns checkpoints",
+        description="Serve POST /add-checkpoint and GET /checkpoints: keep each checkpoint the log's "
+        "keys signed in DIR (consistency checked, forks refused) and answer with a cosignature.",
+    )
+    serve.add_argument("--dir", required=True, help="where the witness keeps checkpoints")
+    serve.add_argument("--public-key", metavar="FILE", required=True, help="the log's verifier keys")
+    serve.add_argument("--key", metavar="FILE", required=True, help="the witness's own private key (keygen)")
+    serve.add_argument("--key-name", metavar="NAME", required=True, help="the witness's key name")
+    serve.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8990, help="the port (default 8990)")
+    serve.set_defaults(audit_standalone=_witness_serve)
+
     consistency = actions.add_parser(
         "consistency",
         parents=list(store),
@@ -149,10 +172,12 @@ def _env_url(name: str) -> str:
 
 def _witnesses(args: argparse.Namespace, keys: Sequence[Any], origin: str) -> list[Any]:
     from toolbox.audit.witness import DirectoryWitness, SqlWitness, Witness
+    from toolbox.audit.witness_http import HttpWitness
 
     stores: list[Any] = [DirectoryWitness(d) for d in args.witness_dir]
     stores += [SqlWitness(_env_url(v), origin=origin) for v in args.witness_url_env]
-    return [Witness(s, keys) for s in stores]
+    remote = [HttpWitness(url, _keys(key_file)[0], keys) for url, key_file in args.witness_http]
+    return [*(Witness(s, keys) for s in stores), *remote]
 
 
 def _read_text(path: str, what: str) -> str:
@@ -230,7 +255,12 @@ def _checkpoint(args: argparse.Namespace, sink: AuditSink) -> int:
     checkpoint = open_checkpoint(note, keys)
     refused = ""
     try:
-        log.publish(note, settings.witnesses(keys))
+        remote = _witnesses(
+            argparse.Namespace(witness_dir=[], witness_url_env=[], witness_http=args.witness_http),
+            keys,
+            origin,
+        )
+        log.publish(note, [*settings.witnesses(keys), *remote])
     except WitnessError as exc:
         refused = str(exc)
     if args.json:
@@ -276,6 +306,28 @@ def _check_proof(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# -- witness-serve --------------------------------------------------------------
+
+
+def _witness_serve(args: argparse.Namespace) -> int:
+    from toolbox.audit.note import KeyFileSigner
+    from toolbox.audit.witness import DirectoryWitness, Witness
+    from toolbox.audit.witness_http import WitnessServer
+
+    witness = Witness(DirectoryWitness(args.dir), _keys(args.public_key))
+    server = WitnessServer(
+        witness, KeyFileSigner(args.key, name=args.key_name), host=args.host, port=args.port
+    )
+    print(f"witness serving at {server.url} (checkpoints in {clean(args.dir)})", file=sys.stderr)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.close()
+    return EXIT_OK
+
+
 # -- consistency ----------------------------------------------------------------
 
 
@@ -313,10 +365,10 @@ def verify_against_witnesses(args: argparse.Namespace, sink: AuditSink, records:
     from toolbox.audit.log_verify import WitnessedNote, verify_log
 
     if not args.public_key:
-        if args.witness_dir or args.witness_url_env:
+        if args.witness_dir or args.witness_url_env or args.witness_http:
             raise CliError("--public-key is required to check the witnesses' checkpoints")
         return []
-    if not args.witness_dir and not args.witness_url_env:
+    if not args.witness_dir and not args.witness_url_env and not args.witness_http:
         raise CliError("name at least one witness: --witness-dir DIR or --witness-url-env VAR")
     if not args.origin:
         raise CliError("--origin is required with --public-key: the log's name in its checkpoints")

@@ -38,7 +38,7 @@ from toolbox.audit.note import Checkpoint, CheckpointError, Signer, sign_checkpo
 from toolbox.audit.sink import AuditSinkError
 from toolbox.audit.sql import SqlSink
 from toolbox.audit.sql_schema import checkpoints_table, events_table, log_table, pending_table, tiles_table
-from toolbox.audit.witness import Witness, WitnessError
+from toolbox.audit.witness import CheckpointWitness, WitnessError
 
 __all__ = ["TILE", "LogEntry", "MerkleLog", "check_origin", "event_leaf"]
 
@@ -273,7 +273,7 @@ class MerkleLog:
         with self._sink.reading("read the audit log") as conn:
             return inclusion_path(_StoredTree(conn, size).subtree, index, size)
 
-    def publish(self, note: str, witnesses: Sequence[Witness]) -> None:
+    def publish(self, note: str, witnesses: Sequence[CheckpointWitness]) -> None:
         """Hand the signed ``note`` to every witness with the consistency proof from what it holds.
 
         Every witness is tried; the first refusal is raised after the others had their turn.

@@ -28,7 +28,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from toolbox.audit.merkle import verify_consistency
 from toolbox.audit.note import Checkpoint, CheckpointError, VerifierKey, open_checkpoint
 
-__all__ = ["DirectoryWitness", "SqlWitness", "Witness", "WitnessError", "WitnessStore"]
+__all__ = ["CheckpointWitness", "DirectoryWitness", "SqlWitness", "Witness", "WitnessError", "WitnessStore"]
 
 _FILE = re.compile(r"(\d{20})\.checkpoint")
 _MAX_FILE = 1 << 16
@@ -51,6 +51,24 @@ class WitnessStore(Protocol):
 
     def add_new(self, size: int, note: str) -> bool:
         """Keep ``note`` as the checkpoint of ``size``; False (and nothing written) if one is held."""
+
+
+@runtime_checkable
+class CheckpointWitness(Protocol):
+    """What a log hands checkpoints to: a `Witness` here, or an `HttpWitness` on another host."""
+
+    @property
+    def name(self) -> str:
+        """How reports name this witness."""
+
+    def notes(self) -> list[str]:
+        """Every note held, as held."""
+
+    def latest_size(self, origin: str) -> int:
+        """The largest tree size held for ``origin`` (0: none)."""
+
+    def add(self, note: str, proof: Sequence[bytes]) -> Checkpoint:
+        """Keep ``note`` once it checks out (``proof``: consistency from the latest held)."""
 
 
 @final
