@@ -376,7 +376,10 @@ def test_a_version_4_store_gets_the_credential_column_and_old_events_still_verif
 
 
 def test_a_version_5_store_gets_the_merkle_log_tables_and_keeps_its_events(store: Store) -> None:
-    """SQLite migrates 5 -> 6; PostgreSQL, kept at version 3, gets the log tables where missing."""
+    """SQLite migrates 5 -> 6; PostgreSQL, kept at version 3, gets the log tables from its first
+    checkpoint (never from a writer, whose role may lack CREATE and never needs them)."""
+    from toolbox.audit.log import MerkleLog
+
     first = store.sink()
     first.append([event("a"), event("a")])
     first.close()
@@ -384,6 +387,10 @@ def test_a_version_5_store_gets_the_merkle_log_tables_and_keeps_its_events(store
     sink = store.sink()
     assert sink.schema_version() == _current(store)
     assert _versions(store) == ([5, 6] if store.kind == "sqlite" else [3])
-    assert store.execute("SELECT COUNT(*) FROM audit_log") == [(0,)]  # filled by the next checkpoint
+    sink.append([event("a")])
+    if store.kind == "postgres":
+        assert store.execute("SELECT to_regclass('audit_log') IS NULL")[0][0] is True
+    assert MerkleLog(sink).sequence() == 3
+    assert store.execute("SELECT COUNT(*) FROM audit_log") == [(3,)]
     assert store.execute("SELECT COUNT(*) FROM audit_checkpoints") == [(0,)]
     assert verify_chain(sink.read_trace("a")) == []

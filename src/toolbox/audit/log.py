@@ -37,7 +37,14 @@ from toolbox.audit.merkle import (
 from toolbox.audit.note import Checkpoint, CheckpointError, Signer, sign_checkpoint
 from toolbox.audit.sink import AuditSinkError
 from toolbox.audit.sql import SqlSink
-from toolbox.audit.sql_schema import checkpoints_table, events_table, log_table, pending_table, tiles_table
+from toolbox.audit.sql_schema import (
+    checkpoints_table,
+    create_log_tables,
+    events_table,
+    log_table,
+    pending_table,
+    tiles_table,
+)
 from toolbox.audit.witness import CheckpointWitness, WitnessError
 
 __all__ = ["TILE", "LogEntry", "MerkleLog", "check_origin", "event_leaf"]
@@ -116,10 +123,28 @@ class _StoredTree:
 class MerkleLog:
     """The Merkle log of ``sink``'s store (SQLite or PostgreSQL)."""
 
-    __slots__ = ("_sink",)
+    __slots__ = ("_ready", "_sink")
 
     def __init__(self, sink: SqlSink) -> None:
         self._sink = sink
+        self._ready = False
+
+    def _read(self, action: str) -> Any:
+        return self._sink.reading(action)  # no table made for a reader: the first checkpoint makes them
+
+    def _write(self, action: str) -> Any:
+        self._prepare()
+        return self._sink.transaction(action)
+
+    def _prepare(self) -> None:
+        """The log's tables where missing (a PostgreSQL store made before version 6 has none)."""
+        if self._ready:
+            return
+        with self._sink.transaction("prepare the audit log") as conn:
+            if conn.dialect.name == "postgresql":
+                conn.execute(select(func.pg_advisory_xact_lock(_LOCK_KEY)))
+                create_log_tables(conn)
+        self._ready = True
 
     def _event_tables(self, dialect: str) -> tuple[Table, ...]:
         return (events_table, pending_table) if dialect == "sqlite" else (events_table,)
@@ -142,10 +167,11 @@ class MerkleLog:
         time on, through the timestamp index. An event stored in between with an older time is
         sequenced at the next turn.
         """
-        with self._sink.reading("read the audit log") as conn:
+        self._prepare()
+        with self._read("read the audit log") as conn:
             fresh = self._unsequenced(conn.dialect.name, None)
             oldest = conn.execute(select(func.min(fresh.c.timestamp))).scalar()
-        with self._sink.transaction("sequence the audit log") as conn:
+        with self._write("sequence the audit log") as conn:
             if conn.dialect.name == "postgresql":  # one sequencer at a time (SQLite: BEGIN IMMEDIATE)
                 conn.execute(select(func.pg_advisory_xact_lock(_LOCK_KEY)))
             size = select(func.coalesce(func.max(log_table.c.log_index) + 1, 0))
@@ -168,7 +194,7 @@ class MerkleLog:
 
     def _extend_tiles(self, size: int) -> None:
         """Cache the hash of every full tile of the first ``size`` entries not cached yet."""
-        with self._sink.reading("read the audit log") as conn:
+        with self._read("read the audit log") as conn:
             cached = int(conn.execute(select(func.count()).select_from(tiles_table)).scalar_one())
             full = size // TILE
             if cached >= full:
@@ -178,14 +204,14 @@ class MerkleLog:
             {"tile_index": cached + i, "tile_hash": root_hash(leaves[i * TILE : (i + 1) * TILE]).hex()}
             for i in range(full - cached)
         ]
-        with self._sink.transaction("cache the audit log's tiles") as conn:
+        with self._write("cache the audit log's tiles") as conn:
             now = int(conn.execute(select(func.count()).select_from(tiles_table)).scalar_one())
             if now == cached:  # else a concurrent checkpoint cached them first
                 conn.execute(insert(tiles_table), rows)
 
     def stored_events(self) -> int:
         """How many events the store holds (sequenced or not)."""
-        with self._sink.reading("count the stored events") as conn:
+        with self._read("count the stored events") as conn:
             return sum(
                 int(conn.execute(select(func.count()).select_from(t)).scalar_one())
                 for t in self._event_tables(conn.dialect.name)
@@ -193,7 +219,7 @@ class MerkleLog:
 
     def entries(self) -> list[LogEntry]:
         """Every log entry, by index."""
-        with self._sink.reading("read the audit log") as conn:
+        with self._read("read the audit log") as conn:
             result = conn.execute(
                 select(log_table.c.log_index, log_table.c.event_id, log_table.c.event_hash).order_by(
                     log_table.c.log_index
@@ -204,12 +230,12 @@ class MerkleLog:
     def root(self, size: int) -> bytes:
         """The root of the tree of the first ``size`` entries."""
         self._extend_tiles(size)
-        with self._sink.reading("read the audit log") as conn:
+        with self._read("read the audit log") as conn:
             return _StoredTree(conn, size).subtree(0, size)
 
     def index_of(self, event_id: str) -> int | None:
         """The log index of ``event_id`` (None: not sequenced yet, or not stored)."""
-        with self._sink.reading("read the audit log") as conn:
+        with self._read("read the audit log") as conn:
             found = conn.execute(
                 select(log_table.c.log_index).where(log_table.c.event_id == event_id)
             ).scalar()
@@ -217,7 +243,7 @@ class MerkleLog:
 
     def trace_of(self, event_id: str) -> str | None:
         """The trace of the stored event ``event_id`` (None: not stored)."""
-        with self._sink.reading("read the audit log") as conn:
+        with self._read("read the audit log") as conn:
             for table in self._event_tables(conn.dialect.name):
                 found = conn.execute(select(table.c.trace_id).where(table.c.event_id == event_id)).scalar()
                 if found is not None:
@@ -237,7 +263,7 @@ class MerkleLog:
         moment = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
         checkpoint = Checkpoint(origin, size, root, moment.strftime("%Y-%m-%dT%H:%M:%SZ"))
         note = sign_checkpoint(checkpoint, signer)
-        with self._sink.transaction("store the checkpoint") as conn:
+        with self._write("store the checkpoint") as conn:
             held = conn.execute(
                 select(checkpoints_table.c.note).where(checkpoints_table.c.tree_size == size)
             ).scalar()
@@ -248,7 +274,7 @@ class MerkleLog:
 
     def latest_checkpoint(self) -> tuple[int, str] | None:
         """The size and note of the store's latest checkpoint (its own copy)."""
-        with self._sink.reading("read the checkpoints") as conn:
+        with self._read("read the checkpoints") as conn:
             row = conn.execute(
                 select(checkpoints_table.c.tree_size, checkpoints_table.c.note)
                 .order_by(checkpoints_table.c.tree_size.desc())
@@ -258,7 +284,7 @@ class MerkleLog:
 
     def checkpoint_covering(self, index: int) -> tuple[int, str] | None:
         """The store's first checkpoint that includes log index ``index``."""
-        with self._sink.reading("read the checkpoints") as conn:
+        with self._read("read the checkpoints") as conn:
             row = conn.execute(
                 select(checkpoints_table.c.tree_size, checkpoints_table.c.note)
                 .where(checkpoints_table.c.tree_size > index)
@@ -270,7 +296,7 @@ class MerkleLog:
     def inclusion(self, index: int, size: int) -> list[bytes]:
         """The inclusion proof of entry ``index`` in the tree of ``size`` entries."""
         self._extend_tiles(size)
-        with self._sink.reading("read the audit log") as conn:
+        with self._read("read the audit log") as conn:
             return inclusion_path(_StoredTree(conn, size).subtree, index, size)
 
     def publish(self, note: str, witnesses: Sequence[CheckpointWitness]) -> None:
@@ -295,7 +321,7 @@ class MerkleLog:
         if first in (0, second):
             return []
         self._extend_tiles(second)
-        with self._sink.reading("read the audit log") as conn:
+        with self._read("read the audit log") as conn:
             return consistency_path(_StoredTree(conn, second).subtree, first, second)
 
 

@@ -78,6 +78,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "add_missing_columns",
     "checkpoints_table",
+    "create_log_tables",
     "create_tables",
     "events_table",
     "heads_table",
@@ -98,8 +99,8 @@ SCHEMA_VERSION = 6
 #: so the previous release (which refuses a newer version) goes on writing a shared store while
 #: a fleet upgrades one process at a time: version 4 changed SQLite only, and version 5's
 #: nullable ``credential`` column is added where missing (`add_missing_columns`), which the
-#: previous release's writes and reads, naming their columns, never see. Version 6's two log tables
-#: are created where missing in the same way: the previous release never reads or writes them.
+#: previous release's writes and reads, naming their columns, never see. Version 6's log tables
+#: are created by the first checkpoint (`create_log_tables`): the previous release never sees them.
 POSTGRES_SCHEMA_VERSION = 3
 
 
@@ -173,12 +174,16 @@ def _create_log_tables(conn: Connection) -> None:
     checkpoints_table.create(conn, checkfirst=True)
 
 
+def create_log_tables(conn: Connection) -> None:
+    """The Merkle log's tables where missing: a PostgreSQL store gets them from its first
+    checkpoint, not from a writer (whose role may lack CREATE and never needs them)."""
+    _create_log_tables(conn)
+
+
 def add_missing_columns(conn: Connection) -> None:
-    """PostgreSQL: add the columns newer than the recorded version 3 (``credential``) where missing,
-    and version 6's log tables."""
+    """PostgreSQL: add the columns newer than the recorded version 3 (``credential``) where missing."""
     if conn.dialect.name == "postgresql":
         _add_text_column(conn, events_table, "credential")
-        _create_log_tables(conn)
 
 
 def create_tables(conn: Connection) -> None:
