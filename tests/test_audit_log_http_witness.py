@@ -67,7 +67,8 @@ def test_checkpoints_are_kept_and_countersigned(tmp_path: Path, served: Served) 
         remote.add(fork, [])
     other_signer, _ = signing_key(tmp_path, "intruder")
     forged = sign_checkpoint(Checkpoint(ORIGIN, 9, bytes(32), "2026-01-01T13:00:00Z"), other_signer)
-    assert _post(server.url, f"old 4\n\n{forged}".encode())[0] == 403
+    status, answer = _post(server.url, f"old 4\n\n{forged}".encode())
+    assert (status, answer) == (403, "no signature by a trusted key\n")  # never the witness's path
     assert _post(server.url, f"old 3\n\n{second}".encode()) == (409, "4\n")
     assert _post(server.url, b"nonsense")[0] == 400
     assert _post(server.url, b"old 4\n%%%\n\n" + second.encode())[0] == 400

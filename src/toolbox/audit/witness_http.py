@@ -98,8 +98,9 @@ class WitnessServer:
             try:
                 self._witness.add(note, proof)
             except WitnessError as exc:
-                forged = "no signature by a trusted key" in str(exc) or "does not verify" in str(exc)
-                return (403 if forged else 422), f"{str(exc).splitlines()[0]}\n"
+                reason = str(exc).splitlines()[0].partition("refuses the checkpoint: ")[2]  # not its path
+                forged = "no signature by a trusted key" in reason or "does not verify" in reason
+                return (403 if forged else 422), f"{reason}\n"
         return 200, cosign(note, self._signer)
 
     def notes(self) -> str:
