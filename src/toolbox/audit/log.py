@@ -169,8 +169,18 @@ class MerkleLog:
         """
         self._prepare()
         with self._read("read the audit log") as conn:
-            fresh = self._unsequenced(conn.dialect.name, None)
-            oldest = conn.execute(select(func.min(fresh.c.timestamp))).scalar()
+            if (
+                conn.execute(select(log_table.c.log_index).limit(1)).first() is None
+            ):  # an empty log: every event
+                times = [
+                    select(func.min(t.c.timestamp)).scalar_subquery()
+                    for t in self._event_tables(conn.dialect.name)
+                ]
+                found = [conn.execute(select(t)).scalar() for t in times]
+                oldest = min((f for f in found if f is not None), default=None)
+            else:
+                fresh = self._unsequenced(conn.dialect.name, None)
+                oldest = conn.execute(select(func.min(fresh.c.timestamp))).scalar()
         with self._write("sequence the audit log") as conn:
             if conn.dialect.name == "postgresql":  # one sequencer at a time (SQLite: BEGIN IMMEDIATE)
                 conn.execute(select(func.pg_advisory_xact_lock(_LOCK_KEY)))
