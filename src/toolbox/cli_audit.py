@@ -101,12 +101,15 @@ def add_audit(commands: Any, common_json: argparse.ArgumentParser) -> None:
     verify = actions.add_parser(
         "verify",
         parents=[common_json, store],
-        help="check the hash chains; exit 1 naming each edited, removed or reordered event",
+        help="check the hash chains (and the signed checkpoints); exit 1 naming each problem",
         description=(
             "Check the hash chain of one trace, or of every trace in the store. Each problem is "
             "printed with its trace, sequence number and event id; the exit status is 1 when "
             "there is one. On SQLite and PostgreSQL the stored trace heads also show a trace's "
-            "removed last events and a removed trace; a JSON Lines file keeps no heads."
+            "removed last events and a removed trace; a JSON Lines file keeps no heads. With "
+            "--public-key and witnesses (--witness-dir, --witness-url-env, --witness-http), the store "
+            "is also checked against every signed checkpoint they hold: a rewrite by whoever owns the "
+            "database is named by log index or trace."
         ),
     )
     verify.add_argument("trace_id", metavar="TRACE_ID", nargs="?", help="one trace (default: every trace)")
