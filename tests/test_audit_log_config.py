@@ -102,3 +102,17 @@ def test_a_trail_built_from_the_file_starts_the_thread(tmp_path: Path) -> None:
         trail.close()
     without = trail_from_config(_config(tmp_path / "x"), source="policy.toml")  # no cadence: no thread
     without.close()
+
+
+def test_every_events_counts_what_no_checkpoint_covers(tmp_path: Path) -> None:
+    signing_key(tmp_path)
+    sink = SqliteSink(tmp_path / "audit.db")
+    settings = checkpoint_settings(_config(tmp_path, every_events=3), source="policy.toml")
+    assert settings is not None and settings.every_events == 3
+    checkpointer = Checkpointer(sink, settings)
+    sink.append([at(i, "a") for i in range(4)])
+    assert checkpointer._new_events() == 4
+    checkpointer.run_once()
+    assert checkpointer._new_events() == 0
+    sink.append([at(9, "b")])
+    assert checkpointer._new_events() == 1
