@@ -116,3 +116,36 @@ def test_every_events_counts_what_no_checkpoint_covers(tmp_path: Path) -> None:
     assert checkpointer._new_events() == 0
     sink.append([at(9, "b")])
     assert checkpointer._new_events() == 1
+
+
+@pytest.mark.parametrize(
+    ("every", "count", "ticks", "expected"),
+    [
+        (60, 0, 5, 5),  # every turn (60 s) is due
+        (0, 3, 6, 3),  # two new events a 5-second turn: every second turn has 3 or more
+        (10, 100, 6, 3),  # 5-second turns (for the count), due by time every second turn
+    ],
+)
+def test_the_loop_checkpoints_when_due(
+    tmp_path: Path, every: int, count: int, ticks: int, expected: int
+) -> None:
+    """The thread's turns, with a fake wait: a checkpoint when the time is up or enough events are new."""
+    signing_key(tmp_path)
+    sink = SqliteSink(tmp_path / "audit.db")
+    settings = checkpoint_settings(
+        _config(tmp_path, every_seconds=every, every_events=count, witness_dirs=[str(tmp_path / "w")]),
+        source="policy.toml",
+    )
+    assert settings is not None
+    waits: list[float] = []
+    moment = [0]
+
+    def wait(seconds: float) -> bool:
+        waits.append(seconds)
+        moment[0] += 1
+        sink.append([at(moment[0] * 10 + i, f"t{moment[0]}") for i in range(2)])  # two new events a turn
+        return len(waits) > ticks
+
+    Checkpointer(sink, settings, wait=wait)._loop()
+    assert len(DirectoryWitness(tmp_path / "w").notes()) == expected
+    assert set(waits) == {min(x for x in (every, 5 if count else 0) if x)}

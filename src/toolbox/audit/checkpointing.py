@@ -24,7 +24,7 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, final
 
@@ -120,12 +120,16 @@ class Checkpointer:
     is logged (``toolbox.audit``, ERROR) and retried at the next turn.
     """
 
-    __slots__ = ("_settings", "_sink", "_stop", "_thread")
+    __slots__ = ("_settings", "_sink", "_stop", "_thread", "_wait")
 
-    def __init__(self, sink: SqlSink, settings: CheckpointSettings) -> None:
+    def __init__(
+        self, sink: SqlSink, settings: CheckpointSettings, *, wait: Callable[[float], bool] | None = None
+    ) -> None:
         self._sink = sink
         self._settings = settings
         self._stop = threading.Event()
+        # Sleeps ``seconds`` unless stopped (True: stop). Tests pass their own: no real waiting.
+        self._wait = wait or self._stop.wait
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -163,7 +167,7 @@ class Checkpointer:
         every, count = self._settings.every_seconds, self._settings.every_events
         tick = min(x for x in (every, 5 if count else 0) if x) if (every or count) else 0
         waited = 0
-        while tick and not self._stop.wait(tick):
+        while tick and not self._wait(tick):
             waited += tick
             try:
                 due = (every and waited >= every) or (count and self._new_events() >= count)
