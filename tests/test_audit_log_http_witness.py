@@ -102,3 +102,32 @@ def test_the_cli_checkpoints_to_and_verifies_against_an_http_witness(
     capsys.readouterr()
     assert main(["audit", "verify", *common, *http, "--public-key", str(tmp_path / "log.pub")]) == 0
     assert "the log matches every witnessed checkpoint" in capsys.readouterr().out
+
+
+def test_the_policy_files_http_witnesses(tmp_path: Path, served: Served) -> None:
+    from toolbox.audit.checkpointing import Checkpointer, checkpoint_settings
+    from toolbox.errors import ConfigurationError
+
+    server, _, log_key, witness_key = served
+    (tmp_path / "witness.pub").write_text(witness_key.text() + "\n")
+    table = {
+        "origin": ORIGIN,
+        "key_file": str(tmp_path / "audit-log.pem"),
+        "key_name": "audit-log",
+        "witness_http": [{"url": server.url, "key_file": str(tmp_path / "witness.pub")}],
+    }
+    settings = checkpoint_settings({"checkpoints": table}, source="policy.toml")
+    assert settings is not None
+    sink = SqliteSink(tmp_path / "audit.db")
+    sink.append([at(0, "a")])
+    note = Checkpointer(sink, settings).run_once()
+    assert note is not None
+    assert HttpWitness(server.url, witness_key, [log_key]).notes() == [note]
+    for bad in [
+        {"url": "ftp://x", "key_file": "k"},
+        {"url": "https://u:s3cr3t@w", "key_file": "k"},
+        {"url": "x"},
+    ]:
+        with pytest.raises(ConfigurationError, match="witness_http") as refused:
+            checkpoint_settings({"checkpoints": {**table, "witness_http": [bad]}}, source="policy.toml")
+        assert "s3cr3t" not in str(refused.value)

@@ -247,6 +247,10 @@ def _checkpoint(args: argparse.Namespace, sink: AuditSink) -> int:
         key_name=key_name,
         witness_dirs=(*args.witness_dir, *(configured.witness_dirs if configured else ())),
         witness_url_envs=(*args.witness_url_env, *(configured.witness_url_envs if configured else ())),
+        witness_http=(
+            *((url, key_file) for url, key_file in args.witness_http),
+            *(configured.witness_http if configured else ()),
+        ),
     )
     signer = settings.signer()
     keys = [signer.verifier_key, *(_keys(args.public_key) if args.public_key else [])]
@@ -255,12 +259,7 @@ def _checkpoint(args: argparse.Namespace, sink: AuditSink) -> int:
     checkpoint = open_checkpoint(note, keys)
     refused = ""
     try:
-        remote = _witnesses(
-            argparse.Namespace(witness_dir=[], witness_url_env=[], witness_http=args.witness_http),
-            keys,
-            origin,
-        )
-        log.publish(note, [*settings.witnesses(keys), *remote])
+        log.publish(note, settings.witnesses(keys))
     except WitnessError as exc:
         refused = str(exc)
     if args.json:

@@ -8,6 +8,7 @@
     key_name = "audit.example.com/log"
     witness_dirs = ["/mnt/witness-host/audit"] # directory witnesses
     witness_url_envs = ["TOOLBOX_WITNESS_URL"] # SQL witnesses: the NAME of a variable with the URL
+    witness_http = [{ url = "https://witness.example.com", key_file = "witness.key.pub" }]
     every_seconds = 60                         # background: a checkpoint a minute (0: none)
     every_events = 10000                       # background: or as soon as this many are new
 
@@ -44,6 +45,7 @@ _KEYS = {
     "key_name",
     "witness_dirs",
     "witness_url_envs",
+    "witness_http",
     "every_seconds",
     "every_events",
 }
@@ -61,6 +63,8 @@ class CheckpointSettings:
     key_name: str
     witness_dirs: tuple[str, ...] = ()
     witness_url_envs: tuple[str, ...] = ()
+    #: (URL, verifier key file) of each HTTP witness (``toolbox audit witness-serve``).
+    witness_http: tuple[tuple[str, str], ...] = ()
     every_seconds: int = 0
     every_events: int = 0
 
@@ -79,7 +83,20 @@ class CheckpointSettings:
             if not url:
                 raise ConfigurationError(f"audit.checkpoints: environment variable {name} is not set")
             stores.append(SqlWitness(url, origin=self.origin))
-        return [Witness(s, keys) for s in stores]
+        from toolbox.audit.note import VerifierKey
+        from toolbox.audit.witness_http import HttpWitness
+
+        remote = []
+        for url, key_file in self.witness_http:
+            try:
+                with open(key_file, encoding="utf-8") as handle:
+                    witness_key = VerifierKey.parse(handle.readline())
+            except OSError as exc:
+                raise ConfigurationError(
+                    f"audit.checkpoints: cannot read {key_file}: {exc.strerror}"
+                ) from None
+            remote.append(HttpWitness(url, witness_key, keys))
+        return [*(Witness(s, keys) for s in stores), *remote]
 
 
 def checkpoint_settings(config: Mapping[str, Any], *, source: str) -> CheckpointSettings | None:
@@ -100,8 +117,16 @@ def checkpoint_settings(config: Mapping[str, Any], *, source: str) -> Checkpoint
     for name in envs:
         if not _ENV_NAME.fullmatch(name):
             raise table.error("witness_url_envs", "takes NAMES of environment variables, never a URL")
+    remote = []
+    for witness in table.tables("witness_http"):
+        witness.only({"url", "key_file"})
+        url = witness.string("url")
+        if not url.startswith(("http://", "https://")) or "@" in url:
+            raise witness.error("url", "an http:// or https:// URL without credentials")
+        remote.append((url, witness.string("key_file")))
     return CheckpointSettings(
         origin=origin,
+        witness_http=tuple(remote),
         key_file=table.string("key_file"),
         key_name=table.string("key_name"),
         witness_dirs=tuple(table.strings("witness_dirs", [], what="directory")),
