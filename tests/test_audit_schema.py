@@ -64,11 +64,25 @@ def _versions(store: Store) -> list[int]:
 _BEFORE_CREDENTIAL = tuple(name for name in FIELDS if name != "credential")
 
 
+def _downgrade_to_version_5(store: Store) -> None:
+    """Turn a fresh store into what toolbox wrote at version 5: no Merkle log tables.
+
+    A PostgreSQL store is recorded at version 3 (the tables are created where missing).
+    """
+    store.execute("DROP TABLE audit_log", "DROP TABLE audit_log_tiles", "DROP TABLE audit_checkpoints")
+    if store.kind == "sqlite":
+        store.execute(
+            "DELETE FROM audit_schema_version WHERE version = 6",
+            "INSERT INTO audit_schema_version (version, applied_at) VALUES (5, 'before')",
+        )
+
+
 def _downgrade_to_version_4(store: Store) -> None:
     """Turn a fresh store into what toolbox wrote at version 4: no credential column.
 
     A PostgreSQL store is recorded at version 3 (the column is added where missing).
     """
+    _downgrade_to_version_5(store)
     if store.kind != "sqlite":
         store.execute("ALTER TABLE audit_events DROP COLUMN credential")
         return
@@ -147,9 +161,9 @@ def _downgrade_to_version_1(store: Store) -> None:
 
 
 def test_schema_version_is_recorded(store: Store) -> None:
-    """First use creates the tables and records schema version 5 (SQLite) or 3 (PostgreSQL)."""
+    """First use creates the tables and records schema version 6 (SQLite) or 3 (PostgreSQL)."""
     sink = store.sink()
-    assert (sql.SCHEMA_VERSION, sql.POSTGRES_SCHEMA_VERSION) == (5, 3)
+    assert (sql.SCHEMA_VERSION, sql.POSTGRES_SCHEMA_VERSION) == (6, 3)
     assert sink.schema_version() == _current(store)
     assert _versions(store) == [_current(store)]
     store.sink().append([event()])  # a second sink finds the schema and leaves it alone
@@ -323,7 +337,7 @@ def test_version_3_store_is_migrated_keeping_events_and_heads(store: Store) -> N
     _downgrade_to_version_3(store)
     sink = store.sink()
     assert sink.schema_version() == _current(store)
-    assert _versions(store) == ([3, 4, 5] if store.kind == "sqlite" else [3])
+    assert _versions(store) == ([3, 4, 5, 6] if store.kind == "sqlite" else [3])
     assert sink.trace_heads() == heads
     if store.kind == "sqlite":
         assert len(_sqlite_objects(store)) == 3
@@ -350,7 +364,7 @@ def test_a_version_4_store_gets_the_credential_column_and_old_events_still_verif
     _downgrade_to_version_4(store)
     sink = store.sink()
     assert sink.schema_version() == _current(store)
-    assert _versions(store) == ([4, 5] if store.kind == "sqlite" else [3])
+    assert _versions(store) == ([4, 5, 6] if store.kind == "sqlite" else [3])
     sink.append([event("a", credential="api-key:ci-bot")])
     records = sink.read_trace("a")
     assert [r.credential for r in records] == [None, None, "api-key:ci-bot"]
@@ -358,3 +372,24 @@ def test_a_version_4_store_gets_the_credential_column_and_old_events_still_verif
     assert [r.credential for r in sink.query(AuditQuery(tool="calc"))][-1] == "api-key:ci-bot"
     store.tamper("UPDATE audit_events SET credential = 'api-key:other' WHERE trace_id = 'a' AND sequence = 3")
     assert verify_chain(sink.read_trace("a")) != []
+
+
+def test_a_version_5_store_gets_the_merkle_log_tables_and_keeps_its_events(store: Store) -> None:
+    """SQLite migrates 5 -> 6; PostgreSQL, kept at version 3, gets the log tables from its first
+    checkpoint (never from a writer, whose role may lack CREATE and never needs them)."""
+    from toolbox.audit._log import MerkleLog
+
+    first = store.sink()
+    first.append([event("a"), event("a")])
+    first.close()
+    _downgrade_to_version_5(store)
+    sink = store.sink()
+    assert sink.schema_version() == _current(store)
+    assert _versions(store) == ([5, 6] if store.kind == "sqlite" else [3])
+    sink.append([event("a")])
+    if store.kind == "postgres":
+        assert store.execute("SELECT to_regclass('audit_log') IS NULL")[0][0] is True
+    assert MerkleLog(sink).sequence() == 3
+    assert store.execute("SELECT COUNT(*) FROM audit_log") == [(3,)]
+    assert store.execute("SELECT COUNT(*) FROM audit_checkpoints") == [(0,)]
+    assert verify_chain(sink.read_trace("a")) == []

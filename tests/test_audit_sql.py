@@ -323,7 +323,14 @@ def test_postgres_schema_is_created_if_absent(postgres_store: Store) -> None:
         "SELECT table_name FROM information_schema.tables WHERE table_schema = :schema ORDER BY table_name",
         schema=postgres_store.schema,
     )
-    assert [r[0] for r in rows] == ["audit_events", "audit_schema_version", "audit_trace_heads"]
+    assert [r[0] for r in rows] == [
+        "audit_checkpoints",
+        "audit_events",
+        "audit_log",
+        "audit_log_tiles",
+        "audit_schema_version",
+        "audit_trace_heads",
+    ]
 
 
 def test_postgres_without_psycopg_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -20,11 +20,13 @@
     url_env = "TOOLBOX_AUDIT_DATABASE_URL"   # the URL is read from this variable, never from the file
     schema = "audit"
 
-Several sinks are written through a `FanOutSink`; reads come from the first.
+Several sinks are written through a `FanOutSink`; reads come from the first. An
+``[audit.checkpoints]`` table signs the store's Merkle log (`toolbox.audit._checkpointing`).
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import re
@@ -49,6 +51,7 @@ _TRAIL_KEYS = {
     "auditor_roles",
     "queue_size",
     "sinks",
+    "checkpoints",
 }
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SINK_KEYS = {"memory": set(), "jsonl": {"path"}, "sqlite": {"path"}, "postgres": {"url_env", "schema"}}
@@ -80,6 +83,12 @@ def _settings(config: Mapping[str, Any], *, source: str) -> dict[str, Any]:
     if payload.upper() not in PayloadMode._value2member_map_:
         raise table.error("payload", f"unknown payload mode {payload!r}; use SUMMARY, HASH or NONE")
     settings["redaction"] = Redaction.of(keys, max_summary, payload)
+    if (
+        "checkpoints" in config
+    ):  # signed checkpoints (toolbox.audit._checkpointing): checked here, used in _build
+        from toolbox.audit._checkpointing import checkpoint_settings
+
+        checkpoint_settings(config, source=source)
     sinks = table.tables("sinks")
     if not sinks:
         raise table.error("sinks", "give at least one [[audit.sinks]] table")
@@ -149,4 +158,23 @@ def _build(config: Mapping[str, Any], settings: dict[str, Any], *, source: str) 
     from toolbox.audit._fanout import FanOutSink
 
     sinks = [sink_from_config(s, source=source) for s in config["sinks"]]
-    return AuditTrail(sinks[0] if len(sinks) == 1 else FanOutSink(sinks), **settings)
+    trail = AuditTrail(sinks[0] if len(sinks) == 1 else FanOutSink(sinks), **settings)
+    if "checkpoints" in config:
+        _start_checkpoints(config, sinks, source=source)
+    return trail
+
+
+def _start_checkpoints(config: Mapping[str, Any], sinks: list[AuditSink], *, source: str) -> None:
+    """A background `Checkpointer` on the first SQL sink, when ``[audit.checkpoints]`` asks for one."""
+    from toolbox.audit._checkpointing import Checkpointer, checkpoint_settings
+    from toolbox.audit.sinks._sql import SqlSink
+
+    wanted = checkpoint_settings(config, source=source)
+    stores = [s for s in sinks if isinstance(s, SqlSink)]
+    if wanted is None or not (wanted.every_seconds or wanted.every_events):
+        return
+    if not stores:
+        raise ConfigurationError(f"{source}: audit.checkpoints needs a sqlite or postgres sink")
+    checkpointer = Checkpointer(stores[0], wanted)
+    checkpointer.start()
+    atexit.register(checkpointer.close)

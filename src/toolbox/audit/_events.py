@@ -30,6 +30,7 @@ __all__ = [
     "AuditRecord",
     "EventType",
     "chain_hash",
+    "chain_text",
     "iso_timestamp",
     "new_event_id",
     "storable_text",
@@ -288,19 +289,24 @@ _ENCODE_CHUNKS: Any = (
 )
 
 
-def chain_hash(data: dict[str, Any]) -> str:
-    """SHA-256 over every field but ``hash`` (``previous_hash`` included), in storage order.
+def chain_text(data: dict[str, Any]) -> str:
+    """The text `chain_hash` hashes: a JSON array of every field but ``hash`` (``previous_hash``
+    included), in storage order.
 
-    ``parent_run_id`` and ``credential`` are appended only when set: events without them hash
-    as before they existed.
+    ``parent_run_id`` and ``credential`` are appended (as ``[name, value]``) only when set: events
+    without them hash as before they existed.
     """
     values: tuple[Any, ...] = _HASHED_VALUES(data)  # encoded as a JSON array, like a list
     for name in _OPTIONAL:
         value = data.get(name)
         if value is not None:
             values = (*values, [name, value])
-    text = _ENCODE(values) if _ENCODE_CHUNKS is None else "".join(_ENCODE_CHUNKS(values, 0))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return _ENCODE(values) if _ENCODE_CHUNKS is None else "".join(_ENCODE_CHUNKS(values, 0))
+
+
+def chain_hash(data: dict[str, Any]) -> str:
+    """SHA-256 (hex) of `chain_text`: the event's hash in its trace's chain."""
+    return hashlib.sha256(chain_text(data).encode("utf-8")).hexdigest()
 
 
 class AuditRecord(BaseModel):

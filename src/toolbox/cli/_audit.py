@@ -24,6 +24,7 @@ from toolbox.audit._events import AuditRecord
 from toolbox.audit._runs import draw_tree, run_tree
 from toolbox.audit._sink import AuditQuery, AuditSink, AuditSinkError
 from toolbox.audit._verify import ChainProblem, TraceHeads, verify_chain, verify_heads
+from toolbox.cli._audit_log import add_log_actions, add_witness_options, verify_against_witnesses
 from toolbox.cli._audit_replay import add_replay
 from toolbox.cli._audit_store import add_store_options, open_store, scrub
 from toolbox.cli._common import (
@@ -100,17 +101,22 @@ def add_audit(commands: Any, common_json: argparse.ArgumentParser) -> None:
     verify = actions.add_parser(
         "verify",
         parents=[common_json, store],
-        help="check the hash chains; exit 1 naming each edited, removed or reordered event",
+        help="check the hash chains (and the signed checkpoints); exit 1 naming each problem",
         description=(
             "Check the hash chain of one trace, or of every trace in the store. Each problem is "
             "printed with its trace, sequence number and event id; the exit status is 1 when "
             "there is one. On SQLite and PostgreSQL the stored trace heads also show a trace's "
-            "removed last events and a removed trace; a JSON Lines file keeps no heads."
+            "removed last events and a removed trace; a JSON Lines file keeps no heads. With "
+            "--public-key and witnesses (--witness-dir, --witness-url-env, --witness-http), the store "
+            "is also checked against every signed checkpoint they hold: a rewrite by whoever owns the "
+            "database is named by log index or trace."
         ),
     )
     verify.add_argument("trace_id", metavar="TRACE_ID", nargs="?", help="one trace (default: every trace)")
+    add_witness_options(verify)  # --public-key and witnesses: the signed checkpoints catch the owner
     verify.set_defaults(audit_handler=_audit_verify)
     add_replay(actions, parents=[common_json, store])  # toolbox audit replay FALLBACK_FILE
+    add_log_actions(actions, store=[common_json, store], plain=[common_json])
 
 
 def _positive_lines(text: str) -> int:
@@ -179,8 +185,11 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     Every error becomes one line with the database URL and password masked.
     """
     secrets: list[str] = []
-    handler: AuditHandler = args.audit_handler
+    standalone: Callable[[argparse.Namespace], int] | None = getattr(args, "audit_standalone", None)
     try:
+        if standalone is not None:  # keygen, check-proof: no store
+            return standalone(args)
+        handler: AuditHandler = args.audit_handler
         sink = open_store(args, secrets)
         try:
             return handler(args, sink)
@@ -326,6 +335,8 @@ def _audit_tail(args: argparse.Namespace, sink: AuditSink) -> int:
 
 def _audit_verify(args: argparse.Namespace, sink: AuditSink) -> int:
     """``toolbox audit verify [TRACE_ID]``: check the hash chains; exit 1 naming every problem."""
+    if args.trace_id is not None and args.public_key:
+        raise CliError("the witnessed checkpoints cover the whole store: verify without TRACE_ID")
     if args.trace_id is not None:
         records = sink.read_trace(args.trace_id)
     else:
@@ -337,6 +348,8 @@ def _audit_verify(args: argparse.Namespace, sink: AuditSink) -> int:
         problems += verify_heads(records, heads, trace_id=args.trace_id)
         traces = len({r.trace_id for r in records} | set(heads))
     broken = len({p.trace_id for p in problems})
+    # Signed checkpoints (--public-key, witnesses): what someone who rewrote the store hides from the above.
+    problems += verify_against_witnesses(args, sink, records)
     if args.json:
         emit_json(
             {
@@ -355,7 +368,10 @@ def _audit_verify(args: argparse.Namespace, sink: AuditSink) -> int:
         )
         emit_lines(lines)
     elif records or args.trace_id is None:
-        emit_lines([f"OK: {_plural(len(records), 'event')} in {_plural(traces, 'trace')}, chain intact"])
+        checked = ", the log matches every witnessed checkpoint" if args.public_key else ""
+        emit_lines(
+            [f"OK: {_plural(len(records), 'event')} in {_plural(traces, 'trace')}, chain intact{checked}"]
+        )
     if args.trace_id is not None and not records and not problems:
         return _no_events(args.trace_id)
     if problems:

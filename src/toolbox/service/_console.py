@@ -21,6 +21,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData
 from starlette.responses import RedirectResponse, Response
 
+from toolbox.audit._log_status import trace_inclusion
 from toolbox.service._access import Caller, authenticate_token, check_role
 from toolbox.service._approvals import approval_document, store_call
 from toolbox.service._audit_reads import EventFilter, TenantAudit, tool_filter
@@ -379,6 +380,12 @@ async def trace_page(request: Request, trace_id: str) -> Response:
     if not events:
         return _refusal(request, session, Problem(404, "UNKNOWN_TRACE", "no such trace in your tenant"))
     verify = await run_in_threadpool(audit.verify, trace_id)
+    sink = service_of(request).served.audit
+    inclusion = (
+        None
+        if sink is None
+        else await run_in_threadpool(trace_inclusion, sink.sink, [e.event_id for e in events])
+    )
     return _page(
         request,
         "trace.html",
@@ -387,6 +394,7 @@ async def trace_page(request: Request, trace_id: str) -> Response:
         trace_id=trace_id,
         events=events,
         verify=verify,
+        inclusion=inclusion,
     )
 
 

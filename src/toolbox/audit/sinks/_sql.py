@@ -267,6 +267,21 @@ class SqlSink:
         self._closed = True
         self._engine.dispose()
 
+    @contextmanager
+    def transaction(self, action: str) -> Iterator[Connection]:
+        """A write transaction on the store (SQLite: ``BEGIN IMMEDIATE``, queued behind this sink's
+        writers), committed on success; errors as `AuditSinkError` naming ``action``."""
+        self._ensure_ready()
+        with self._guard(action), self._serialized(), self._write_transaction() as conn:
+            yield conn
+
+    @contextmanager
+    def reading(self, action: str) -> Iterator[Connection]:
+        """A connection for reads; errors as `AuditSinkError` naming ``action``."""
+        self._ensure_ready()
+        with self._guard(action), self._engine.connect() as conn:
+            yield conn
+
     # -- schema ---------------------------------------------------------------
 
     def schema_version(self) -> int:

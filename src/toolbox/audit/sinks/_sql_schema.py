@@ -27,6 +27,17 @@
     ``audit_events`` holds already, as that table's own constraints would.
     The sinks read both tables as one; ``audit_event_log`` is a view of both
     for your own SQL.
+``audit_log``
+    The Merkle log (`toolbox.audit._log`): one row per sequenced event, its dense
+    ``log_index`` (0, 1, 2, ...), its ``event_id`` (unique) and its ``event_hash`` as it
+    was when sequenced (the leaf's input). Written only by the sequencer (at checkpoint
+    time, never on the write path).
+``audit_log_tiles``
+    A cache: the hash of each full run of 256 entries (a perfect subtree), so a checkpoint
+    or a proof reads a few thousand rows, not every entry. Never trusted by verification.
+``audit_checkpoints``
+    The store's own copy of the signed checkpoints, one per tree size. A convenience
+    for ``prove`` and the console: verification trusts the witnesses' copies, not these.
 ``audit_schema_version``
     One row per schema version applied; the highest is the store's version.
 """
@@ -38,6 +49,7 @@ from typing import Any
 
 try:
     from sqlalchemy import (
+        BigInteger,
         Column,
         Double,
         Index,
@@ -65,24 +77,30 @@ __all__ = [
     "POSTGRES_SCHEMA_VERSION",
     "SCHEMA_VERSION",
     "add_missing_columns",
+    "checkpoints_table",
+    "create_log_tables",
     "create_tables",
     "events_table",
     "heads_table",
+    "log_table",
     "metadata",
     "pending_table",
+    "tiles_table",
     "version_table",
 ]
 
 #: The schema version this code writes (2: ``parent_run_id``, the delegating run; 3: partial
 #: indexes on status and parent_run_id, SQLite's heads table without rowid; 4: SQLite's
 #: ``audit_pending`` table and ``audit_event_log`` view; 5: ``credential``, the label of the
-#: caller's credential).
-SCHEMA_VERSION = 5
+#: caller's credential; 6: the Merkle log's ``audit_log``, ``audit_log_tiles`` and
+#: ``audit_checkpoints``).
+SCHEMA_VERSION = 6
 #: The version this code keeps a PostgreSQL store at. Versions 4 and 5 are not recorded there,
 #: so the previous release (which refuses a newer version) goes on writing a shared store while
 #: a fleet upgrades one process at a time: version 4 changed SQLite only, and version 5's
 #: nullable ``credential`` column is added where missing (`add_missing_columns`), which the
-#: previous release's writes and reads, naming their columns, never see.
+#: previous release's writes and reads, naming their columns, never see. Version 6's log tables
+#: are created by the first checkpoint (`create_log_tables`): the previous release never sees them.
 POSTGRES_SCHEMA_VERSION = 3
 
 
@@ -149,6 +167,19 @@ def _add_credential(conn: Connection) -> None:
     _create_pending(conn)
 
 
+def _create_log_tables(conn: Connection) -> None:
+    """Version 5 -> 6: the Merkle log's tables (empty: the sequencer fills them at the next checkpoint)."""
+    log_table.create(conn, checkfirst=True)
+    tiles_table.create(conn, checkfirst=True)
+    checkpoints_table.create(conn, checkfirst=True)
+
+
+def create_log_tables(conn: Connection) -> None:
+    """The Merkle log's tables where missing: a PostgreSQL store gets them from its first
+    checkpoint, not from a writer (whose role may lack CREATE and never needs them)."""
+    _create_log_tables(conn)
+
+
 def add_missing_columns(conn: Connection) -> None:
     """PostgreSQL: add the columns newer than the recorded version 3 (``credential``) where missing."""
     if conn.dialect.name == "postgresql":
@@ -192,6 +223,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     2: _partial_indexes_and_compact_heads,
     3: _pending_events,
     4: _add_credential,
+    5: _create_log_tables,
 }
 
 metadata = MetaData(
@@ -272,6 +304,29 @@ pending_table = Table(
 #: A view of every stored event of a SQLite store, moved or pending, for your own SQL.
 EVENT_LOG_VIEW = "audit_event_log"
 _PENDING_UNIQUE = "audit_pending_unique"
+
+log_table = Table(
+    "audit_log",
+    metadata,
+    Column("log_index", BigInteger, primary_key=True, autoincrement=False),
+    Column("event_id", String(64), nullable=False, unique=True),
+    Column("event_hash", String(64), nullable=False),
+)
+
+tiles_table = Table(
+    "audit_log_tiles",
+    metadata,
+    Column("tile_index", BigInteger, primary_key=True, autoincrement=False),
+    Column("tile_hash", String(64), nullable=False),
+)
+
+checkpoints_table = Table(
+    "audit_checkpoints",
+    metadata,
+    Column("tree_size", BigInteger, primary_key=True, autoincrement=False),
+    Column("root_hash", String(64), nullable=False),
+    Column("note", Text, nullable=False),
+)
 
 version_table = Table(
     "audit_schema_version",
