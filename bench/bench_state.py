@@ -204,7 +204,14 @@ def bare_postgres_round_trip(url: str, closers: list[Any], *, write: bool) -> Ca
 
 
 def statements_per_call(store: Any, call: Callable[[], object], calls: int) -> float:
-    """Statements the SQL store sends per ``call`` (BEGIN and COMMIT included), counted on the client."""
+    """Statements the SQL store sends per ``call`` (BEGIN and COMMIT included), counted on the client.
+
+    SQLite: every statement the sqlite3 connections run (their trace callback),
+    whichever layer sent it; PostgreSQL: every statement SQLAlchemy sends, with
+    its BEGIN and COMMIT.
+    """
+    import sqlite3
+
     from sqlalchemy import event
 
     sent = [0]
@@ -212,15 +219,26 @@ def statements_per_call(store: Any, call: Callable[[], object], calls: int) -> f
     def count(*_: Any) -> None:
         sent[0] += 1
 
-    engine = store._engine
-    for name in ("before_cursor_execute", "begin", "commit"):
-        event.listen(engine, name, count)
+    engine = store._engine  # a measurement hook on the store's own engine
+    traced: list[sqlite3.Connection] = []
+
+    def trace(dbapi_connection: Any, *_: Any) -> None:
+        if isinstance(dbapi_connection, sqlite3.Connection) and dbapi_connection not in traced:
+            dbapi_connection.set_trace_callback(count)
+            traced.append(dbapi_connection)
+
+    sqlite = engine.dialect.name == "sqlite"
+    hooks = ["checkout"] if sqlite else ["before_cursor_execute", "begin", "commit"]
+    for name in hooks:
+        event.listen(engine, name, trace if sqlite else count)
     try:
         for _ in range(calls):
             call()
     finally:
-        for name in ("before_cursor_execute", "begin", "commit"):
-            event.remove(engine, name, count)
+        for name in hooks:
+            event.remove(engine, name, trace if sqlite else count)
+        for connection in traced:
+            connection.set_trace_callback(None)
     return sent[0] / calls
 
 
