@@ -8,16 +8,21 @@ and Ubuntu, ``brew install wrk`` on macOS)::
     .venv/bin/python bench/bench_service.py --no-postgres   # without the PostgreSQL row
 
 A measurement script, not a test: it asserts nothing about time. One uvicorn
-worker per configuration runs in a child process of its own on 127.0.0.1:
+worker per configuration runs in a child process of its own on 127.0.0.1
+(so no row pays for another's routes, threads or connections):
 
 - ``GET /healthz``: the service's liveness probe [H], the floor of the HTTP stack;
 - ``POST /bare``: a bare FastAPI endpoint with a pydantic body model that
   calls the same function as the tool ``add`` [B];
 - ``POST /v1/tools/add/invoke``: the service's governed invoke of the
   ``MEMORY_ONLY`` ``@tool`` ``add``, API-key authentication included, no audit [S];
-- ``/memory/...``, ``/sqlite/...`` and ``/postgres/...``: the same service with an
-  audit trail in memory [M] and a STRICT trail on a SQLite file [Q] (``synchronous=FULL``)
-  and on PostgreSQL [G] (a schema of its own, dropped at the end).
+- the same service, each in a server process of its own, with an audit trail
+  in memory [M] and a STRICT trail on a SQLite file [Q] (``synchronous=FULL``)
+  and on PostgreSQL [G] (a schema of its own, dropped at the end);
+- with ``--workers-row``: the SQLite STRICT service again, served by two
+  uvicorn worker processes on one socket writing the same audit file [Q2],
+  beside the same server's ``/healthz`` [H2] (its kill switches stay in each
+  worker's memory: nothing here engages one).
 
 ``wrk -t2 -c<concurrency> -d<duration>s --latency`` drives each row (a C load
 generator: a Python client would be the bottleneck). The rows take turns in
@@ -120,17 +125,30 @@ def build_app(kind: str, directory: Path, postgres_url: str | None, schema: str)
     return app
 
 
+def worker_app() -> Any:
+    """The app of one worker of the two-worker server (a uvicorn factory): SQLite STRICT audit."""
+    return build_app("sqlite", Path(os.environ["BENCH_SERVICE_DIR"]), None, "")
+
+
 def serve(kind: str, port: int, directory: Path, postgres_url: str | None, schema: str) -> None:
     import uvicorn
 
-    uvicorn.run(
-        build_app(kind, directory, postgres_url, schema),
-        host="127.0.0.1",
-        port=port,
-        log_level="warning",
-        access_log=False,
-        timeout_keep_alive=60,
-    )
+    options: dict[str, Any] = {
+        "host": "127.0.0.1",
+        "port": port,
+        "log_level": "warning",
+        "access_log": False,
+        "timeout_keep_alive": 60,
+    }
+    if kind == "sqlite2":  # two worker processes on one socket, as `toolbox serve --workers 2` runs them
+        os.environ["BENCH_SERVICE_DIR"] = str(directory)
+        sys.path.insert(0, str(Path(__file__).parent))
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            [str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]
+        )
+        uvicorn.run("bench_service:worker_app", factory=True, workers=2, **options)
+        return
+    uvicorn.run(build_app(kind, directory, postgres_url, schema), **options)
 
 
 # -- the load (wrk) --------------------------------------------------------------------------------
@@ -256,6 +274,11 @@ def main() -> int:
     )
     parser.add_argument("--no-postgres", action="store_true", help="skip the PostgreSQL row")
     parser.add_argument("--no-history", action="store_true", help="do not append to bench/history")
+    parser.add_argument(
+        "--workers-row",
+        action="store_true",
+        help="also serve the SQLite row with two worker processes ([H2], [Q2]; same audit file)",
+    )
     parser.add_argument("--serve", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--dir", type=Path, help=argparse.SUPPRESS)
@@ -277,6 +300,7 @@ def main() -> int:
             "bench"
         ]
         kinds = ["none", "memory", "sqlite"] + (["postgres"] if postgres is not None else [])
+        kinds += ["sqlite2"] if args.workers_row else []
         urls: dict[str, str] = {}
         processes = []
         health = Row("H", "[H] GET /healthz", "/healthz", post=False, auth=False)
@@ -285,8 +309,12 @@ def main() -> int:
         memory = Row("M", "[M] service invoke, memory audit", "/v1/tools/add/invoke")
         sqlite = Row("Q", "[Q] service invoke, SQLite STRICT audit", "/v1/tools/add/invoke")
         pg = Row("G", "[G] service invoke, PostgreSQL STRICT audit", "/v1/tools/add/invoke")
+        health2 = Row("H2", "[H2] GET /healthz, 2 workers", "/healthz", post=False, auth=False)
+        sqlite2 = Row("Q2", "[Q2] invoke, SQLite STRICT audit, 2 workers", "/v1/tools/add/invoke")
         rows = [health, bare, served, memory, sqlite] + ([pg] if postgres is not None else [])
+        rows += [health2, sqlite2] if args.workers_row else []
         server_of = {"H": "none", "B": "none", "S": "none", "M": "memory", "Q": "sqlite", "G": "postgres"}
+        server_of |= {"H2": "sqlite2", "Q2": "sqlite2"}
         try:
             for kind in kinds:
                 with socket.socket() as probe:
@@ -324,6 +352,7 @@ def main() -> int:
             "M": (bare, 0.7, ">= 0.7x B"),
             "Q": (health, 0.40, ">= 0.40x H"),
             "G": (health, 0.0, ""),
+            "Q2": (health2, 0.0, ""),
         }
         figures: dict[str, Any] = {}
         missed = []
@@ -357,16 +386,17 @@ def main() -> int:
             f"\nnoise: [H] ranged {min(health.throughput):.0f}-{max(health.throughput):.0f} req/s "
             f"({spread:.2f}x max/min)"
         )
-        for row, kind in ((sqlite, "sqlite"), (pg, "postgres")):
+        for rows_of_store, kind in (((sqlite, sqlite2), "sqlite"), ((pg,), "postgres")):
             if kind == "postgres" and postgres is None:
                 continue
             stored = count_events(kind, directory, postgres or "", schema)
             # wrk counts the requests it completed; those cut off at the end may have been served too.
-            low = (row.requests - row.non_200) * EVENTS_PER_CALL
+            low = sum(row.requests - row.non_200 for row in rows_of_store) * EVENTS_PER_CALL
             verdict = (
                 "all there" if low <= stored <= low + args.concurrency * 8 * EVENTS_PER_CALL else "MISMATCH"
             )
-            print(f"{kind}: {stored} events stored for {row.requests} completed calls ({verdict})")
+            completed = sum(row.requests for row in rows_of_store)
+            print(f"{kind}: {stored} events stored for {completed} completed calls ({verdict})")
         if postgres is not None:
             from sqlalchemy import create_engine, text
 
