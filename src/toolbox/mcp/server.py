@@ -2,7 +2,10 @@
 
 Two handlers: ``tools/list`` shows what the caller may use now
 (`toolbox.mcp.listing`) and ``tools/call`` runs `Gateway.ainvoke`, whose
-`ToolResult` becomes a `CallToolResult` (`toolbox.mcp.results`). Who the
+`ToolResult` becomes a `CallToolResult` (`toolbox.mcp.results`); a call
+whose audit trail writes to a durable sink runs whole on a worker thread
+instead (`Gateway.invoke`, `toolbox.placement`), so concurrent sessions share
+the sink's commits and the loop keeps serving while one waits for the disk. Who the
 caller is never comes from the client: a `CallerSource` says, per request.
 For stdio and in-memory connections it is the operator's context, a fresh
 run (new ``run_id``) per connection; over HTTP it is the authenticated
@@ -11,11 +14,13 @@ credential's (`toolbox.mcp.http`).
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Protocol, final
 
+import anyio.to_thread
 from mcp import types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
@@ -27,6 +32,7 @@ from toolbox.mcp.output import NO_SCHEMA, OutputShape
 from toolbox.mcp.results import call_result
 from toolbox.mcp.toolsets import Toolsets
 from toolbox.pipeline.result import Status, ToolResult
+from toolbox.placement import CallPlacement
 from toolbox.toolsets import in_toolset, not_in_toolset
 
 __all__ = ["Caller", "CallerSource", "ContextSource", "build_server", "server"]
@@ -110,6 +116,7 @@ def build_server(
     """The low-level `Server` over ``gateway``, with ``callers`` deciding who each request is from."""
     served = ServedTools(gateway)
     pipeline = gateway.catalog.pipeline
+    placement = CallPlacement()
 
     async def list_tools(
         request: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
@@ -132,7 +139,11 @@ def build_server(
             if refused is not None:
                 return call_result(refused)
             arguments: object = params.arguments if params.arguments is not None else {}
-            result = await gateway.ainvoke(name, arguments, context=caller.context)
+            if placement.of(gateway, name)[0]:
+                result = await gateway.ainvoke(name, arguments, context=caller.context)
+            else:  # the call runs to its end even if the client cancels: its audit stays whole
+                call = functools.partial(gateway.invoke, name, arguments, context=caller.context)
+                result = await anyio.to_thread.run_sync(call)
             found = served.by_wire(name)
             shape = found.shape if found is not None else _shape_of(served, result)
             return call_result(result, shape)
