@@ -127,7 +127,11 @@ def build_app(kind: str, directory: Path, postgres_url: str | None, schema: str)
 
 def worker_app() -> Any:
     """The app of one worker of the two-worker server (a uvicorn factory): SQLite STRICT audit."""
-    return build_app("sqlite", Path(os.environ["BENCH_SERVICE_DIR"]), None, "")
+    from toolbox.cli_serve import freeze_startup_objects
+
+    app = build_app("sqlite", Path(os.environ["BENCH_SERVICE_DIR"]), None, "")
+    freeze_startup_objects()  # as `toolbox serve` does
+    return app
 
 
 def serve(kind: str, port: int, directory: Path, postgres_url: str | None, schema: str) -> None:
@@ -148,7 +152,11 @@ def serve(kind: str, port: int, directory: Path, postgres_url: str | None, schem
         )
         uvicorn.run("bench_service:worker_app", factory=True, workers=2, **options)
         return
-    uvicorn.run(build_app(kind, directory, postgres_url, schema), **options)
+    from toolbox.cli_serve import freeze_startup_objects
+
+    app = build_app(kind, directory, postgres_url, schema)
+    freeze_startup_objects()  # as `toolbox serve` does
+    uvicorn.run(app, **options)
 
 
 # -- the load (wrk) --------------------------------------------------------------------------------

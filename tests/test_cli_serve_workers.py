@@ -9,6 +9,8 @@ schema; every trace a worker wrote verifies through whichever worker answers.
 
 from __future__ import annotations
 
+import gc
+import json
 import os
 import socket
 import subprocess
@@ -207,3 +209,62 @@ def test_workers_need_shared_state(tmp_path: Path, capsys: pytest.CaptureFixture
 def test_workers_out_of_range(tmp_path: Path, capsys: pytest.CaptureFixture[str], workers: str) -> None:
     assert main(["serve", "--policy", str(tmp_path / "p.toml"), "--workers", workers]) == 2
     assert "--workers must be from 1 to 64" in capsys.readouterr().err
+
+
+def _simple_policy(tmp_path: Path) -> Path:
+    policy = tmp_path / "policy.toml"
+    policy.write_text(policy_text("sqlite", "", ""), encoding="utf-8")
+    write_api_keys(tmp_path / "keys.toml", {"ops": {"tenant": "acme", "roles": ["caller"]}})
+    return policy
+
+
+def test_a_single_worker_serves_with_its_startup_objects_frozen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import uvicorn
+
+    seen: dict[str, Any] = {}
+
+    def run(app: Any, **options: Any) -> None:  # instead of serving: what uvicorn would be given
+        seen.update(options, app=app, frozen=gc.get_freeze_count())
+
+    monkeypatch.setattr(uvicorn, "run", run)
+    monkeypatch.chdir(tmp_path)
+    try:
+        assert main(["serve", "--policy", str(_simple_policy(tmp_path)), "--port", "8089"]) == 0
+    finally:
+        gc.unfreeze()
+    assert seen["frozen"] > 10_000  # FastAPI, pydantic, SQLAlchemy, the catalog: out of the collector's walk
+    assert seen["workers"] is None and seen["factory"] is False
+    seen["app"].state.service.served.close()
+
+
+def test_each_worker_builds_its_app_from_the_commands_options_and_freezes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import uvicorn
+
+    from toolbox.cli_serve import worker_app
+
+    seen: dict[str, Any] = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **options: seen.update(options, app=app))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("TOOLBOX_SERVE_WORKER", raising=False)
+    policy = _simple_policy(tmp_path)
+    assert main(["serve", "--policy", str(policy), "--port", "8089", "--workers", "3", "--no-console"]) == 0
+    assert (seen["app"], seen["factory"], seen["workers"]) == ("toolbox.cli_serve:worker_app", True, 3)
+    options = json.loads(os.environ["TOOLBOX_SERVE_WORKER"])
+    assert options["policy"] == str(policy) and options["console"] is False
+    # The secret made for the run is gone once the command returns; no secret travels in the env.
+    assert not Path(options["secret_file"]).exists()
+    secret = tmp_path / "secret"
+    secret.write_text("s" * 32)
+    options["secret_file"] = str(secret)
+    monkeypatch.setenv("TOOLBOX_SERVE_WORKER", json.dumps(options))
+    try:
+        app = worker_app()
+        assert gc.get_freeze_count() > 10_000
+    finally:
+        gc.unfreeze()
+    assert app.state.service.served.shared_state is True
+    app.state.service.served.close()

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import ipaddress
 import json
 import os
@@ -34,7 +35,7 @@ from typing import Any
 from toolbox.catalog import POLICY_ENV
 from toolbox.errors import ConfigurationError
 
-__all__ = ["add_serve", "worker_app"]
+__all__ = ["add_serve", "freeze_startup_objects", "worker_app"]
 
 _INSTALL = 'toolbox serve needs the service extra: pip install "toolbox-registry[service]"'
 #: How ``--workers`` hands the command line's options to each worker process (JSON; no secret in it).
@@ -103,7 +104,24 @@ def worker_app() -> Any:
     from toolbox.service import app_from_policy_file
 
     options = json.loads(os.environ[_WORKER_ENV])
-    return app_from_policy_file(options.pop("policy"), **options)
+    app = app_from_policy_file(options.pop("policy"), **options)
+    freeze_startup_objects()
+    return app
+
+
+def freeze_startup_objects() -> None:
+    """Move every object made so far out of the garbage collector's reach (`gc.freeze`).
+
+    A serving process starts with some 150,000 objects (FastAPI, pydantic,
+    SQLAlchemy, the catalog) that live as long as it does. Every full
+    collection walked them all: a pause of tens to hundreds of milliseconds
+    every second or so under load, the service's p99 latency. Frozen, they
+    are never walked again; only what requests leave behind is. (An object
+    frozen here that later becomes cyclic garbage is not freed: startup
+    objects do not.)
+    """
+    gc.collect()
+    gc.freeze()
 
 
 def _check_shared(app: Any, workers: int) -> None:
@@ -176,6 +194,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     with _run_secret(args.secret_file, args.workers) as secret_file:
         if args.workers > 1:
             os.environ[_WORKER_ENV] = json.dumps(_options(args, policy, secret_file))
+        else:
+            freeze_startup_objects()
         _run(uvicorn, app if args.workers == 1 else "toolbox.cli_serve:worker_app", args)
     return 0
 
