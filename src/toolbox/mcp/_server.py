@@ -2,7 +2,10 @@
 
 Two handlers: ``tools/list`` shows what the caller may use now
 (`toolbox.mcp._listing`) and ``tools/call`` runs `Gateway.ainvoke`, whose
-`ToolResult` becomes a `CallToolResult` (`toolbox.mcp._results`). Who the
+`ToolResult` becomes a `CallToolResult` (`toolbox.mcp._results`); a call
+whose audit trail writes to a durable sink runs whole on a worker thread
+instead (`Gateway.invoke`, `toolbox.doors._placement`), so concurrent sessions share
+the sink's commits and the loop keeps serving while one waits for the disk. Who the
 caller is never comes from the client: a `CallerSource` says, per request.
 For stdio and in-memory connections it is the operator's context, a fresh
 run (new ``run_id``) per connection; over HTTP it is the authenticated
@@ -11,16 +14,19 @@ credential's (`toolbox.mcp._http`).
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Protocol, final
 
+import anyio.to_thread
 from mcp import types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 
 from toolbox.doors._gateway import Gateway
+from toolbox.doors._placement import CallPlacement
 from toolbox.doors._toolsets import Toolsets, in_toolset, not_in_toolset
 from toolbox.foundations._context import ExecutionContext
 from toolbox.mcp._listing import ServedTools
@@ -109,6 +115,7 @@ def build_server(
     """The low-level `Server` over ``gateway``, with ``callers`` deciding who each request is from."""
     served = ServedTools(gateway)
     pipeline = gateway.catalog.pipeline
+    placement = CallPlacement()
 
     async def list_tools(
         request: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
@@ -131,7 +138,11 @@ def build_server(
             if refused is not None:
                 return call_result(refused)
             arguments: object = params.arguments if params.arguments is not None else {}
-            result = await gateway.ainvoke(name, arguments, context=caller.context)
+            if placement.of(gateway, name)[0]:
+                result = await gateway.ainvoke(name, arguments, context=caller.context)
+            else:  # the call runs to its end even if the client cancels: its audit stays whole
+                call = functools.partial(gateway.invoke, name, arguments, context=caller.context)
+                result = await anyio.to_thread.run_sync(call)
             found = served.by_wire(name)
             shape = found.shape if found is not None else _shape_of(served, result)
             return call_result(result, shape)

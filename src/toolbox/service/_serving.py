@@ -85,6 +85,11 @@ class ServedGateway:
         self.approvals: ApprovalStore = state.approvals
 
     @property
+    def shared_state(self) -> bool:
+        """Whether kill switches and approvals live in a store other processes see (sql or redis)."""
+        return self._state.backend != "memory"
+
+    @property
     def gateway(self) -> Gateway:
         """The gateway every call goes through."""
         return self._gateway
