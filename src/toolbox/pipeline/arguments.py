@@ -25,7 +25,7 @@ from toolbox.binding import is_operation_method
 from toolbox.descriptor import Effect
 from toolbox.dispatch import building
 from toolbox.errors import ConfigurationError, InvalidArgumentsError, ToolboxError, ToolDeniedError
-from toolbox.intent_text import validate_intent_text
+from toolbox.intent_text import intent_field_for, validate_intent_text
 from toolbox.operations import DescribedOperations
 from toolbox.pipeline.invocation import BY_NAME, Invocation
 from toolbox.pipeline.result import ToolResult
@@ -285,7 +285,7 @@ def operation_schema(
     target = inspect.unwrap(function)
     signature = inspect.signature(target)
     hints = _hints(target)
-    intent_field = "purpose" if effect is Effect.READ_ONLY else "audit_as"
+    intent_field = intent_field_for(effect)
     fields: dict[str, Any] = {}
     renames: dict[str, str] = {}
     parameters = list(signature.parameters.values())
@@ -328,7 +328,7 @@ def described_schema(
         ConfigurationError: ``parameters`` is not an object schema with local ``$ref`` only,
             or it already has a property named like the intent field.
     """
-    intent_field = "purpose" if effect is Effect.READ_ONLY else "audit_as"
+    intent_field = intent_field_for(effect)
     if not isinstance(parameters, Mapping) or parameters.get("type", "object") != "object":
         raise ConfigurationError(f"{tool}.{operation}: the argument schema must be an object schema")
     check_local_refs(parameters)
