@@ -18,13 +18,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, final
 
 from toolbox.audit.trail import AuditTrail, audit_unavailable
-from toolbox.context import ExecutionContext, OperationRecord
-from toolbox.descriptor import ToolDescriptor
+from toolbox.context import ExecutionContext
 from toolbox.dispatch import arun_dispatched, run_dispatched
-from toolbox.intent_text import declared_intent
+from toolbox.pipeline.attempts import count_attempt
 from toolbox.pipeline.chain import Pipeline, Plan
 from toolbox.pipeline.checks import AccessCheck
-from toolbox.pipeline.invocation import BY_NAME, Invocation
+from toolbox.pipeline.invocation import Invocation, declared_record
 from toolbox.pipeline.result import ToolResult, succeeded
 from toolbox.pipeline.result_summary import settled_inline
 
@@ -45,8 +44,6 @@ class MethodRoute:
     """
 
     __slots__ = (
-        "_descriptor",
-        "_effect",
         "_intent_field",
         "_pipeline",
         "_plan",
@@ -68,14 +65,10 @@ class MethodRoute:
         pipeline: Pipeline,
         trail: AuditTrail | None,
     ) -> None:
-        descriptor = invocation.descriptor
-        assert descriptor is not None
         self.name = invocation.name
         self.tool = invocation.tool
         self.operation = invocation.operation
         self.version = invocation.version
-        self._descriptor: ToolDescriptor = descriptor
-        self._effect = invocation.effect
         self._intent_field = invocation.record.intent_kind
         self._plan = plan
         self._pipeline = pipeline
@@ -91,27 +84,20 @@ class MethodRoute:
         runtime = tools.built_runtime(self.tool)
         if runtime is None:
             return None
-        field = self._intent_field
-        record = OperationRecord(self.tool, self.operation, field, declared_intent(arguments, field), None)
-        record.name = self.name
+        record = declared_record(self.tool, self.operation, self._intent_field, arguments, self.name)
         runtime.record(record)
-        invocation = Invocation(
-            door=BY_NAME,
-            name=self.name,
-            tool=self.tool,
-            operation=self.operation,
-            context=context,
-            # Anything but an object is refused by argument validation, which names it.
-            arguments=arguments,  # type: ignore[arg-type]
-            record=record,
+        invocation = Invocation.by_name(
+            self.name,
+            self.tool,
+            self.operation,
+            context,
+            arguments,
+            record,
+            version=self.version,
+            tools=tools,
         )
         # What the access check sets for a tool built for this context.
-        invocation.version = self.version
-        invocation.descriptor = self._descriptor
-        invocation.effect = self._effect
-        invocation.tools = tools
-        invocation.runtime = runtime
-        invocation.instance = tools.acquire(self.tool)
+        invocation.granted(runtime, tools.acquire(self.tool))
         return invocation
 
     def _open(self, invocation: Invocation) -> ToolResult | None:
@@ -143,10 +129,7 @@ class MethodRoute:
             refused = pipeline.check(invocation, self._spends)
             if refused is not None:
                 return pipeline.finish(invocation, refused)
-        record = invocation.record
-        record.attempts = 1
-        record.start()
-        invocation.runtime.executions += 1  # type: ignore[union-attr]
+        count_attempt(invocation.record, invocation.runtime)
         return None
 
     def _close(self, invocation: Invocation, content: Any) -> ToolResult | None:

@@ -141,7 +141,7 @@ def _check_number(value: object, path: str, bound: int, limits: ArgumentLimits, 
         )
 
 
-def flat_and_small(arguments: Mapping[str, Any], limits: ArgumentLimits) -> bool:
+def flat_and_small(arguments: object, limits: ArgumentLimits) -> bool:
     """Whether ``arguments`` is a dict of scalars and strings within ``limits`` (the common case, cheaply)."""
     if type(arguments) is not dict or len(arguments) > limits.max_items:
         return False

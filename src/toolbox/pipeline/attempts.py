@@ -12,11 +12,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, final
 
+from toolbox.context import OperationRecord
 from toolbox.descriptor import Effect
 from toolbox.errors import InvalidArgumentsError, ToolboxError, ToolDeniedError
 from toolbox.pipeline.invocation import Invocation
 from toolbox.pipeline.outcomes import BusinessFailure
 from toolbox.pipeline.paths import Plan
+from toolbox.pipeline.ports import CallRuntime
 from toolbox.pipeline.result import Status, ToolResult
 from toolbox.pipeline.result_summary import PLAIN_RESULTS
 from toolbox.pipeline.retry import (
@@ -29,7 +31,18 @@ from toolbox.pipeline.retry import (
     retries_allowed,
 )
 
-__all__ = ["PLAIN_RESULTS", "AttemptOutcomes", "safe_message"]
+__all__ = ["PLAIN_RESULTS", "AttemptOutcomes", "count_attempt", "safe_message"]
+
+
+def count_attempt(record: OperationRecord, runtime: CallRuntime | None) -> None:
+    """An attempt starts: its record counts it (and marks the start), the tool's runtime too.
+
+    The one bookkeeping of every attempt, the chain's and the fast paths' first ones.
+    """
+    record.attempts += 1
+    record.start()
+    if runtime is not None:
+        runtime.executions += 1
 
 
 def safe_message(exc: BaseException) -> str:

@@ -31,13 +31,13 @@ from toolbox.context import ExecutionContext, OperationRecord
 from toolbox.descriptor import RiskClass
 from toolbox.dispatch import arun_dispatched, run_dispatched
 from toolbox.errors import InvalidArgumentsError
-from toolbox.pipeline.attempts import PLAIN_RESULTS, AttemptOutcomes
+from toolbox.pipeline.attempts import PLAIN_RESULTS, AttemptOutcomes, count_attempt
 from toolbox.pipeline.audit_hooks import AuditHook, CallRecorder, audit_unavailable
 from toolbox.pipeline.checks import KillSwitch
 from toolbox.pipeline.interceptor import Interceptor, spends
 from toolbox.pipeline.invocation import TYPED, Invocation
 from toolbox.pipeline.outcomes import OutcomeMappers
-from toolbox.pipeline.paths import Plan, typed_fast_path
+from toolbox.pipeline.paths import Plan, gates_open, typed_fast_path
 from toolbox.pipeline.result import Status, ToolResult
 from toolbox.pipeline.result_summary import settled_inline
 from toolbox.pipeline.retry import Reconciler, RetryPolicy
@@ -61,6 +61,10 @@ def _always(invocation: Invocation) -> bool:
     return True
 
 
+def _never(tool: str) -> bool:
+    return False
+
+
 #: `Pipeline.run_inline` did not apply: nothing ran.
 NOT_INLINE: Any = object()
 
@@ -82,8 +86,8 @@ class Pipeline:
     __slots__ = (
         "_awaited",
         "_before",
+        "_engaged",
         "_hooks",
-        "_kill_switch",
         "_mappers",
         "_outcomes",
         "_plans",
@@ -108,7 +112,8 @@ class Pipeline:
         self._timeouts = dict(timeouts)
         self._hooks = tuple(hooks)
         self._plans: dict[tuple[str, str, str], Plan] = {}
-        self._kill_switch = next((c for c in self._before if isinstance(c, KillSwitch)), None)
+        kill_switch = next((c for c in self._before if isinstance(c, KillSwitch)), None)
+        self._engaged: Callable[[str], bool] = kill_switch.engaged if kill_switch is not None else _never
         # The async door awaits these checks (by id): their stores do I/O. Empty: arun checks as run does.
         self._awaited: dict[int, Callable[[Invocation], Awaitable[ToolResult | None]]] = {
             id(c): c.acall  # type: ignore[attr-defined]
@@ -306,13 +311,7 @@ class Pipeline:
                 return NOT_INLINE
             runtime.plans[record.operation] = plan
         context = runtime.context
-        if (
-            not plan.inline
-            or context.deadline is not None
-            or context.budget is not None
-            or context.scope is not None
-            or (self._kill_switch is not None and self._kill_switch.engaged(record.tool))
-        ):
+        if not plan.inline or not gates_open(context, self._engaged, record.tool):
             return NOT_INLINE
         trail = self._trail
         opening = None
@@ -326,10 +325,7 @@ class Pipeline:
             if opening is None:
                 invocation = build()
                 return Fallback(self._finish(invocation, audit_unavailable(invocation)))
-        record.attempts = 1
-        record.started_at = started = time.time()
-        record.status = "STARTED"
-        runtime.executions += 1
+        count_attempt(record, runtime)
         try:
             # Calls a runtime guards need the chain's permit; a @tool function's do not.
             content = run_dispatched(record.tool, call) if runtime.guarded else call()
@@ -337,16 +333,15 @@ class Pipeline:
             return Fallback(self.continue_failed(_opened(build(), opening), plan, exc))
         if not settled_inline(content):  # transient, or a result the audit trail summarises
             return Fallback(self.continue_returned(_opened(build(), opening), plan, content))
-        record.ended_at = ended = time.time()
-        record.duration = duration = ended - started
-        record.status = "SUCCESS"
-        if opening is not None and not trail.close_call(  # type: ignore[union-attr]
-            opening, "SUCCESS", duration, 1, ended
-        ):
-            # It ran, but its response is not recorded: the typed door raises AuditIncompleteError.
-            result = _opened(build(), opening).result(Status.SUCCESS, content=content)
-            result.audit_failed = True
-            return Fallback(result)
+        record.end("SUCCESS")
+        if opening is not None:
+            duration, ended = record.duration, record.ended_at
+            assert duration is not None and ended is not None  # set by end(), after start()
+            if not trail.close_call(opening, "SUCCESS", duration, 1, ended):  # type: ignore[union-attr]
+                # It ran, but its response is not recorded: the typed door raises AuditIncompleteError.
+                result = _opened(build(), opening).result(Status.SUCCESS, content=content)
+                result.audit_failed = True
+                return Fallback(result)
         return content
 
     # -- continuing a first attempt made outside the chain ------------------------
@@ -467,10 +462,7 @@ class Pipeline:
             stop = self._check(invocation, plan.per_attempt)
             if stop is not None:
                 return stop
-        record.attempts += 1
-        record.start()
-        if invocation.runtime is not None:
-            invocation.runtime.executions += 1
+        count_attempt(record, invocation.runtime)
         return None
 
     def _finish(self, invocation: Invocation, result: ToolResult) -> ToolResult:

@@ -12,20 +12,17 @@ run every scenario both ways):
   by the gateway after a name's first dispatched call): `by_name_route`
   decides it per name.
 
-Both decisions are taken once, from what cannot change between calls. What can
-change is re-checked on every call where each fast path starts, and sends the
-call to the full chain before anything is recorded:
-
-- both: the context has a deadline or a budget; the kill switch is engaged;
-  an approval grant is given;
-- typed: the intent carries warnings (``Ready.execute``); ``aexecute`` takes the
-  typed fast path only for a ``MEMORY_ONLY`` tool without an async implementation;
-- by name: the context is not an `ExecutionContext` object, the tool is not
-  built for it yet; for a ``@tool`` function, the arguments are not a small
-  flat object or fail validation, or a sync call is made of an ``async def``
-  (``Route.run``). A class-based tool's route settles only the access check
-  (the tool is built for the context) and runs every other check through
-  the chain (``MethodRoute.run``).
+Both decisions are taken once, from what cannot change between calls. What
+can change is tested on every call where each fast path starts, and sends the
+call to the full chain before anything is recorded: `gates_open` (the
+context's deadline, budget and delegation scope, the kill switch) where the
+plan's checks are skipped (the typed fast path, a ``@tool`` function's route);
+then what only one path knows (``Ready.execute``: an approval grant or
+warnings; ``Route.run`` / ``MethodRoute.run``: a grant, a context the tool
+is not built for yet, and for a ``@tool`` function arguments that are not
+`toolbox.pipeline.arguments.flat_and_small` or fail validation, or a sync
+call of an ``async def``). A class-based tool's route settles only the access
+check and runs every other check through the chain.
 
 After dispatch, an exception or a transient result continues in the full
 chain's retry loop (`Pipeline.continue_failed` / `continue_returned`).
@@ -33,16 +30,17 @@ chain's retry loop (`Pipeline.continue_failed` / `continue_returned`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, final
 
+from toolbox.context import ExecutionContext
 from toolbox.descriptor import RiskClass
 from toolbox.pipeline.arguments import ArgumentValidation, OperationSchema
 from toolbox.pipeline.checks import AccessCheck, BudgetCheck, DeadlineCheck, DelegationCheck, KillSwitch
 from toolbox.pipeline.interceptor import Interceptor
 from toolbox.pipeline.invocation import Invocation
 
-__all__ = ["CONTEXT_GATES", "ROUTABLE_CHECKS", "Plan", "by_name_route", "typed_fast_path"]
+__all__ = ["CONTEXT_GATES", "ROUTABLE_CHECKS", "Plan", "by_name_route", "gates_open", "typed_fast_path"]
 
 #: The checks the typed fast path performs itself: the kill switch and the context's own gates.
 CONTEXT_GATES = frozenset({KillSwitch, DelegationCheck, DeadlineCheck, BudgetCheck})
@@ -50,6 +48,17 @@ CONTEXT_GATES = frozenset({KillSwitch, DelegationCheck, DeadlineCheck, BudgetChe
 ROUTABLE_CHECKS = frozenset(
     {KillSwitch, DelegationCheck, AccessCheck, DeadlineCheck, ArgumentValidation, BudgetCheck}
 )
+
+
+def gates_open(context: ExecutionContext, engaged: Callable[[str], bool], tool: str) -> bool:
+    """The per-call gate of every fast path: the plan's checks that read per-call state have nothing to do.
+
+    No deadline, budget or delegation scope on ``context`` (the `CONTEXT_GATES` checks would
+    act) and the kill switch not ``engaged`` for ``tool``. A check that starts reading other
+    state (say, a shared budget) joins here: the typed fast path and the by-name routes call
+    this, and nothing else decides it.
+    """
+    return context.deadline is None and context.budget is None and context.scope is None and not engaged(tool)
 
 
 @final

@@ -1,0 +1,43 @@
+"""An operation model's validation, returning the validated field values without building the model.
+
+A by-name route (`toolbox.route`) validates with the same model as the
+chain's argument validation (`toolbox.pipeline.arguments`), then throws the
+model instance away and keeps its field values. `field_values` compiles that
+validation from the model's own core schema (its fields and its config:
+``extra="forbid"``, ``allow_inf_nan=False``): the same checks and conversions,
+without the instance, its fields-set and its private slots on every call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic_core import SchemaValidator
+
+__all__ = ["field_values"]
+
+
+def field_values(model: type[BaseModel]) -> Callable[[object], tuple[Any, ...]]:
+    """``validate(arguments)``: a tuple whose first item is the dict of ``model``'s validated field values.
+
+    Raises pydantic's `ValidationError` (a `ValueError`) exactly where ``model`` would.
+    A model whose schema is not a plain one (a custom ``__init__``, a root model,
+    model validators, definitions shared between fields) is validated as itself.
+    """
+    validate = model.__pydantic_validator__.validate_python
+    core: Any = model.__pydantic_core_schema__
+    plain = (
+        core.get("type") == "model"
+        and not core.get("custom_init")
+        and not core.get("root_model")
+        and core["schema"].get("type") == "model-fields"
+        and not model.__pydantic_decorators__.model_validators
+    )
+    if plain:
+        try:
+            return SchemaValidator(core["schema"], core.get("config")).validate_python
+        except Exception:  # noqa: BLE001, S110 - a schema pydantic-core cannot take alone: the model's own
+            pass
+    return lambda arguments: (validate(arguments).__dict__,)
