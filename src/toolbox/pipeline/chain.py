@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, final
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeAlias, final
 
 from toolbox.context import ExecutionContext, OperationRecord
 from toolbox.descriptor import RiskClass
@@ -64,6 +64,12 @@ def _always(invocation: Invocation) -> bool:
 def _never(tool: str) -> bool:
     return False
 
+
+#: What a step of the chain asks its door to do (`Pipeline._steps`), with the door's answer:
+#: run checks (a refusal or None), call the operation ((content, None) or (None, exception)),
+#: sleep before a retry (None), settle a commit ((commit, result): the settled result).
+_CHECK, _CALL, _SLEEP, _SETTLE = "check", "call", "sleep", "settle"
+Steps: TypeAlias = Generator[tuple[str, Any], Any, ToolResult]
 
 #: `Pipeline.run_inline` did not apply: nothing ran.
 NOT_INLINE: Any = object()
@@ -231,7 +237,63 @@ class Pipeline:
             self._plans[key] = plan
         return plan
 
-    # -- sync -------------------------------------------------------------------
+    # -- the steps: one implementation, both doors --------------------------------
+
+    def _steps(self, invocation: Invocation, plan: Plan, checks: Sequence[Interceptor]) -> Steps:
+        """The chain from ``checks`` on: checks, audit request, spends, attempts, outcome, commit.
+
+        Written once for both doors: it yields what needs a door (running checks, the
+        operation, a sleep before a retry, settling a commit) and its door's shell
+        (`_drive`, `_adrive`) does it inline or awaited, and sends the answer back.
+        """
+        result = (yield _CHECK, checks) if checks else None
+        if result is None and self._hooks:
+            result = self._open(invocation)
+        if result is None and plan.spends:
+            result = yield _CHECK, plan.spends
+        if result is None:
+            result = yield from self._attempts(invocation, plan, None)
+        return (yield from self._recorded(invocation, result))
+
+    def _attempts(self, invocation: Invocation, plan: Plan, pending: ToolResult | float | None) -> Steps:
+        """The effect-aware retry loop, from ``pending`` (a first attempt's outcome) when given."""
+        while True:
+            if pending is None:
+                record = invocation.record
+                if record.attempts and plan.per_attempt:  # a retry: its per-attempt checks first
+                    stop: ToolResult | None = yield _CHECK, plan.per_attempt
+                    if stop is not None:
+                        return stop
+                count_attempt(record, invocation.runtime)
+                content, exc = yield _CALL, None
+                if exc is not None:
+                    step = self._outcomes.after_failure(invocation, exc, plan)
+                else:
+                    step = self._outcomes.after_success(invocation, content, plan)
+            else:
+                step, pending = pending, None
+            if isinstance(step, ToolResult):
+                return step
+            yield _SLEEP, step
+
+    def _recorded(self, invocation: Invocation, result: ToolResult) -> Steps:
+        """Record ``result`` as final; then what waited for the record (an approval request's slot)."""
+        result = self._finish(invocation, result)
+        commit = invocation.commit
+        if commit is not None:
+            # An approval request recorded by the audit trail (or not): now its slot is taken (or not).
+            invocation.commit = None
+            settled = yield _SETTLE, (commit, result)
+            if settled is not result:
+                result = self._finish(invocation, settled)
+        return result
+
+    def _continued(self, invocation: Invocation, plan: Plan, step: ToolResult | float) -> Steps:
+        """The steps after a first attempt made outside the chain, whose outcome is ``step``."""
+        result = yield from self._attempts(invocation, plan, step)
+        return self._finish(invocation, result)
+
+    # -- the doors: thin shells over the steps ----------------------------------------
 
     def run(self, invocation: Invocation) -> ToolResult:
         """Run ``invocation`` through the chain and return its result (never raises for denials)."""
@@ -243,22 +305,84 @@ class Pipeline:
 
         The plan's spending checks run after the audit request, whatever ``checks`` holds.
         """
-        result = (
-            self._check(invocation, checks)
-            or (self._open(invocation) if self._hooks else None)
-            or (self._check(invocation, plan.spends) if plan.spends else None)
-        )
-        if result is None:
-            result = self._dispatch(invocation, plan)
-        result = self._finish(invocation, result)
-        commit = invocation.commit
-        if commit is not None:
-            # An approval request recorded by the audit trail (or not): now its slot is taken (or not).
-            invocation.commit = None
-            settled = commit.settle(invocation, result)
-            if settled is not result:
-                result = self._finish(invocation, settled)
-        return result
+        return self._drive(invocation, plan, self._steps(invocation, plan, checks))
+
+    async def arun(self, invocation: Invocation) -> ToolResult:
+        """Async twin of `run`; sync-only I/O tools run on a worker thread, MEMORY_ONLY inline."""
+        plan = self._plan(invocation)
+        return await self.arun_from(invocation, plan, plan.checks)
+
+    async def arun_from(
+        self, invocation: Invocation, plan: Plan, checks: Sequence[Interceptor]
+    ) -> ToolResult:
+        """Async twin of `run_from`."""
+        return await self._adrive(invocation, plan, self._steps(invocation, plan, checks))
+
+    def continue_failed(self, invocation: Invocation, plan: Plan, exc: Exception) -> ToolResult:
+        """Finish ``invocation``, whose first attempt ran outside the chain and raised ``exc``."""
+        step = self._outcomes.after_failure(invocation, exc, plan)
+        return self._drive(invocation, plan, self._continued(invocation, plan, step))
+
+    def continue_returned(self, invocation: Invocation, plan: Plan, content: Any) -> ToolResult:
+        """Finish ``invocation``, whose first attempt ran outside the chain and returned ``content``."""
+        step = self._outcomes.after_success(invocation, content, plan)
+        return self._drive(invocation, plan, self._continued(invocation, plan, step))
+
+    async def acontinue_failed(self, invocation: Invocation, plan: Plan, exc: Exception) -> ToolResult:
+        """Async twin of `continue_failed`."""
+        step = self._outcomes.after_failure(invocation, exc, plan)
+        return await self._adrive(invocation, plan, self._continued(invocation, plan, step))
+
+    async def acontinue_returned(self, invocation: Invocation, plan: Plan, content: Any) -> ToolResult:
+        """Async twin of `continue_returned`."""
+        step = self._outcomes.after_success(invocation, content, plan)
+        return await self._adrive(invocation, plan, self._continued(invocation, plan, step))
+
+    def _drive(self, invocation: Invocation, plan: Plan, steps: Steps) -> ToolResult:
+        """The sync door's shell: does what each step asks, inline."""
+        reply: Any = None
+        while True:
+            try:
+                kind, payload = steps.send(reply)
+            except StopIteration as done:
+                result: ToolResult = done.value
+                return result
+            if kind is _CHECK:
+                reply = self._check(invocation, payload)
+            elif kind is _CALL:
+                try:
+                    reply = (self._call(invocation, plan), None)
+                except Exception as exc:  # noqa: BLE001 - the step classifies it, never swallowed silently
+                    reply = (None, exc)
+            elif kind is _SLEEP:
+                time.sleep(payload)
+                reply = None
+            else:
+                commit, result = payload
+                reply = commit.settle(invocation, result)
+
+    async def _adrive(self, invocation: Invocation, plan: Plan, steps: Steps) -> ToolResult:
+        """The async door's shell: `_drive`, awaiting checks whose store does I/O, the call and sleeps."""
+        reply: Any = None
+        while True:
+            try:
+                kind, payload = steps.send(reply)
+            except StopIteration as done:
+                result: ToolResult = done.value
+                return result
+            if kind is _CHECK:
+                reply = await self._acheck(invocation, payload)
+            elif kind is _CALL:
+                try:
+                    reply = (await self._acall(invocation, plan), None)
+                except Exception as exc:  # noqa: BLE001 - the step classifies it, never swallowed silently
+                    reply = (None, exc)
+            elif kind is _SLEEP:
+                await asyncio.sleep(payload)
+                reply = None
+            else:
+                commit, result = payload
+                reply = await commit.asettle(invocation, result)
 
     def _call(self, invocation: Invocation, plan: Plan) -> Any:
         call = invocation.call
@@ -269,25 +393,23 @@ class Pipeline:
             return run_dispatched(invocation.tool, call)
         return call_within(invocation.tool, invocation.operation, call, timeout)
 
-    def _dispatch(
-        self, invocation: Invocation, plan: Plan, pending: ToolResult | float | None = None
-    ) -> ToolResult:
-        while True:
-            if pending is None:
-                stop = self._start_attempt(invocation, plan)
-                if stop is not None:
-                    return stop
-                try:
-                    content = self._call(invocation, plan)
-                except Exception as exc:  # noqa: BLE001 - classified below, never swallowed silently
-                    step = self._outcomes.after_failure(invocation, exc, plan)
-                else:
-                    step = self._outcomes.after_success(invocation, content, plan)
-            else:
-                step, pending = pending, None
-            if isinstance(step, ToolResult):
-                return step
-            time.sleep(step)
+    async def _acall(self, invocation: Invocation, plan: Plan) -> Any:
+        return await arun_dispatched(invocation.tool, lambda: self._acall_permitted(invocation, plan))
+
+    async def _acall_permitted(self, invocation: Invocation, plan: Plan) -> Any:
+        runtime = invocation.runtime
+        if invocation.acall is not None:
+            awaitable = invocation.acall()
+        elif runtime is not None and runtime.runs_inline:
+            return invocation.call() if invocation.call else None
+        else:
+            awaitable = asyncio.to_thread(invocation.call)  # type: ignore[arg-type]
+        timeout = plan.timeout
+        if timeout is None:
+            return await awaitable
+        return await await_within(invocation.tool, invocation.operation, awaitable, timeout)
+
+    # -- the typed door's fast path and the routes' uses of the chain ----------------
 
     def run_inline(
         self,
@@ -344,31 +466,9 @@ class Pipeline:
                 return Fallback(result)
         return content
 
-    # -- continuing a first attempt made outside the chain ------------------------
-
     def plan_of(self, tool: str, operation: str, door: str) -> Plan | None:
         """The plan already made for ``tool.operation`` on ``door``, if a call made one."""
         return self._plans.get((tool, operation, door))
-
-    def continue_failed(self, invocation: Invocation, plan: Plan, exc: Exception) -> ToolResult:
-        """Finish ``invocation``, whose first attempt ran outside the chain and raised ``exc``."""
-        step = self._outcomes.after_failure(invocation, exc, plan)
-        return self._finish(invocation, self._dispatch(invocation, plan, step))
-
-    def continue_returned(self, invocation: Invocation, plan: Plan, content: Any) -> ToolResult:
-        """Finish ``invocation``, whose first attempt ran outside the chain and returned ``content``."""
-        step = self._outcomes.after_success(invocation, content, plan)
-        return self._finish(invocation, self._dispatch(invocation, plan, step))
-
-    async def acontinue_failed(self, invocation: Invocation, plan: Plan, exc: Exception) -> ToolResult:
-        """Async twin of `continue_failed`."""
-        step = self._outcomes.after_failure(invocation, exc, plan)
-        return self._finish(invocation, await self._adispatch(invocation, plan, step))
-
-    async def acontinue_returned(self, invocation: Invocation, plan: Plan, content: Any) -> ToolResult:
-        """Async twin of `continue_returned`."""
-        step = self._outcomes.after_success(invocation, content, plan)
-        return self._finish(invocation, await self._adispatch(invocation, plan, step))
 
     def check(self, invocation: Invocation, checks: Sequence[Interceptor]) -> ToolResult | None:
         """Run ``checks`` on ``invocation`` as the chain does: a result refuses the call."""
@@ -378,92 +478,7 @@ class Pipeline:
         """Record ``result`` as the final outcome of ``invocation`` (trace record and audit hooks)."""
         return self._finish(invocation, result)
 
-    # -- async ------------------------------------------------------------------
-
-    async def arun(self, invocation: Invocation) -> ToolResult:
-        """Async twin of `run`; sync-only I/O tools run on a worker thread, MEMORY_ONLY inline."""
-        plan = self._plan(invocation)
-        return await self.arun_from(invocation, plan, plan.checks)
-
-    async def arun_from(
-        self, invocation: Invocation, plan: Plan, checks: Sequence[Interceptor]
-    ) -> ToolResult:
-        """Async twin of `run_from`."""
-        # Without a check to await (the memory stores), the checks run exactly as on the sync door.
-        awaited = self._awaited
-        result = (await self._acheck(invocation, checks) if awaited else self._check(invocation, checks)) or (
-            self._open(invocation) if self._hooks else None
-        )
-        spend = plan.spends
-        if result is None and spend:
-            result = await self._acheck(invocation, spend) if awaited else self._check(invocation, spend)
-        if result is None:
-            result = await self._adispatch(invocation, plan)
-        result = self._finish(invocation, result)
-        commit = invocation.commit
-        if commit is not None:
-            invocation.commit = None
-            settled = await commit.asettle(invocation, result)
-            if settled is not result:
-                result = self._finish(invocation, settled)
-        return result
-
-    async def _acall(self, invocation: Invocation, plan: Plan) -> Any:
-        return await arun_dispatched(invocation.tool, lambda: self._acall_permitted(invocation, plan))
-
-    async def _acall_permitted(self, invocation: Invocation, plan: Plan) -> Any:
-        runtime = invocation.runtime
-        if invocation.acall is not None:
-            awaitable = invocation.acall()
-        elif runtime is not None and runtime.runs_inline:
-            return invocation.call() if invocation.call else None
-        else:
-            awaitable = asyncio.to_thread(invocation.call)  # type: ignore[arg-type]
-        timeout = plan.timeout
-        if timeout is None:
-            return await awaitable
-        return await await_within(invocation.tool, invocation.operation, awaitable, timeout)
-
-    async def _adispatch(
-        self, invocation: Invocation, plan: Plan, pending: ToolResult | float | None = None
-    ) -> ToolResult:
-        while True:
-            if pending is None:
-                if invocation.record.attempts and self._awaited:
-                    # A retry's per-attempt checks, awaited as on the first attempt.
-                    stop = await self._acheck(invocation, plan.per_attempt)
-                    if stop is not None:
-                        return stop
-                    stop = self._start_attempt(invocation, plan, checked=True)
-                else:
-                    stop = self._start_attempt(invocation, plan)
-                if stop is not None:
-                    return stop
-                try:
-                    content = await self._acall(invocation, plan)
-                except Exception as exc:  # noqa: BLE001 - classified below, never swallowed silently
-                    step = self._outcomes.after_failure(invocation, exc, plan)
-                else:
-                    step = self._outcomes.after_success(invocation, content, plan)
-            else:
-                step, pending = pending, None
-            if isinstance(step, ToolResult):
-                return step
-            await asyncio.sleep(step)
-
     # -- shared decisions -------------------------------------------------------
-
-    def _start_attempt(
-        self, invocation: Invocation, plan: Plan, *, checked: bool = False
-    ) -> ToolResult | None:
-        """Before a retry, the per-attempt checks (a result stops; ``checked``: already run); count it."""
-        record = invocation.record
-        if record.attempts and not checked:
-            stop = self._check(invocation, plan.per_attempt)
-            if stop is not None:
-                return stop
-        count_attempt(record, invocation.runtime)
-        return None
 
     def _finish(self, invocation: Invocation, result: ToolResult) -> ToolResult:
         record = invocation.record
