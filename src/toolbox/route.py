@@ -51,7 +51,7 @@ from toolbox.pipeline.paths import by_name_route, gates_open
 from toolbox.pipeline.record_rows import first_success_row
 from toolbox.pipeline.result import ToolResult, succeeded
 from toolbox.pipeline.result_summary import settled_inline
-from toolbox.route_method import MethodRoute
+from toolbox.route_method import CompiledName, MethodRoute
 
 if TYPE_CHECKING:
     from toolbox.runtime import ToolRuntime
@@ -119,7 +119,7 @@ def compile_route(
 
 
 @final
-class Route:
+class Route(CompiledName):
     """One compiled name of a ``@tool`` function: ``run`` and ``arun`` return a result, or None.
 
     None means the call takes the full chain; nothing was recorded then.
@@ -129,20 +129,11 @@ class Route:
         "_engaged",
         "_function",
         "_hold_call",
-        "_intent_field",
         "_is_async",
         "_key",
         "_limits",
-        "_pipeline",
-        "_plan",
         "_row",
-        "_subject",
-        "_trail",
         "_validate",
-        "name",
-        "operation",
-        "tool",
-        "version",
     )
 
     def __init__(
@@ -157,14 +148,8 @@ class Route:
         limits: ArgumentLimits,
         trail: AuditTrail | None,
     ) -> None:
-        self.name = invocation.name
-        self.tool = invocation.tool
-        self.operation = invocation.operation
-        self.version = invocation.version
-        self._plan = plan
-        self._pipeline = pipeline
+        super().__init__(invocation, plan=plan, pipeline=pipeline, trail=trail)
         self._validate = field_values(schema.model)
-        self._intent_field = schema.intent_field
         self._function = function
         self._is_async: bool = getattr(invocation.instance, "is_async", False)
         self._engaged = kill_switch.engaged
@@ -172,8 +157,6 @@ class Route:
         self._row = first_success_row(
             tool=self.tool, operation=self.operation, name=self.name, intent_kind=self._intent_field
         )
-        self._trail = trail
-        self._subject = trail.subject(invocation) if trail is not None else None
         # A sink that keeps held calls (the memory sink): two tuples per call, no object to walk.
         self._hold_call = trail.call_hold if trail is not None else None
         self._key = -1
@@ -216,7 +199,8 @@ class Route:
                 opening = held_call(HELD_OPENING, self._key, context, text, declared, None, values.values())
                 hold_call(opening)
             else:
-                opening = Opening(self._subject, context, text, values, declared)  # type: ignore[arg-type]
+                assert self._subject is not None  # set whenever the trail is
+                opening = Opening(self._subject, context, text, values, declared)
                 if not trail.store_opening(opening):
                     record = self._record(text, declared, started=False)
                     invocation = self._invocation(context, tools, runtime, record, values, opening=None)
@@ -235,12 +219,14 @@ class Route:
         result = succeeded(
             self.name, self.tool, self.operation, content, context.run_id, context.correlation_id
         )
-        if type(opening) is tuple:
+        hold_call = self._hold_call
+        if hold_call is not None and type(opening) is tuple:
             # The response names the held opening (plain values too): nothing more to read.
-            self._hold_call(held_response(opening, ended, duration))  # type: ignore[misc]
+            hold_call(held_response(opening, ended, duration))
         elif opening is not None:
-            closing = Closing(opening, "SUCCESS", None, duration, 1, ended)
-            if not self._trail.store_closing(closing):  # type: ignore[union-attr]
+            trail = self._trail
+            assert trail is not None  # the opening was stored by it
+            if not trail.store_closing(Closing(opening, "SUCCESS", None, duration, 1, ended)):
                 result.audit_failed = True
         return result
 
@@ -314,7 +300,8 @@ class Route:
         invocation.granted(runtime, instance)
         if type(opening) is tuple:
             # The sink holds the opening as plain values; the chain's Closing needs an Opening to refer to.
-            opening = Opening(self._subject, context, record.intent_text, values, record.declared_at)  # type: ignore[arg-type]
+            assert self._subject is not None  # a held call was made through the trail
+            opening = Opening(self._subject, context, record.intent_text, values, record.declared_at)
         invocation.opening = opening
         # The calls the chain's argument validation would have taken from the intent.
         invocation.call, invocation.acall = dispatch_calls(getattr(instance, "call")(**values))  # noqa: B009

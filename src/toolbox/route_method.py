@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, final
 
+from toolbox.audit.batch import CallSubject
 from toolbox.audit.trail import AuditTrail, audit_unavailable
 from toolbox.context import ExecutionContext
 from toolbox.dispatch import arun_dispatched, run_dispatched
@@ -24,7 +25,7 @@ from toolbox.pipeline.attempts import count_attempt
 from toolbox.pipeline.chain import Pipeline, Plan
 from toolbox.pipeline.checks import AccessCheck
 from toolbox.pipeline.invocation import Invocation, declared_record
-from toolbox.pipeline.result import ToolResult, succeeded
+from toolbox.pipeline.result import Status, ToolResult, succeeded
 from toolbox.pipeline.result_summary import settled_inline
 
 if TYPE_CHECKING:
@@ -33,22 +34,21 @@ if TYPE_CHECKING:
 __all__ = ["MethodRoute"]
 
 #: `MethodRoute._open`: the intent carries warnings, so the chain goes on from its audit hook.
-_WARNED: Any = object()
+_WARNED = ToolResult(Status.SUCCESS, message="the intent carries warnings")
 
 
-@final
-class MethodRoute:
-    """One compiled name of a class-based tool: ``run`` and ``arun`` return a result, or None.
+class CompiledName:
+    """What a by-name route keeps of the name it was compiled for (`MethodRoute`, `toolbox.route.Route`).
 
-    None means the call takes the full chain; nothing was recorded then.
+    The name, tool, operation and version the first call resolved, its plan and
+    pipeline, and the audit trail with the call's subject (the fields every event
+    of the name repeats), when the pipeline records through a trail.
     """
 
     __slots__ = (
         "_intent_field",
         "_pipeline",
         "_plan",
-        "_rest",
-        "_spends",
         "_subject",
         "_trail",
         "name",
@@ -58,12 +58,7 @@ class MethodRoute:
     )
 
     def __init__(
-        self,
-        invocation: Invocation,
-        *,
-        plan: Plan,
-        pipeline: Pipeline,
-        trail: AuditTrail | None,
+        self, invocation: Invocation, *, plan: Plan, pipeline: Pipeline, trail: AuditTrail | None
     ) -> None:
         self.name = invocation.name
         self.tool = invocation.tool
@@ -72,12 +67,27 @@ class MethodRoute:
         self._intent_field = invocation.record.intent_kind
         self._plan = plan
         self._pipeline = pipeline
+        self._trail = trail
+        self._subject: CallSubject | None = trail.subject(invocation) if trail is not None else None
+
+
+@final
+class MethodRoute(CompiledName):
+    """One compiled name of a class-based tool: ``run`` and ``arun`` return a result, or None.
+
+    None means the call takes the full chain; nothing was recorded then.
+    """
+
+    __slots__ = ("_rest", "_spends")
+
+    def __init__(
+        self, invocation: Invocation, *, plan: Plan, pipeline: Pipeline, trail: AuditTrail | None
+    ) -> None:
+        super().__init__(invocation, plan=plan, pipeline=pipeline, trail=trail)
         #: The plan's checks but access (settled: the tool is built for the context), in order.
         self._rest = tuple(check for check in plan.checks if type(check) is not AccessCheck)
         #: What the call spends (the context's budget), taken once the audit trail stored the request.
         self._spends = plan.spends
-        self._trail = trail
-        self._subject = trail.subject(invocation) if trail is not None else None
 
     def _begin(self, context: ExecutionContext, arguments: object, tools: Tools) -> Invocation | None:
         """The call's invocation, its trace record appended; None: take the full chain."""
@@ -112,12 +122,14 @@ class MethodRoute:
         if refused is not None:
             return pipeline.finish(invocation, refused)
         if invocation.warnings:
-            return _WARNED  # type: ignore[no-any-return]
+            return _WARNED
         trail = self._trail
         if trail is not None:
             record = invocation.record
+            subject = self._subject
+            assert subject is not None  # set whenever the trail is
             opening = trail.open_call(
-                self._subject,  # type: ignore[arg-type]  # set whenever the trail is
+                subject,
                 invocation.context,
                 record.intent_text,
                 invocation.bound_arguments(),
@@ -146,7 +158,9 @@ class MethodRoute:
         if opening is not None:
             duration, ended = record.duration, record.ended_at
             assert duration is not None and ended is not None  # set by end(), after start()
-            if not self._trail.close_call(opening, "SUCCESS", duration, 1, ended):  # type: ignore[union-attr]
+            trail = self._trail
+            assert trail is not None  # the opening was stored by it
+            if not trail.close_call(opening, "SUCCESS", duration, 1, ended):
                 result.audit_failed = True
         return result
 
@@ -157,17 +171,16 @@ class MethodRoute:
             return None
         ended = self._open(invocation)
         if ended is not None:
-            if ended is _WARNED:
-                return self._pipeline.run_from(invocation, self._plan, ())
-            return ended
+            return self._pipeline.run_from(invocation, self._plan, ()) if ended is _WARNED else ended
         try:
-            content = run_dispatched(self.tool, invocation.call)  # type: ignore[arg-type]
+            call = invocation.call
+            assert call is not None  # set by the argument validation among the checks
+            content = run_dispatched(self.tool, call)
         except Exception as exc:  # noqa: BLE001 - the full chain classifies it
             return self._pipeline.continue_failed(invocation, self._plan, exc)
-        result = self._close(invocation, content)
-        if result is None:
-            return self._pipeline.continue_returned(invocation, self._plan, content)
-        return result
+        return self._close(invocation, content) or self._pipeline.continue_returned(
+            invocation, self._plan, content
+        )
 
     async def arun(self, context: ExecutionContext, arguments: object, tools: Tools) -> ToolResult | None:
         """Async twin of `run`: an async operation is awaited, a sync one runs inline (MEMORY_ONLY)."""
@@ -176,17 +189,13 @@ class MethodRoute:
             return None
         ended = self._open(invocation)
         if ended is not None:
-            if ended is _WARNED:
-                return await self._pipeline.arun_from(invocation, self._plan, ())
-            return ended
+            return await self._pipeline.arun_from(invocation, self._plan, ()) if ended is _WARNED else ended
         try:
-            if invocation.acall is not None:
-                content = await arun_dispatched(self.tool, invocation.acall)
-            else:
-                content = run_dispatched(self.tool, invocation.call)  # type: ignore[arg-type]
+            acall, call = invocation.acall, invocation.call
+            assert call is not None  # set by the argument validation among the checks
+            content = await arun_dispatched(self.tool, acall) if acall else run_dispatched(self.tool, call)
         except Exception as exc:  # noqa: BLE001 - the full chain classifies it
             return await self._pipeline.acontinue_failed(invocation, self._plan, exc)
-        result = self._close(invocation, content)
-        if result is None:
-            return await self._pipeline.acontinue_returned(invocation, self._plan, content)
-        return result
+        return self._close(invocation, content) or await self._pipeline.acontinue_returned(
+            invocation, self._plan, content
+        )

@@ -438,11 +438,9 @@ class Pipeline:
         trail = self._trail
         opening = None
         if trail is not None:
-            effect = runtime.effect_of(record.operation).value
-            risk = runtime.descriptor.risk.value
-            subject = trail.subject_of(
-                record.name, record.tool, record.operation, risk, effect, record.intent_kind
-            )
+            subject = plan.subjects.get(record.intent_kind)
+            if subject is None or subject.name != record.name:
+                subject = self._subject(runtime, record, plan)
             opening = trail.open_call(subject, context, record.intent_text, arguments)
             if opening is None:
                 invocation = build()
@@ -465,6 +463,22 @@ class Pipeline:
                 result.audit_failed = True
                 return Fallback(result)
         return content
+
+    def _subject(self, runtime: CallRuntime, record: OperationRecord, plan: Plan) -> Any:
+        """The audit subject of a typed call of ``plan``'s operation, kept by intent kind on the plan."""
+        assert self._trail is not None  # only asked for when the trail records the fast path
+        effect = runtime.effect_of(record.operation).value
+        subject = self._trail.subject_of(
+            record.name,
+            record.tool,
+            record.operation,
+            runtime.descriptor.risk.value,
+            effect,
+            record.intent_kind,
+        )
+        if record.name == f"{record.tool}.{record.operation}":  # the typed door's own name: one per kind
+            plan.subjects[record.intent_kind] = subject
+        return subject
 
     def plan_of(self, tool: str, operation: str, door: str) -> Plan | None:
         """The plan already made for ``tool.operation`` on ``door``, if a call made one."""

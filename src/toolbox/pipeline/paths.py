@@ -65,7 +65,7 @@ def gates_open(context: ExecutionContext, engaged: Callable[[str], bool], tool: 
 class Plan:
     """What applies to one tool, operation and door: decided on the first call, then reused."""
 
-    __slots__ = ("checks", "inline", "mapper", "per_attempt", "spends", "timeout")
+    __slots__ = ("checks", "inline", "mapper", "per_attempt", "spends", "subjects", "timeout")
 
     def __init__(
         self,
@@ -83,6 +83,8 @@ class Plan:
         self.timeout = timeout
         self.mapper = mapper
         self.inline = False
+        #: The typed fast path's audit subjects, by intent kind (what every event of such a call repeats).
+        self.subjects: dict[str, Any] = {}
 
 
 def _recorded_by_the_trail_alone(hooks: Sequence[object], recorder: object | None) -> bool:
