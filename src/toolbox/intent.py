@@ -31,10 +31,11 @@ from toolbox.errors import (
 )
 from toolbox.intent_text import MAX_INTENT_LENGTH, VALID_TEXTS, validate_intent_text
 from toolbox.pipeline.arguments import dispatch_calls
-from toolbox.pipeline.chain import NOT_INLINE, Fallback, Pipeline
+from toolbox.pipeline.chain import Pipeline
 from toolbox.pipeline.invocation import TYPED, Invocation
 from toolbox.pipeline.ports import CallRuntime, CallTools
 from toolbox.pipeline.result import Status, ToolResult
+from toolbox.pipeline.typed_path import NOT_INLINE, Fallback, run_inline
 
 if TYPE_CHECKING:
     from toolbox.pipeline.approval import Approval
@@ -295,7 +296,8 @@ class Ready(Generic[R]):
         if approval is None and not self._warnings:
             self._claim()
             bound = self._bound
-            outcome = self._runtime.pipeline.run_inline(
+            outcome = run_inline(
+                self._runtime.pipeline,
                 self._runtime,
                 self._record,
                 self._call,

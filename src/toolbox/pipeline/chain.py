@@ -27,7 +27,7 @@ import time
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias, final
 
-from toolbox.context import ExecutionContext, OperationRecord
+from toolbox.context import ExecutionContext
 from toolbox.descriptor import RiskClass
 from toolbox.dispatch import arun_dispatched, run_dispatched
 from toolbox.errors import InvalidArgumentsError
@@ -35,16 +35,15 @@ from toolbox.pipeline.attempts import PLAIN_RESULTS, AttemptOutcomes, count_atte
 from toolbox.pipeline.audit_hooks import AuditHook, CallRecorder, audit_unavailable
 from toolbox.pipeline.checks import KillSwitch
 from toolbox.pipeline.interceptor import Interceptor, spends
-from toolbox.pipeline.invocation import TYPED, Invocation
+from toolbox.pipeline.invocation import Invocation
 from toolbox.pipeline.outcomes import OutcomeMappers
-from toolbox.pipeline.paths import Plan, gates_open, typed_fast_path
+from toolbox.pipeline.paths import Plan, typed_fast_path
 from toolbox.pipeline.result import Status, ToolResult
-from toolbox.pipeline.result_summary import settled_inline
 from toolbox.pipeline.retry import Reconciler, RetryPolicy
 from toolbox.pipeline.timed import OperationTimeoutError, await_within, call_within
 
 if TYPE_CHECKING:
-    from toolbox.pipeline.ports import CallRuntime
+    pass
 
 __all__ = [
     "PLAIN_RESULTS",
@@ -71,19 +70,6 @@ def _never(tool: str) -> bool:
 _CHECK, _CALL, _SLEEP, _SETTLE = "check", "call", "sleep", "settle"
 Steps: TypeAlias = Generator[tuple[str, Any], Any, ToolResult]
 
-#: `Pipeline.run_inline` did not apply: nothing ran.
-NOT_INLINE: Any = object()
-
-
-@final
-class Fallback:
-    """`Pipeline.run_inline` continued in the full chain; ``result`` is the final result."""
-
-    __slots__ = ("result",)
-
-    def __init__(self, result: ToolResult) -> None:
-        self.result = result
-
 
 @final
 class Pipeline:
@@ -92,13 +78,13 @@ class Pipeline:
     __slots__ = (
         "_awaited",
         "_before",
-        "_engaged",
         "_hooks",
         "_mappers",
         "_outcomes",
         "_plans",
         "_timeouts",
-        "_trail",
+        "engaged",
+        "recorder",
     )
 
     def __init__(
@@ -119,16 +105,17 @@ class Pipeline:
         self._hooks = tuple(hooks)
         self._plans: dict[tuple[str, str, str], Plan] = {}
         kill_switch = next((c for c in self._before if isinstance(c, KillSwitch)), None)
-        self._engaged: Callable[[str], bool] = kill_switch.engaged if kill_switch is not None else _never
+        #: Whether the kill switch stops calls of a tool now (never, without a kill switch).
+        self.engaged: Callable[[str], bool] = kill_switch.engaged if kill_switch is not None else _never
         # The async door awaits these checks (by id): their stores do I/O. Empty: arun checks as run does.
         self._awaited: dict[int, Callable[[Invocation], Awaitable[ToolResult | None]]] = {
             id(c): c.acall  # type: ignore[attr-defined]
             for c in self._before
             if getattr(c, "blocks", False) is True and callable(getattr(c, "acall", None))
         }
-        # The audit trail, when it is the only hook: the typed fast path records through it.
         only = self._hooks[0] if len(self._hooks) == 1 else None
-        self._trail = recorder if recorder is not None and recorder is only else None
+        #: The audit trail, when it is the only hook: the fast paths record through it.
+        self.recorder = recorder if recorder is not None and recorder is only else None
 
     @property
     def awaits_state(self) -> bool:
@@ -187,11 +174,6 @@ class Pipeline:
         """The audit hooks, in order."""
         return self._hooks
 
-    @property
-    def recorder(self) -> CallRecorder | None:
-        """The audit trail, when it is the only hook: the fast paths record through it."""
-        return self._trail
-
     def report_denial(
         self, context: ExecutionContext, tool: str, reason_code: str, rule: str, *, operation: str = ""
     ) -> None:
@@ -233,7 +215,7 @@ class Pipeline:
                 self._mappers.find(tool, operation) if self._mappers else None,
                 tuple(c for c in applies if spends(c)),
             )
-            plan.inline = typed_fast_path(plan, self._hooks, self._trail)
+            plan.inline = typed_fast_path(plan, self._hooks, self.recorder)
             self._plans[key] = plan
         return plan
 
@@ -409,76 +391,7 @@ class Pipeline:
             return await awaitable
         return await await_within(invocation.tool, invocation.operation, awaitable, timeout)
 
-    # -- the typed door's fast path and the routes' uses of the chain ----------------
-
-    def run_inline(
-        self,
-        runtime: CallRuntime,
-        record: OperationRecord,
-        call: Callable[[], Any],
-        build: Callable[[], Invocation],
-        arguments: Mapping[str, Any],
-    ) -> Any:
-        """The typed door's fast path, for operations whose plan holds only context gates.
-
-        Returns the content after a plain success, a `Fallback` holding the final
-        `ToolResult` when it had to continue in the full chain (after dispatch, or
-        refused by the audit trail), and `NOT_INLINE` when the fast path does not
-        apply (nothing ran). ``arguments`` are what the audit trail records.
-        """
-        plan = runtime.plans.get(record.operation)
-        if plan is None:
-            plan = self._plans.get((record.tool, record.operation, TYPED))
-            if plan is None:
-                return NOT_INLINE
-            runtime.plans[record.operation] = plan
-        context = runtime.context
-        if not plan.inline or not gates_open(context, self._engaged, record.tool):
-            return NOT_INLINE
-        trail = self._trail
-        opening = None
-        if trail is not None:
-            subject = plan.subjects.get(record.intent_kind)
-            if subject is None or subject.name != record.name:
-                subject = self._subject(runtime, record, plan)
-            opening = trail.open_call(subject, context, record.intent_text, arguments)
-            if opening is None:
-                invocation = build()
-                return Fallback(self._finish(invocation, audit_unavailable(invocation)))
-        count_attempt(record, runtime)
-        try:
-            # Calls a runtime guards need the chain's permit; a @tool function's do not.
-            content = run_dispatched(record.tool, call) if runtime.guarded else call()
-        except Exception as exc:  # noqa: BLE001 - continue in the full chain, which classifies it
-            return Fallback(self.continue_failed(_opened(build(), opening), plan, exc))
-        if not settled_inline(content):  # transient, or a result the audit trail summarises
-            return Fallback(self.continue_returned(_opened(build(), opening), plan, content))
-        record.end("SUCCESS")
-        if opening is not None:
-            duration, ended = record.duration, record.ended_at
-            assert duration is not None and ended is not None  # set by end(), after start()
-            if not trail.close_call(opening, "SUCCESS", duration, 1, ended):  # type: ignore[union-attr]
-                # It ran, but its response is not recorded: the typed door raises AuditIncompleteError.
-                result = _opened(build(), opening).result(Status.SUCCESS, content=content)
-                result.audit_failed = True
-                return Fallback(result)
-        return content
-
-    def _subject(self, runtime: CallRuntime, record: OperationRecord, plan: Plan) -> Any:
-        """The audit subject of a typed call of ``plan``'s operation, kept by intent kind on the plan."""
-        assert self._trail is not None  # only asked for when the trail records the fast path
-        effect = runtime.effect_of(record.operation).value
-        subject = self._trail.subject_of(
-            record.name,
-            record.tool,
-            record.operation,
-            runtime.descriptor.risk.value,
-            effect,
-            record.intent_kind,
-        )
-        if record.name == f"{record.tool}.{record.operation}":  # the typed door's own name: one per kind
-            plan.subjects[record.intent_kind] = subject
-        return subject
+    # -- what the fast paths use of the chain ------------------------------------------
 
     def plan_of(self, tool: str, operation: str, door: str) -> Plan | None:
         """The plan already made for ``tool.operation`` on ``door``, if a call made one."""
@@ -522,9 +435,3 @@ def _check_failed(invocation: Invocation, check: Interceptor, exc: Exception) ->
         check.name,
         f"the {check.name} check failed ({type(exc).__name__}), so the call was refused",
     )
-
-
-def _opened(invocation: Invocation, opening: object | None) -> Invocation:
-    """``invocation`` with the audit opening its fast path already stored."""
-    invocation.opening = opening
-    return invocation

@@ -5,7 +5,7 @@ skip work a call's `Plan` proved unnecessary, and leave the same result, trace
 record and audit events (``tests/test_typed_audit.py``, ``tests/test_route.py``
 run every scenario both ways):
 
-- the **typed fast path** (`Pipeline.run_inline`, entered from ``Ready.execute``):
+- the **typed fast path** (`toolbox.pipeline.typed_path.run_inline`, entered from ``Ready.execute``):
   `typed_fast_path` decides it per tool and operation;
 - the **by-name route** (`toolbox.route.Route` for ``@tool`` functions, sync
   or async; `toolbox.route_method.MethodRoute` for class-based tools; compiled
