@@ -176,7 +176,7 @@ class Route(CompiledName):
         """
         if not gates_open(context, self._engaged, self.tool) or not flat_and_small(arguments, self._limits):
             return None
-        runtime = tools.built_runtime(self.tool)
+        runtime = tools.ready_runtimes.get(self.tool)
         if runtime is None:
             return None
         try:

@@ -112,7 +112,7 @@ class Tools:
     `explain` with a tool type (``HttpTool``) or a tool name (``"http"``).
     """
 
-    __slots__ = ("_catalog", "_context", "_instances", "_lock", "_ready", "_runtimes")
+    __slots__ = ("_catalog", "_context", "_instances", "_lock", "_ready", "_runtimes", "ready_runtimes")
 
     def __init__(self, catalog: Catalog, context: ExecutionContext) -> None:
         if not isinstance(context, ExecutionContext):
@@ -127,6 +127,8 @@ class Tools:
         self._runtimes: dict[str, ToolRuntime] = {}
         # Allowed tools without an acknowledgement, once built: get() is one lookup.
         self._ready: dict[object, object] = {}
+        #: Their runtimes by tool name: what a by-name route looks up on every call (read it, never write).
+        self.ready_runtimes: dict[str, ToolRuntime] = {}
 
     @classmethod
     def load(
@@ -229,7 +231,7 @@ class Tools:
 
     def built_runtime(self, name: str) -> ToolRuntime | None:
         """The runtime of tool ``name`` if it is built and needs no per-call acknowledgement check."""
-        return self._runtimes.get(name) if name in self._ready else None
+        return self.ready_runtimes.get(name)
 
     def runtime_of(self, name: str) -> ToolRuntime:
         """The runtime of the built tool ``name`` (after a successful `get`)."""
@@ -406,6 +408,7 @@ class Tools:
                 if cache:
                     self._ready[name] = instance
                     self._ready[registered.provider.tool_type] = instance
+                    self.ready_runtimes[name] = runtime
             return instance
 
     # -- messages -----------------------------------------------------------
