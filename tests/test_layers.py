@@ -169,9 +169,9 @@ def test_a_recorder_that_is_not_the_only_hook_is_ignored() -> None:
         hooks=(trail,),
         recorder=trail,
     )
-    assert mixed._trail is None
-    assert stranger._trail is None
-    assert alone._trail is trail
+    assert mixed.recorder is None
+    assert stranger.recorder is None
+    assert alone.recorder is trail
 
 
 class Counting:

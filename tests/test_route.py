@@ -824,7 +824,7 @@ def _drop_kill_switch(route: Any) -> None:
 
 
 def _drop_audit_opening(route: Any) -> None:
-    route._hold = route._hold_call = lambda batch: None
+    route._hold_call = lambda batch: None
 
 
 def _drop_validation(route: Any) -> None:

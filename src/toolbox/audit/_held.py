@@ -8,7 +8,7 @@ the garbage collector stops tracking it at its first pass.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 from typing import Any
 
 from toolbox.audit._batch import CallContext, CallSubject
@@ -30,7 +30,7 @@ def held_call(  # noqa: PLR0917 - the tuple's fields, in order
     intent_text: str,
     timestamp: float,
     duration: float | None,
-    values: Sequence[Any] = (),
+    values: Iterable[Any] = (),
 ) -> tuple[Any, ...]:
     """A call's opening as a tuple of plain values, for a sink that holds calls (`held_response` closes it).
 
@@ -39,7 +39,7 @@ def held_call(  # noqa: PLR0917 - the tuple's fields, in order
     collector stops tracking the tuple at its first pass when the arguments
     are scalars: a held call costs later collections nothing, where an
     `Opening` object is walked by every full collection for as long as the
-    sink keeps it. The by-name route builds the same tuple inline.
+    sink keeps it. The by-name route holds its calls this way.
     """
     return (
         kind,

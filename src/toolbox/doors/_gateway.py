@@ -24,10 +24,9 @@ from toolbox.doors._route import MethodRoute, Route, compile_route
 from toolbox.doors._tools import Tools
 from toolbox.errors import InvalidArgumentsError
 from toolbox.foundations._context import ExecutionContext, OperationRecord, Trace
-from toolbox.foundations._descriptor import Effect
-from toolbox.foundations._intent_text import declared_intent
+from toolbox.foundations._intent_text import intent_field_for
 from toolbox.governance import Governance
-from toolbox.pipeline._invocation import BY_NAME, Invocation
+from toolbox.pipeline._invocation import Invocation, declared_record
 from toolbox.pipeline._result import Status, ToolResult
 from toolbox.pipeline.checks._approval import Approval
 from toolbox.registry._policy import ToolPolicy
@@ -293,27 +292,15 @@ class Gateway:
         entry = catalog.entry(tool)
         assert entry is not None  # resolve_name only returns registered tools
         effect = entry.descriptor.effect_of(operation)
-        intent_field = "purpose" if effect is Effect.READ_ONLY else "audit_as"
-        record = OperationRecord(
-            tool, operation, intent_field, declared_intent(arguments, intent_field), None
-        )
-        record.name = dotted
+        record = declared_record(tool, operation, intent_field_for(effect), arguments, dotted)
         trusted.trace.append(record)
-        invocation = Invocation(
-            door=BY_NAME,
-            name=dotted,
-            tool=tool,
-            operation=operation,
-            context=trusted,
-            # Anything but an object is refused by argument validation, which names it.
-            arguments=arguments,  # type: ignore[arg-type]
-            record=record,
+        tools = self.tools_for(trusted)
+        invocation = Invocation.by_name(
+            dotted, tool, operation, trusted, arguments, record, version=version, tools=tools
         )
         invocation.effect = effect
         invocation.descriptor = entry.descriptor
-        invocation.version = version
         invocation.approval = approval
-        invocation.tools = self.tools_for(trusted)
         if type(call_id) is str and call_id:
             invocation.call_id = call_id[:_MAX_CALL_ID]  # model output: bounded, only ever shown
         return invocation

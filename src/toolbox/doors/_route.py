@@ -33,27 +33,39 @@ import enum
 import time
 from collections.abc import Callable, Mapping
 from types import UnionType
-from typing import TYPE_CHECKING, Any, Literal, Union, final, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, Union, final, get_args, get_origin
 
 from toolbox.audit._batch import IMMUTABLE_TYPES, Closing, Opening
-from toolbox.audit._held import HELD_OPENING, HELD_RESPONSE
+from toolbox.audit._held import HELD_OPENING, held_call, held_response
 from toolbox.audit._trail import AuditTrail, audit_unavailable
-from toolbox.doors._route_method import MethodRoute
+from toolbox.doors._route_method import CompiledName, MethodRoute
 from toolbox.foundations._context import ExecutionContext, OperationRecord
-from toolbox.foundations._descriptor import ToolDescriptor
 from toolbox.foundations._intent_text import VALID_TEXTS
+from toolbox.pipeline._attempts import count_attempt
 from toolbox.pipeline._chain import Pipeline, Plan
+from toolbox.pipeline._field_values import field_values
 from toolbox.pipeline._invocation import BY_NAME, Invocation
-from toolbox.pipeline._paths import by_name_route
+from toolbox.pipeline._paths import by_name_route, gates_open
+from toolbox.pipeline._record_rows import first_success_row
 from toolbox.pipeline._result import ToolResult, succeeded
 from toolbox.pipeline._result_summary import settled_inline
-from toolbox.pipeline.checks._arguments import ArgumentLimits, ArgumentValidation, OperationSchema
+from toolbox.pipeline.checks._arguments import (
+    ArgumentLimits,
+    ArgumentValidation,
+    OperationSchema,
+    flat_and_small,
+)
 from toolbox.pipeline.checks._builtin import KillSwitch
 from toolbox.registry._intent import dispatch_calls, validate_intent_text
 
 if TYPE_CHECKING:
     from toolbox.doors._tools import Tools
     from toolbox.registry._runtime import ToolRuntime
+
+    #: A call `Route._begin` started: the tool's runtime, when the intent was declared, its text,
+    #: the validated values, and the audit opening (a held call's tuple, an `Opening`, or None
+    #: without a trail). A plain tuple on purpose: built and unpacked on every routed call.
+    Started: TypeAlias = tuple[ToolRuntime, float, str, dict[str, Any], Any]
 
 __all__ = ["MethodRoute", "Route", "compile_route"]
 
@@ -80,26 +92,31 @@ def compile_route(
 ) -> Route | MethodRoute | None:
     """A route for the name of ``invocation``, a by-name call that ran through ``pipeline``; else None."""
     plan = pipeline.plan_of(invocation.tool, invocation.operation, BY_NAME)
-    if plan is None or not by_name_route(
-        invocation,
-        plan,
-        schema,
-        hooks=pipeline.hooks,
-        recorder=pipeline.recorder,
-        immutable_values=all(_immutable(f.annotation) for f in schema.model.model_fields.values()),
+    recorder = pipeline.recorder
+    if (
+        plan is None
+        or (recorder is not None and not isinstance(recorder, AuditTrail))  # a route records through a trail
+        or not by_name_route(
+            invocation,
+            plan,
+            schema,
+            hooks=pipeline.hooks,
+            recorder=recorder,
+            immutable_values=all(_immutable(f.annotation) for f in schema.model.model_fields.values()),
+        )
     ):
         return None
-    kill_switch = next(c for c in plan.checks if type(c) is KillSwitch)
-    trail: AuditTrail | None = pipeline.hooks[0] if pipeline.hooks else None  # type: ignore[assignment]
+    trail = recorder if isinstance(recorder, AuditTrail) else None
     if not getattr(invocation.instance, "is_function_tool", False):
         return MethodRoute(invocation, plan=plan, pipeline=pipeline, trail=trail)
+    kill_switch = next(c for c in plan.checks if type(c) is KillSwitch)
     validation = next(c for c in plan.checks if type(c) is ArgumentValidation)
     return Route(
         invocation,
         plan=plan,
         pipeline=pipeline,
         schema=schema,
-        function=invocation.instance.function,  # type: ignore[attr-defined]
+        function=getattr(invocation.instance, "function"),  # noqa: B009 - a @tool's, checked by by_name_route
         kill_switch=kill_switch,
         limits=validation.limits,
         trail=trail,
@@ -107,34 +124,21 @@ def compile_route(
 
 
 @final
-class Route:
+class Route(CompiledName):
     """One compiled name of a ``@tool`` function: ``run`` and ``arun`` return a result, or None.
 
     None means the call takes the full chain; nothing was recorded then.
     """
 
     __slots__ = (
-        "_descriptor",
-        "_effect",
         "_engaged",
         "_function",
-        "_hold",
         "_hold_call",
-        "_int_range",
-        "_intent_field",
         "_is_async",
         "_key",
-        "_max_bytes",
-        "_max_items",
-        "_pipeline",
-        "_plan",
-        "_subject",
-        "_trail",
+        "_limits",
+        "_row",
         "_validate",
-        "name",
-        "operation",
-        "tool",
-        "version",
     )
 
     def __init__(
@@ -149,225 +153,138 @@ class Route:
         limits: ArgumentLimits,
         trail: AuditTrail | None,
     ) -> None:
-        descriptor = invocation.descriptor
-        assert descriptor is not None
-        self.name = invocation.name
-        self.tool = invocation.tool
-        self.operation = invocation.operation
-        self.version = invocation.version
-        self._descriptor: ToolDescriptor = descriptor
-        self._effect = invocation.effect
-        self._plan = plan
-        self._pipeline = pipeline
-        self._validate = schema.model.__pydantic_validator__.validate_python
-        self._intent_field = schema.intent_field
+        super().__init__(invocation, plan=plan, pipeline=pipeline, trail=trail)
+        self._validate = field_values(schema.model)
         self._function = function
-        self._is_async: bool = invocation.instance.is_async  # type: ignore[attr-defined]
+        self._is_async: bool = getattr(invocation.instance, "is_async", False)
         self._engaged = kill_switch.engaged
-        self._max_items = limits.max_items
-        self._max_bytes = limits.max_bytes
-        self._int_range = limits.fast_int_range
-        self._trail = trail
-        # Where the trail lets batches go straight to the sink (it cannot fail): one call less.
-        self._hold = trail.direct_hold if trail is not None else None
-        self._subject = trail.subject(invocation) if trail is not None else None
+        self._limits = limits
+        self._row = first_success_row(
+            tool=self.tool, operation=self.operation, name=self.name, intent_kind=self._intent_field
+        )
         # A sink that keeps held calls (the memory sink): two tuples per call, no object to walk.
         self._hold_call = trail.call_hold if trail is not None else None
-        # Validated values come in the model's field order; a held call carries them in that order.
-        names = tuple(name for name in schema.model.model_fields if name != schema.intent_field)
-        self._key = trail.subject_key(self._subject, names) if self._hold_call is not None else -1  # type: ignore[union-attr, arg-type]
+        self._key = -1
+        if trail is not None and self._subject is not None and self._hold_call is not None:
+            # Validated values come in the model's field order; a held call carries them in that order.
+            names = tuple(name for name in schema.model.model_fields if name != schema.intent_field)
+            self._key = trail.subject_key(self._subject, names)
 
-    # -- the call -------------------------------------------------------------------
+    # -- the steps: one implementation, both doors -------------------------------------
 
-    def _begin(self, context: ExecutionContext, arguments: object, tools: Tools) -> Any:  # noqa: PLR0912
-        """Up to the dispatch: None (take the full chain), a `ToolResult` (refused), or the started call.
+    def _begin(
+        self, context: ExecutionContext, arguments: object, tools: Tools
+    ) -> ToolResult | Started | None:
+        """Up to the dispatch: None (take the full chain), a `ToolResult` (refused), or the `Started` call.
 
-        The started call is ``(runtime, declared_at, intent_text, values, opening)``.
         One method on purpose: this is the hot path, and each call level costs.
         """
-        # These gates stand for the plan's kill switch, deadline, budget and delegation checks: a
-        # check that starts reading other state (say, a shared budget) must be re-checked here too.
-        if (
-            context.deadline is not None
-            or context.budget is not None
-            or context.scope is not None
-            or type(arguments) is not dict
-            or len(arguments) > self._max_items
-            or self._engaged(self.tool)
-        ):
+        if not gates_open(context, self._engaged, self.tool) or not flat_and_small(arguments, self._limits):
             return None
-        # toolbox.pipeline.checks._arguments.flat_and_small, inlined with the limits read once per route.
-        size = 2
-        low, high = self._int_range
-        for key, value in arguments.items():
-            kind = type(value)
-            if kind is str:
-                size += len(value) + len(key) + 6
-            elif kind is int:
-                if not low < value < high:
-                    return None  # possibly too many digits: the chain's check_limits counts them
-                size += len(key) + 12
-            elif kind is float:
-                if value - value != 0.0:
-                    return None  # NaN or an infinity: the chain decides (a parameter may opt in)
-                size += len(key) + 12
-            elif kind is bool or value is None:
-                size += len(key) + 12
-            else:
-                return None
-        if size > self._max_bytes:
-            return None
-        runtime = tools.built_runtime(self.tool)
+        runtime = tools.ready_runtimes.get(self.tool)
         if runtime is None:
             return None
         try:
-            # The model instance is thrown away: its field dict can be taken as it is.
-            values: dict[str, Any] = self._validate(arguments).__dict__
+            # The chain's model's own validation, without the model instance (`field_values`).
+            values: dict[str, Any] = self._validate(arguments)[0]
             text = values.pop(self._intent_field)
             if type(text) is not str or text not in VALID_TEXTS:  # validate_intent_text's own shortcut
                 text = validate_intent_text(text)
         except ValueError:  # pydantic's ValidationError included
             return None
         # No record object yet: a successful call leaves its compact record in the trace when it ends
-        # (`_end`); a call handed to the full chain gets its record object then (`_record`).
+        # (`_end`); a call handed to the full chain gets its record object then (`_handover`).
         declared = _now()
         trail = self._trail
-        opening: Any = None  # a held call (a tuple), an Opening, or None without a trail
+        opening: object = None  # a held call (a tuple), an Opening, or None without a trail
         if trail is not None:
             # Immutable values (compile_route checked the field types): safe to redact when read.
             hold_call = self._hold_call
             if hold_call is not None:
-                # toolbox.audit._held.held_call, inlined: plain values the collector stops tracking.
-                opening = (
-                    HELD_OPENING,
-                    self._key,
-                    context.run_id,
-                    context.correlation_id,
-                    context.tenant,
-                    context.principal,
-                    context.parent_run_id,
-                    context.credential,
-                    text,
-                    declared,
-                    None,
-                    *values.values(),
-                )
+                opening = held_call(HELD_OPENING, self._key, context, text, declared, None, values.values())
                 hold_call(opening)
             else:
-                opening = Opening(self._subject, context, text, values, declared)  # type: ignore[arg-type]
-                hold = self._hold
-                if hold is not None:
-                    hold(opening)
-                elif not trail.store_opening(opening):
+                assert self._subject is not None  # set whenever the trail is
+                opening = Opening(self._subject, context, text, values, declared)
+                if not trail.store_opening(opening):
                     record = self._record(text, declared, started=False)
                     invocation = self._invocation(context, tools, runtime, record, values, opening=None)
                     return self._pipeline.finish(invocation, audit_unavailable(invocation))
-        runtime.executions += 1
+        runtime.executions += 1  # the attempt's count on the tool; its record counts it on handover
         return runtime, declared, text, values, opening
+
+    def _end(self, context: ExecutionContext, started: Started, content: Any) -> ToolResult | None:
+        """After a first attempt that returned ``content``: the result, or None when it is transient."""
+        if not settled_inline(content):
+            return None
+        runtime, declared, text, _, opening = started
+        ended = _now()
+        duration = ended - declared
+        runtime.record_finished(self._row(declared, duration, ended, text))
+        result = succeeded(
+            self.name, self.tool, self.operation, content, context.run_id, context.correlation_id
+        )
+        hold_call = self._hold_call
+        if hold_call is not None and type(opening) is tuple:
+            # The response names the held opening (plain values too): nothing more to read.
+            hold_call(held_response(opening, ended, duration))
+        elif opening is not None:
+            trail = self._trail
+            assert trail is not None  # the opening was stored by it
+            if not trail.store_closing(Closing(opening, "SUCCESS", None, duration, 1, ended)):
+                result.audit_failed = True
+        return result
+
+    def _handover(self, context: ExecutionContext, tools: Tools, started: Started) -> Invocation:
+        """The full chain's view of a started call, to continue it there after its first attempt."""
+        runtime, declared, text, values, opening = started
+        return self._invocation(
+            context, tools, runtime, self._record(text, declared), values, opening=opening
+        )
+
+    # -- the doors: thin shells over the steps ---------------------------------------------
+
+    def run(self, context: ExecutionContext, arguments: object, tools: Tools) -> ToolResult | None:
+        """The call's result, or None when it must take the full chain (nothing was recorded then)."""
+        if self._is_async:
+            return None  # the full chain refuses it (call it with ainvoke): nothing to speed up
+        started = self._begin(context, arguments, tools)
+        if not isinstance(started, tuple):
+            return started
+        try:
+            content = self._function(**started[3])
+        except Exception as exc:  # noqa: BLE001 - the full chain classifies it
+            return self._pipeline.continue_failed(self._handover(context, tools, started), self._plan, exc)
+        return self._end(context, started, content) or self._pipeline.continue_returned(
+            self._handover(context, tools, started), self._plan, content
+        )
+
+    async def arun(self, context: ExecutionContext, arguments: object, tools: Tools) -> ToolResult | None:
+        """Async twin of `run`: an ``async def`` is awaited, a ``def`` runs inline (MEMORY_ONLY)."""
+        started = self._begin(context, arguments, tools)
+        if not isinstance(started, tuple):
+            return started
+        try:
+            content = self._function(**started[3])
+            if self._is_async:
+                content = await content
+        except Exception as exc:  # noqa: BLE001 - the full chain classifies it
+            invocation = self._handover(context, tools, started)
+            return await self._pipeline.acontinue_failed(invocation, self._plan, exc)
+        return self._end(context, started, content) or await self._pipeline.acontinue_returned(
+            self._handover(context, tools, started), self._plan, content
+        )
+
+    # -- handing a call to the full chain ---------------------------------------------------
 
     def _record(self, text: str, declared: float, *, started: bool = True) -> OperationRecord:
         """The record object of a call the full chain takes over, as the chain would have kept it."""
         record = OperationRecord(self.tool, self.operation, self._intent_field, text, None, self.name)
         record.declared_at = declared
         if started:
-            record.attempts = 1
-            record.started_at = declared
-            record.status = "STARTED"
+            record.started_at = declared  # the route dispatched at once: its compact record says so too
+            count_attempt(record, None)  # the tool's runtime counted it in _begin
         return record
-
-    def _end(  # noqa: PLR0917 - positional on purpose: the hot path
-        self,
-        context: ExecutionContext,
-        runtime: ToolRuntime,
-        declared: float,
-        text: str,
-        opening: Any,
-        content: Any,
-    ) -> Any:
-        """After a first attempt that returned ``content``: the result, or None when it is transient."""
-        if not settled_inline(content):
-            return None
-        ended = _now()
-        duration = ended - declared
-        # The compact trace record (`foundations._context.Trace`): OperationRecord.FIELDS' values, in order.
-        runtime.record_finished(
-            (
-                1,  # attempts
-                declared,
-                duration,
-                ended,
-                None,  # error_code
-                None,  # error_type
-                None,  # field_path
-                self._intent_field,
-                text,
-                self.name,
-                self.operation,
-                None,  # reason_code
-                None,  # rule
-                declared,  # started_at
-                "SUCCESS",
-                None,  # target
-                self.tool,
-                (),  # warnings
-            )
-        )
-        result = succeeded(
-            self.name, self.tool, self.operation, content, context.run_id, context.correlation_id
-        )
-        if type(opening) is tuple:
-            # The response names the held opening (plain values too): nothing more to read.
-            self._hold_call((HELD_RESPONSE, opening, ended, duration))  # type: ignore[misc]
-        elif opening is not None:
-            closing = Closing(opening, "SUCCESS", None, duration, 1, ended)
-            hold = self._hold
-            if hold is not None:
-                hold(closing)
-            elif not self._trail.store_closing(closing):  # type: ignore[union-attr]
-                result.audit_failed = True
-        return result
-
-    def run(self, context: ExecutionContext, arguments: object, tools: Tools) -> ToolResult | None:
-        """The call's result, or None when it must take the full chain (nothing was recorded then)."""
-        if self._is_async:
-            return None  # the full chain refuses it (call it with ainvoke): nothing to speed up
-        begun = self._begin(context, arguments, tools)
-        if type(begun) is not tuple:
-            return begun  # type: ignore[no-any-return]
-        runtime, declared, text, values, opening = begun
-        try:
-            content = self._function(**values)
-        except Exception as exc:  # noqa: BLE001 - the full chain classifies it
-            record = self._record(text, declared)
-            invocation = self._invocation(context, tools, runtime, record, values, opening=opening)
-            return self._pipeline.continue_failed(invocation, self._plan, exc)
-        result = self._end(context, runtime, declared, text, opening, content)
-        if result is None:
-            record = self._record(text, declared)
-            invocation = self._invocation(context, tools, runtime, record, values, opening=opening)
-            return self._pipeline.continue_returned(invocation, self._plan, content)
-        return result  # type: ignore[no-any-return]
-
-    async def arun(self, context: ExecutionContext, arguments: object, tools: Tools) -> ToolResult | None:
-        """Async twin of `run`: an ``async def`` is awaited, a ``def`` runs inline (MEMORY_ONLY)."""
-        begun = self._begin(context, arguments, tools)
-        if type(begun) is not tuple:
-            return begun  # type: ignore[no-any-return]
-        runtime, declared, text, values, opening = begun
-        try:
-            content = self._function(**values)
-            if self._is_async:
-                content = await content
-        except Exception as exc:  # noqa: BLE001 - the full chain classifies it
-            record = self._record(text, declared)
-            invocation = self._invocation(context, tools, runtime, record, values, opening=opening)
-            return await self._pipeline.acontinue_failed(invocation, self._plan, exc)
-        result = self._end(context, runtime, declared, text, opening, content)
-        if result is None:
-            record = self._record(text, declared)
-            invocation = self._invocation(context, tools, runtime, record, values, opening=opening)
-            return await self._pipeline.acontinue_returned(invocation, self._plan, content)
-        return result  # type: ignore[no-any-return]
 
     def _invocation(
         self,
@@ -377,29 +294,20 @@ class Route:
         record: OperationRecord,
         values: Mapping[str, Any],
         *,
-        opening: Any,
+        opening: object,
     ) -> Invocation:
         """The full chain's view of this call, to continue it there (its record joins the trace now)."""
         runtime.record(record)
-        invocation = Invocation(
-            door=BY_NAME,
-            name=self.name,
-            tool=self.tool,
-            operation=self.operation,
-            context=context,
-            arguments=values,
-            record=record,
+        invocation = Invocation.by_name(
+            self.name, self.tool, self.operation, context, values, record, version=self.version, tools=tools
         )
-        invocation.version = self.version
-        invocation.descriptor = self._descriptor
-        invocation.effect = self._effect
-        invocation.runtime = runtime
-        invocation.tools = tools
-        invocation.instance = instance = tools.acquire(self.tool)
+        instance = tools.acquire(self.tool)
+        invocation.granted(runtime, instance)
         if type(opening) is tuple:
             # The sink holds the opening as plain values; the chain's Closing needs an Opening to refer to.
-            opening = Opening(self._subject, context, record.intent_text, values, record.declared_at)  # type: ignore[arg-type]
+            assert self._subject is not None  # a held call was made through the trail
+            opening = Opening(self._subject, context, record.intent_text, values, record.declared_at)
         invocation.opening = opening
         # The calls the chain's argument validation would have taken from the intent.
-        invocation.call, invocation.acall = dispatch_calls(instance.call(**values))  # type: ignore[attr-defined]
+        invocation.call, invocation.acall = dispatch_calls(getattr(instance, "call")(**values))  # noqa: B009
         return invocation

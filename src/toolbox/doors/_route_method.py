@@ -17,14 +17,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, final
 
+from toolbox.audit._batch import CallSubject
 from toolbox.audit._trail import AuditTrail, audit_unavailable
-from toolbox.foundations._context import ExecutionContext, OperationRecord
-from toolbox.foundations._descriptor import ToolDescriptor
+from toolbox.foundations._context import ExecutionContext
 from toolbox.foundations._dispatch import arun_dispatched, run_dispatched
-from toolbox.foundations._intent_text import declared_intent
+from toolbox.pipeline._attempts import count_attempt
 from toolbox.pipeline._chain import Pipeline, Plan
-from toolbox.pipeline._invocation import BY_NAME, Invocation
-from toolbox.pipeline._result import ToolResult, succeeded
+from toolbox.pipeline._invocation import Invocation, declared_record
+from toolbox.pipeline._result import Status, ToolResult, succeeded
 from toolbox.pipeline._result_summary import settled_inline
 from toolbox.pipeline.checks._builtin import AccessCheck
 
@@ -34,24 +34,21 @@ if TYPE_CHECKING:
 __all__ = ["MethodRoute"]
 
 #: `MethodRoute._open`: the intent carries warnings, so the chain goes on from its audit hook.
-_WARNED: Any = object()
+_WARNED = ToolResult(Status.SUCCESS, message="the intent carries warnings")
 
 
-@final
-class MethodRoute:
-    """One compiled name of a class-based tool: ``run`` and ``arun`` return a result, or None.
+class CompiledName:
+    """What a by-name route keeps of the name it was compiled for (`MethodRoute`, `Route`).
 
-    None means the call takes the full chain; nothing was recorded then.
+    The name, tool, operation and version the first call resolved, its plan and
+    pipeline, and the audit trail with the call's subject (the fields every event
+    of the name repeats), when the pipeline records through a trail.
     """
 
     __slots__ = (
-        "_descriptor",
-        "_effect",
         "_intent_field",
         "_pipeline",
         "_plan",
-        "_rest",
-        "_spends",
         "_subject",
         "_trail",
         "name",
@@ -61,57 +58,56 @@ class MethodRoute:
     )
 
     def __init__(
-        self,
-        invocation: Invocation,
-        *,
-        plan: Plan,
-        pipeline: Pipeline,
-        trail: AuditTrail | None,
+        self, invocation: Invocation, *, plan: Plan, pipeline: Pipeline, trail: AuditTrail | None
     ) -> None:
-        descriptor = invocation.descriptor
-        assert descriptor is not None
         self.name = invocation.name
         self.tool = invocation.tool
         self.operation = invocation.operation
         self.version = invocation.version
-        self._descriptor: ToolDescriptor = descriptor
-        self._effect = invocation.effect
         self._intent_field = invocation.record.intent_kind
         self._plan = plan
         self._pipeline = pipeline
+        self._trail = trail
+        self._subject: CallSubject | None = trail.subject(invocation) if trail is not None else None
+
+
+@final
+class MethodRoute(CompiledName):
+    """One compiled name of a class-based tool: ``run`` and ``arun`` return a result, or None.
+
+    None means the call takes the full chain; nothing was recorded then.
+    """
+
+    __slots__ = ("_rest", "_spends")
+
+    def __init__(
+        self, invocation: Invocation, *, plan: Plan, pipeline: Pipeline, trail: AuditTrail | None
+    ) -> None:
+        super().__init__(invocation, plan=plan, pipeline=pipeline, trail=trail)
         #: The plan's checks but access (settled: the tool is built for the context), in order.
         self._rest = tuple(check for check in plan.checks if type(check) is not AccessCheck)
         #: What the call spends (the context's budget), taken once the audit trail stored the request.
         self._spends = plan.spends
-        self._trail = trail
-        self._subject = trail.subject(invocation) if trail is not None else None
 
     def _begin(self, context: ExecutionContext, arguments: object, tools: Tools) -> Invocation | None:
         """The call's invocation, its trace record appended; None: take the full chain."""
-        runtime = tools.built_runtime(self.tool)
+        runtime = tools.ready_runtimes.get(self.tool)
         if runtime is None:
             return None
-        field = self._intent_field
-        record = OperationRecord(self.tool, self.operation, field, declared_intent(arguments, field), None)
-        record.name = self.name
+        record = declared_record(self.tool, self.operation, self._intent_field, arguments, self.name)
         runtime.record(record)
-        invocation = Invocation(
-            door=BY_NAME,
-            name=self.name,
-            tool=self.tool,
-            operation=self.operation,
-            context=context,
-            # Anything but an object is refused by argument validation, which names it.
-            arguments=arguments,  # type: ignore[arg-type]
-            record=record,
+        invocation = Invocation.by_name(
+            self.name,
+            self.tool,
+            self.operation,
+            context,
+            arguments,
+            record,
+            version=self.version,
+            tools=tools,
         )
         # What the access check sets for a tool built for this context.
-        invocation.version = self.version
-        invocation.descriptor = self._descriptor
-        invocation.effect = self._effect
-        invocation.tools = tools
-        invocation.runtime = runtime
-        invocation.instance = tools.acquire(self.tool)
+        invocation.granted(runtime, tools.acquire(self.tool))
         return invocation
 
     def _open(self, invocation: Invocation) -> ToolResult | None:
@@ -126,12 +122,14 @@ class MethodRoute:
         if refused is not None:
             return pipeline.finish(invocation, refused)
         if invocation.warnings:
-            return _WARNED  # type: ignore[no-any-return]
+            return _WARNED
         trail = self._trail
         if trail is not None:
             record = invocation.record
+            subject = self._subject
+            assert subject is not None  # set whenever the trail is
             opening = trail.open_call(
-                self._subject,  # type: ignore[arg-type]  # set whenever the trail is
+                subject,
                 invocation.context,
                 record.intent_text,
                 invocation.bound_arguments(),
@@ -143,10 +141,7 @@ class MethodRoute:
             refused = pipeline.check(invocation, self._spends)
             if refused is not None:
                 return pipeline.finish(invocation, refused)
-        record = invocation.record
-        record.attempts = 1
-        record.start()
-        invocation.runtime.executions += 1  # type: ignore[union-attr]
+        count_attempt(invocation.record, invocation.runtime)
         return None
 
     def _close(self, invocation: Invocation, content: Any) -> ToolResult | None:
@@ -163,7 +158,9 @@ class MethodRoute:
         if opening is not None:
             duration, ended = record.duration, record.ended_at
             assert duration is not None and ended is not None  # set by end(), after start()
-            if not self._trail.close_call(opening, "SUCCESS", duration, 1, ended):  # type: ignore[union-attr]
+            trail = self._trail
+            assert trail is not None  # the opening was stored by it
+            if not trail.close_call(opening, "SUCCESS", duration, 1, ended):
                 result.audit_failed = True
         return result
 
@@ -174,17 +171,16 @@ class MethodRoute:
             return None
         ended = self._open(invocation)
         if ended is not None:
-            if ended is _WARNED:
-                return self._pipeline.run_from(invocation, self._plan, ())
-            return ended
+            return self._pipeline.run_from(invocation, self._plan, ()) if ended is _WARNED else ended
         try:
-            content = run_dispatched(self.tool, invocation.call)  # type: ignore[arg-type]
+            call = invocation.call
+            assert call is not None  # set by the argument validation among the checks
+            content = run_dispatched(self.tool, call)
         except Exception as exc:  # noqa: BLE001 - the full chain classifies it
             return self._pipeline.continue_failed(invocation, self._plan, exc)
-        result = self._close(invocation, content)
-        if result is None:
-            return self._pipeline.continue_returned(invocation, self._plan, content)
-        return result
+        return self._close(invocation, content) or self._pipeline.continue_returned(
+            invocation, self._plan, content
+        )
 
     async def arun(self, context: ExecutionContext, arguments: object, tools: Tools) -> ToolResult | None:
         """Async twin of `run`: an async operation is awaited, a sync one runs inline (MEMORY_ONLY)."""
@@ -193,17 +189,13 @@ class MethodRoute:
             return None
         ended = self._open(invocation)
         if ended is not None:
-            if ended is _WARNED:
-                return await self._pipeline.arun_from(invocation, self._plan, ())
-            return ended
+            return await self._pipeline.arun_from(invocation, self._plan, ()) if ended is _WARNED else ended
         try:
-            if invocation.acall is not None:
-                content = await arun_dispatched(self.tool, invocation.acall)
-            else:
-                content = run_dispatched(self.tool, invocation.call)  # type: ignore[arg-type]
+            acall, call = invocation.acall, invocation.call
+            assert call is not None  # set by the argument validation among the checks
+            content = await arun_dispatched(self.tool, acall) if acall else run_dispatched(self.tool, call)
         except Exception as exc:  # noqa: BLE001 - the full chain classifies it
             return await self._pipeline.acontinue_failed(invocation, self._plan, exc)
-        result = self._close(invocation, content)
-        if result is None:
-            return await self._pipeline.acontinue_returned(invocation, self._plan, content)
-        return result
+        return self._close(invocation, content) or await self._pipeline.acontinue_returned(
+            invocation, self._plan, content
+        )

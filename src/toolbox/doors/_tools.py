@@ -11,7 +11,7 @@ import enum
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar, final, overload
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, final, overload
 
 from toolbox.doors._catalog import Catalog, CatalogEntry
 from toolbox.errors import (
@@ -92,6 +92,10 @@ class ToolDecision:
         return f"{self.tool}: {verdict} ({self.reason_code}, rule {self.rule}). {self.detail}".strip()
 
 
+#: The states of a required acknowledgement that refuse the tool.
+_UNMET = frozenset({AcknowledgementState.MISSING, AcknowledgementState.MISMATCH})
+
+
 def _acknowledgement_state(ack: Acknowledgement | None, env: Mapping[str, str]) -> AcknowledgementState:
     if ack is None:
         return AcknowledgementState.NOT_REQUIRED
@@ -114,7 +118,7 @@ class Tools:
     `explain` with a tool type (``HttpTool``) or a tool name (``"http"``).
     """
 
-    __slots__ = ("_catalog", "_context", "_instances", "_lock", "_ready", "_runtimes")
+    __slots__ = ("_catalog", "_context", "_instances", "_lock", "_ready", "_runtimes", "ready_runtimes")
 
     def __init__(self, catalog: Catalog, context: ExecutionContext) -> None:
         if not isinstance(context, ExecutionContext):
@@ -129,6 +133,8 @@ class Tools:
         self._runtimes: dict[str, ToolRuntime] = {}
         # Allowed tools without an acknowledgement, once built: get() is one lookup.
         self._ready: dict[object, object] = {}
+        #: Their runtimes by tool name: what a by-name route looks up on every call (read it, never write).
+        self.ready_runtimes: dict[str, ToolRuntime] = {}
 
     @classmethod
     def load(
@@ -231,11 +237,26 @@ class Tools:
 
     def built_runtime(self, name: str) -> ToolRuntime | None:
         """The runtime of tool ``name`` if it is built and needs no per-call acknowledgement check."""
-        return self._runtimes.get(name) if name in self._ready else None
+        return self.ready_runtimes.get(name)
 
     def runtime_of(self, name: str) -> ToolRuntime:
         """The runtime of the built tool ``name`` (after a successful `get`)."""
         return self._runtimes[name]
+
+    def _verdict(self, entry: CatalogEntry) -> tuple[str, str, AcknowledgementState]:
+        """Policy, then acknowledgement: the one order `explain` and `get` decide a registered tool in.
+
+        The reason code (``ALLOWED``, the policy's, or ``NOT_ACKNOWLEDGED``), its rule, and the
+        acknowledgement's state now.
+        """
+        ack = entry.descriptor.acknowledgement
+        state = _acknowledgement_state(ack, self._catalog.env)
+        decision = entry.decision
+        if not decision.allowed:
+            return decision.reason_code.value, decision.rule, state
+        if ack is not None and state in _UNMET:
+            return ReasonCode.NOT_ACKNOWLEDGED.value, _ack_rule(ack), state
+        return ReasonCode.ALLOWED.value, decision.rule, state
 
     def explain(self, ref: type | str | FunctionTool[Any]) -> ToolDecision:
         """The decision for ``ref``: allowed or not, reason code, rule, acknowledgement state."""
@@ -250,38 +271,25 @@ class Tools:
             )
         desc = entry.descriptor
         ack = desc.acknowledgement
-        state = _acknowledgement_state(ack, self._catalog.env)
-        base: dict[str, Any] = {
-            "tool": desc.name,
-            "risk": desc.risk,
-            "distribution": entry.registered.distribution,
-            "acknowledgement": state,
-            "acknowledgement_env": ack.env if ack else None,
-            "acknowledgement_value": ack.value if ack else None,
-        }
-        decision = entry.decision
-        if not decision.allowed:
-            return ToolDecision(
-                allowed=False,
-                reason_code=decision.reason_code.value,
-                rule=decision.rule,
-                detail=_policy_detail(desc, decision),
-                **base,
-            )
-        if ack is not None and state is not AcknowledgementState.SATISFIED:
-            return ToolDecision(
-                allowed=False,
-                reason_code=ReasonCode.NOT_ACKNOWLEDGED.value,
-                rule=f"acknowledgement:{ack.env}",
-                detail=_ack_detail(desc.name, ack, state),
-                **base,
-            )
+        reason_code, rule, state = self._verdict(entry)
+        if reason_code == ReasonCode.ALLOWED.value:
+            detail = "ready to use"
+        elif reason_code == ReasonCode.NOT_ACKNOWLEDGED.value:
+            assert ack is not None  # only a required acknowledgement can be missing
+            detail = _ack_detail(desc.name, ack, state)
+        else:
+            detail = _policy_detail(desc, entry.decision)
         return ToolDecision(
-            allowed=True,
-            reason_code=ReasonCode.ALLOWED.value,
-            rule=decision.rule,
-            detail="ready to use",
-            **base,
+            tool=desc.name,
+            allowed=reason_code == ReasonCode.ALLOWED.value,
+            reason_code=reason_code,
+            rule=rule,
+            risk=desc.risk,
+            distribution=entry.registered.distribution,
+            acknowledgement=state,
+            acknowledgement_env=ack.env if ack else None,
+            acknowledgement_value=ack.value if ack else None,
+            detail=detail,
         )
 
     def decisions(self) -> list[ToolDecision]:
@@ -333,20 +341,24 @@ class Tools:
         """
         desc = self._entry(ref).descriptor
         ack = desc.acknowledgement
-        if ack is None:
-            return
         state = _acknowledgement_state(ack, self._catalog.env)
-        if state is not AcknowledgementState.SATISFIED:
-            rule = f"acknowledgement:{ack.env}"
-            self._deny(desc.name, ReasonCode.NOT_ACKNOWLEDGED.value, rule, report=report)
-            raise AcknowledgementRequiredError(
-                f"tool {desc.name!r} requires a deployment acknowledgement: "
-                + _ack_detail(desc.name, ack, state),
-                tool=desc.name,
-                rule=rule,
-                env=ack.env,
-                value=ack.value,
-            )
+        if ack is not None and state in _UNMET:
+            self._refuse_unacknowledged(desc, _ack_rule(ack), state, report=report)
+
+    def _refuse_unacknowledged(
+        self, desc: ToolDescriptor, rule: str, state: AcknowledgementState, *, report: bool
+    ) -> NoReturn:
+        ack = desc.acknowledgement
+        assert ack is not None  # only a required acknowledgement can be missing
+        self._deny(desc.name, ReasonCode.NOT_ACKNOWLEDGED.value, rule, report=report)
+        raise AcknowledgementRequiredError(
+            f"tool {desc.name!r} requires a deployment acknowledgement: "
+            + _ack_detail(desc.name, ack, state),
+            tool=desc.name,
+            rule=rule,
+            env=ack.env,
+            value=ack.value,
+        )
 
     def _get_slow(self, ref: object, *, report: bool = True) -> object:
         entry = self._catalog.entry(ref)
@@ -357,17 +369,18 @@ class Tools:
                 f"tool {name!r} is not available: {self._unavailable_detail()}", tool=name
             )
         desc = entry.descriptor
-        decision = entry.decision
-        if not decision.allowed:
-            self._deny(desc.name, decision.reason_code.value, decision.rule, report=report)
+        reason_code, rule, state = self._verdict(entry)
+        if reason_code == ReasonCode.NOT_ACKNOWLEDGED.value:
+            self._refuse_unacknowledged(desc, rule, state, report=report)
+        if reason_code != ReasonCode.ALLOWED.value:
+            self._deny(desc.name, reason_code, rule, report=report)
             raise ToolPolicyDeniedError(
                 f"tool {desc.name!r} ({desc.risk.value}) is denied by the policy "
-                f"(rule {decision.rule}). {_policy_detail(desc, decision)}",
+                f"(rule {rule}). {_policy_detail(desc, entry.decision)}",
                 tool=desc.name,
-                reason_code=decision.reason_code.value,
-                rule=decision.rule,
+                reason_code=reason_code,
+                rule=rule,
             )
-        self.check_acknowledgement(desc.name, report=report)
         instance = self._instance(entry, cache=desc.acknowledgement is None)
         if desc.acknowledgement is None and getattr(ref, "__toolbox_provider__", None) is not None:
             self._ready[ref] = instance  # a @tool function: later get(fn) is one lookup too
@@ -401,6 +414,7 @@ class Tools:
                 if cache:
                     self._ready[name] = instance
                     self._ready[registered.provider.tool_type] = instance
+                    self.ready_runtimes[name] = runtime
             return instance
 
     # -- messages -----------------------------------------------------------
@@ -465,6 +479,10 @@ def _policy_detail(desc: ToolDescriptor, decision: PolicyDecision) -> str:
         f"policy.allow({desc.name!r}) in code, or add {desc.name!r} to [allow].tools "
         "in the policy file."
     )
+
+
+def _ack_rule(ack: Acknowledgement) -> str:
+    return f"acknowledgement:{ack.env}"
 
 
 def _ack_detail(name: str, ack: Acknowledgement, state: AcknowledgementState) -> str:

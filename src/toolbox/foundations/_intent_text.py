@@ -9,14 +9,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from toolbox.foundations._descriptor import Effect
 from toolbox.foundations._line_text import breaks_line
 
-__all__ = ["MAX_INTENT_LENGTH", "VALID_TEXTS", "declared_intent", "validate_intent_text"]
+__all__ = ["MAX_INTENT_LENGTH", "VALID_TEXTS", "declared_intent", "intent_field_for", "validate_intent_text"]
 
 MAX_INTENT_LENGTH = 1000
 #: Texts already found valid: they are usually literals repeated on every call.
 VALID_TEXTS: dict[str, None] = {}
 _VALID_TEXTS_MAX = 4096
+
+
+def intent_field_for(effect: Effect) -> str:
+    """The argument a by-name call states its intent in: ``purpose`` when ``READ_ONLY``, else ``audit_as``."""
+    return "purpose" if effect is Effect.READ_ONLY else "audit_as"
 
 
 def validate_intent_text(text: object) -> str:

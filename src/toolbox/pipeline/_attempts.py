@@ -13,10 +13,12 @@ from collections.abc import Mapping
 from typing import Any, final
 
 from toolbox.errors import InvalidArgumentsError, ToolboxError, ToolDeniedError
+from toolbox.foundations._context import OperationRecord
 from toolbox.foundations._descriptor import Effect
 from toolbox.pipeline._invocation import Invocation
 from toolbox.pipeline._outcomes import BusinessFailure
 from toolbox.pipeline._paths import Plan
+from toolbox.pipeline._ports import CallRuntime
 from toolbox.pipeline._result import Status, ToolResult
 from toolbox.pipeline._result_summary import PLAIN_RESULTS
 from toolbox.pipeline._retry import (
@@ -29,7 +31,18 @@ from toolbox.pipeline._retry import (
     retries_allowed,
 )
 
-__all__ = ["PLAIN_RESULTS", "AttemptOutcomes", "safe_message"]
+__all__ = ["PLAIN_RESULTS", "AttemptOutcomes", "count_attempt", "safe_message"]
+
+
+def count_attempt(record: OperationRecord, runtime: CallRuntime | None) -> None:
+    """An attempt starts: its record counts it (and marks the start), the tool's runtime too.
+
+    The one bookkeeping of every attempt, the chain's and the fast paths' first ones.
+    """
+    record.attempts += 1
+    record.start()
+    if runtime is not None:
+        runtime.executions += 1
 
 
 def safe_message(exc: BaseException) -> str:

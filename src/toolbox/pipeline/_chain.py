@@ -24,27 +24,26 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, final
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeAlias, final
 
 from toolbox.errors import InvalidArgumentsError
-from toolbox.foundations._context import ExecutionContext, OperationRecord
+from toolbox.foundations._context import ExecutionContext
 from toolbox.foundations._descriptor import RiskClass
 from toolbox.foundations._dispatch import arun_dispatched, run_dispatched
-from toolbox.pipeline._attempts import PLAIN_RESULTS, AttemptOutcomes
+from toolbox.pipeline._attempts import PLAIN_RESULTS, AttemptOutcomes, count_attempt
 from toolbox.pipeline._audit_hooks import AuditHook, CallRecorder, audit_unavailable
 from toolbox.pipeline._interceptor import Interceptor, spends
-from toolbox.pipeline._invocation import TYPED, Invocation
+from toolbox.pipeline._invocation import Invocation
 from toolbox.pipeline._outcomes import OutcomeMappers
 from toolbox.pipeline._paths import Plan, typed_fast_path
 from toolbox.pipeline._result import Status, ToolResult
-from toolbox.pipeline._result_summary import settled_inline
 from toolbox.pipeline._retry import Reconciler, RetryPolicy
 from toolbox.pipeline._timed import OperationTimeoutError, await_within, call_within
 from toolbox.pipeline.checks._builtin import KillSwitch
 
 if TYPE_CHECKING:
-    from toolbox.pipeline._ports import CallRuntime
+    pass
 
 __all__ = [
     "PLAIN_RESULTS",
@@ -61,18 +60,15 @@ def _always(invocation: Invocation) -> bool:
     return True
 
 
-#: `Pipeline.run_inline` did not apply: nothing ran.
-NOT_INLINE: Any = object()
+def _never(tool: str) -> bool:
+    return False
 
 
-@final
-class Fallback:
-    """`Pipeline.run_inline` continued in the full chain; ``result`` is the final result."""
-
-    __slots__ = ("result",)
-
-    def __init__(self, result: ToolResult) -> None:
-        self.result = result
+#: What a step of the chain asks its door to do (`Pipeline._steps`), with the door's answer:
+#: run checks (a refusal or None), call the operation ((content, None) or (None, exception)),
+#: sleep before a retry (None), settle a commit ((commit, result): the settled result).
+_CHECK, _CALL, _SLEEP, _SETTLE = "check", "call", "sleep", "settle"
+Steps: TypeAlias = Generator[tuple[str, Any], Any, ToolResult]
 
 
 @final
@@ -83,12 +79,12 @@ class Pipeline:
         "_awaited",
         "_before",
         "_hooks",
-        "_kill_switch",
         "_mappers",
         "_outcomes",
         "_plans",
         "_timeouts",
-        "_trail",
+        "engaged",
+        "recorder",
     )
 
     def __init__(
@@ -108,16 +104,18 @@ class Pipeline:
         self._timeouts = dict(timeouts)
         self._hooks = tuple(hooks)
         self._plans: dict[tuple[str, str, str], Plan] = {}
-        self._kill_switch = next((c for c in self._before if isinstance(c, KillSwitch)), None)
+        kill_switch = next((c for c in self._before if isinstance(c, KillSwitch)), None)
+        #: Whether the kill switch stops calls of a tool now (never, without a kill switch).
+        self.engaged: Callable[[str], bool] = kill_switch.engaged if kill_switch is not None else _never
         # The async door awaits these checks (by id): their stores do I/O. Empty: arun checks as run does.
         self._awaited: dict[int, Callable[[Invocation], Awaitable[ToolResult | None]]] = {
             id(c): c.acall  # type: ignore[attr-defined]
             for c in self._before
             if getattr(c, "blocks", False) is True and callable(getattr(c, "acall", None))
         }
-        # The audit trail, when it is the only hook: the typed fast path records through it.
         only = self._hooks[0] if len(self._hooks) == 1 else None
-        self._trail = recorder if recorder is not None and recorder is only else None
+        #: The audit trail, when it is the only hook: the fast paths record through it.
+        self.recorder = recorder if recorder is not None and recorder is only else None
 
     @property
     def awaits_state(self) -> bool:
@@ -176,11 +174,6 @@ class Pipeline:
         """The audit hooks, in order."""
         return self._hooks
 
-    @property
-    def recorder(self) -> CallRecorder | None:
-        """The audit trail, when it is the only hook: the fast paths record through it."""
-        return self._trail
-
     def report_denial(
         self, context: ExecutionContext, tool: str, reason_code: str, rule: str, *, operation: str = ""
     ) -> None:
@@ -222,11 +215,67 @@ class Pipeline:
                 self._mappers.find(tool, operation) if self._mappers else None,
                 tuple(c for c in applies if spends(c)),
             )
-            plan.inline = typed_fast_path(plan, self._hooks, self._trail)
+            plan.inline = typed_fast_path(plan, self._hooks, self.recorder)
             self._plans[key] = plan
         return plan
 
-    # -- sync -------------------------------------------------------------------
+    # -- the steps: one implementation, both doors --------------------------------
+
+    def _steps(self, invocation: Invocation, plan: Plan, checks: Sequence[Interceptor]) -> Steps:
+        """The chain from ``checks`` on: checks, audit request, spends, attempts, outcome, commit.
+
+        Written once for both doors: it yields what needs a door (running checks, the
+        operation, a sleep before a retry, settling a commit) and its door's shell
+        (`_drive`, `_adrive`) does it inline or awaited, and sends the answer back.
+        """
+        result = (yield _CHECK, checks) if checks else None
+        if result is None and self._hooks:
+            result = self._open(invocation)
+        if result is None and plan.spends:
+            result = yield _CHECK, plan.spends
+        if result is None:
+            result = yield from self._attempts(invocation, plan, None)
+        return (yield from self._recorded(invocation, result))
+
+    def _attempts(self, invocation: Invocation, plan: Plan, pending: ToolResult | float | None) -> Steps:
+        """The effect-aware retry loop, from ``pending`` (a first attempt's outcome) when given."""
+        while True:
+            if pending is None:
+                record = invocation.record
+                if record.attempts and plan.per_attempt:  # a retry: its per-attempt checks first
+                    stop: ToolResult | None = yield _CHECK, plan.per_attempt
+                    if stop is not None:
+                        return stop
+                count_attempt(record, invocation.runtime)
+                content, exc = yield _CALL, None
+                if exc is not None:
+                    step = self._outcomes.after_failure(invocation, exc, plan)
+                else:
+                    step = self._outcomes.after_success(invocation, content, plan)
+            else:
+                step, pending = pending, None
+            if isinstance(step, ToolResult):
+                return step
+            yield _SLEEP, step
+
+    def _recorded(self, invocation: Invocation, result: ToolResult) -> Steps:
+        """Record ``result`` as final; then what waited for the record (an approval request's slot)."""
+        result = self._finish(invocation, result)
+        commit = invocation.commit
+        if commit is not None:
+            # An approval request recorded by the audit trail (or not): now its slot is taken (or not).
+            invocation.commit = None
+            settled = yield _SETTLE, (commit, result)
+            if settled is not result:
+                result = self._finish(invocation, settled)
+        return result
+
+    def _continued(self, invocation: Invocation, plan: Plan, step: ToolResult | float) -> Steps:
+        """The steps after a first attempt made outside the chain, whose outcome is ``step``."""
+        result = yield from self._attempts(invocation, plan, step)
+        return self._finish(invocation, result)
+
+    # -- the doors: thin shells over the steps ----------------------------------------
 
     def run(self, invocation: Invocation) -> ToolResult:
         """Run ``invocation`` through the chain and return its result (never raises for denials)."""
@@ -238,152 +287,7 @@ class Pipeline:
 
         The plan's spending checks run after the audit request, whatever ``checks`` holds.
         """
-        result = (
-            self._check(invocation, checks)
-            or (self._open(invocation) if self._hooks else None)
-            or (self._check(invocation, plan.spends) if plan.spends else None)
-        )
-        if result is None:
-            result = self._dispatch(invocation, plan)
-        result = self._finish(invocation, result)
-        commit = invocation.commit
-        if commit is not None:
-            # An approval request recorded by the audit trail (or not): now its slot is taken (or not).
-            invocation.commit = None
-            settled = commit.settle(invocation, result)
-            if settled is not result:
-                result = self._finish(invocation, settled)
-        return result
-
-    def _call(self, invocation: Invocation, plan: Plan) -> Any:
-        call = invocation.call
-        if call is None:  # pragma: no cover - validation always sets it
-            raise RuntimeError("invocation has no operation to call")
-        timeout = plan.timeout
-        if timeout is None:
-            return run_dispatched(invocation.tool, call)
-        return call_within(invocation.tool, invocation.operation, call, timeout)
-
-    def _dispatch(
-        self, invocation: Invocation, plan: Plan, pending: ToolResult | float | None = None
-    ) -> ToolResult:
-        while True:
-            if pending is None:
-                stop = self._start_attempt(invocation, plan)
-                if stop is not None:
-                    return stop
-                try:
-                    content = self._call(invocation, plan)
-                except Exception as exc:  # noqa: BLE001 - classified below, never swallowed silently
-                    step = self._outcomes.after_failure(invocation, exc, plan)
-                else:
-                    step = self._outcomes.after_success(invocation, content, plan)
-            else:
-                step, pending = pending, None
-            if isinstance(step, ToolResult):
-                return step
-            time.sleep(step)
-
-    def run_inline(
-        self,
-        runtime: CallRuntime,
-        record: OperationRecord,
-        call: Callable[[], Any],
-        build: Callable[[], Invocation],
-        arguments: Mapping[str, Any],
-    ) -> Any:
-        """The typed door's fast path, for operations whose plan holds only context gates.
-
-        Returns the content after a plain success, a `Fallback` holding the final
-        `ToolResult` when it had to continue in the full chain (after dispatch, or
-        refused by the audit trail), and `NOT_INLINE` when the fast path does not
-        apply (nothing ran). ``arguments`` are what the audit trail records.
-        """
-        plan = runtime.plans.get(record.operation)
-        if plan is None:
-            plan = self._plans.get((record.tool, record.operation, TYPED))
-            if plan is None:
-                return NOT_INLINE
-            runtime.plans[record.operation] = plan
-        context = runtime.context
-        if (
-            not plan.inline
-            or context.deadline is not None
-            or context.budget is not None
-            or context.scope is not None
-            or (self._kill_switch is not None and self._kill_switch.engaged(record.tool))
-        ):
-            return NOT_INLINE
-        trail = self._trail
-        opening = None
-        if trail is not None:
-            effect = runtime.effect_of(record.operation).value
-            risk = runtime.descriptor.risk.value
-            subject = trail.subject_of(
-                record.name, record.tool, record.operation, risk, effect, record.intent_kind
-            )
-            opening = trail.open_call(subject, context, record.intent_text, arguments)
-            if opening is None:
-                invocation = build()
-                return Fallback(self._finish(invocation, audit_unavailable(invocation)))
-        record.attempts = 1
-        record.started_at = started = time.time()
-        record.status = "STARTED"
-        runtime.executions += 1
-        try:
-            # Calls a runtime guards need the chain's permit; a @tool function's do not.
-            content = run_dispatched(record.tool, call) if runtime.guarded else call()
-        except Exception as exc:  # noqa: BLE001 - continue in the full chain, which classifies it
-            return Fallback(self.continue_failed(_opened(build(), opening), plan, exc))
-        if not settled_inline(content):  # transient, or a result the audit trail summarises
-            return Fallback(self.continue_returned(_opened(build(), opening), plan, content))
-        record.ended_at = ended = time.time()
-        record.duration = duration = ended - started
-        record.status = "SUCCESS"
-        if opening is not None and not trail.close_call(  # type: ignore[union-attr]
-            opening, "SUCCESS", duration, 1, ended
-        ):
-            # It ran, but its response is not recorded: the typed door raises AuditIncompleteError.
-            result = _opened(build(), opening).result(Status.SUCCESS, content=content)
-            result.audit_failed = True
-            return Fallback(result)
-        return content
-
-    # -- continuing a first attempt made outside the chain ------------------------
-
-    def plan_of(self, tool: str, operation: str, door: str) -> Plan | None:
-        """The plan already made for ``tool.operation`` on ``door``, if a call made one."""
-        return self._plans.get((tool, operation, door))
-
-    def continue_failed(self, invocation: Invocation, plan: Plan, exc: Exception) -> ToolResult:
-        """Finish ``invocation``, whose first attempt ran outside the chain and raised ``exc``."""
-        step = self._outcomes.after_failure(invocation, exc, plan)
-        return self._finish(invocation, self._dispatch(invocation, plan, step))
-
-    def continue_returned(self, invocation: Invocation, plan: Plan, content: Any) -> ToolResult:
-        """Finish ``invocation``, whose first attempt ran outside the chain and returned ``content``."""
-        step = self._outcomes.after_success(invocation, content, plan)
-        return self._finish(invocation, self._dispatch(invocation, plan, step))
-
-    async def acontinue_failed(self, invocation: Invocation, plan: Plan, exc: Exception) -> ToolResult:
-        """Async twin of `continue_failed`."""
-        step = self._outcomes.after_failure(invocation, exc, plan)
-        return self._finish(invocation, await self._adispatch(invocation, plan, step))
-
-    async def acontinue_returned(self, invocation: Invocation, plan: Plan, content: Any) -> ToolResult:
-        """Async twin of `continue_returned`."""
-        step = self._outcomes.after_success(invocation, content, plan)
-        return self._finish(invocation, await self._adispatch(invocation, plan, step))
-
-    def check(self, invocation: Invocation, checks: Sequence[Interceptor]) -> ToolResult | None:
-        """Run ``checks`` on ``invocation`` as the chain does: a result refuses the call."""
-        return self._check(invocation, checks)
-
-    def finish(self, invocation: Invocation, result: ToolResult) -> ToolResult:
-        """Record ``result`` as the final outcome of ``invocation`` (trace record and audit hooks)."""
-        return self._finish(invocation, result)
-
-    # -- async ------------------------------------------------------------------
+        return self._drive(invocation, plan, self._steps(invocation, plan, checks))
 
     async def arun(self, invocation: Invocation) -> ToolResult:
         """Async twin of `run`; sync-only I/O tools run on a worker thread, MEMORY_ONLY inline."""
@@ -394,24 +298,82 @@ class Pipeline:
         self, invocation: Invocation, plan: Plan, checks: Sequence[Interceptor]
     ) -> ToolResult:
         """Async twin of `run_from`."""
-        # Without a check to await (the memory stores), the checks run exactly as on the sync door.
-        awaited = self._awaited
-        result = (await self._acheck(invocation, checks) if awaited else self._check(invocation, checks)) or (
-            self._open(invocation) if self._hooks else None
-        )
-        spend = plan.spends
-        if result is None and spend:
-            result = await self._acheck(invocation, spend) if awaited else self._check(invocation, spend)
-        if result is None:
-            result = await self._adispatch(invocation, plan)
-        result = self._finish(invocation, result)
-        commit = invocation.commit
-        if commit is not None:
-            invocation.commit = None
-            settled = await commit.asettle(invocation, result)
-            if settled is not result:
-                result = self._finish(invocation, settled)
-        return result
+        return await self._adrive(invocation, plan, self._steps(invocation, plan, checks))
+
+    def continue_failed(self, invocation: Invocation, plan: Plan, exc: Exception) -> ToolResult:
+        """Finish ``invocation``, whose first attempt ran outside the chain and raised ``exc``."""
+        step = self._outcomes.after_failure(invocation, exc, plan)
+        return self._drive(invocation, plan, self._continued(invocation, plan, step))
+
+    def continue_returned(self, invocation: Invocation, plan: Plan, content: Any) -> ToolResult:
+        """Finish ``invocation``, whose first attempt ran outside the chain and returned ``content``."""
+        step = self._outcomes.after_success(invocation, content, plan)
+        return self._drive(invocation, plan, self._continued(invocation, plan, step))
+
+    async def acontinue_failed(self, invocation: Invocation, plan: Plan, exc: Exception) -> ToolResult:
+        """Async twin of `continue_failed`."""
+        step = self._outcomes.after_failure(invocation, exc, plan)
+        return await self._adrive(invocation, plan, self._continued(invocation, plan, step))
+
+    async def acontinue_returned(self, invocation: Invocation, plan: Plan, content: Any) -> ToolResult:
+        """Async twin of `continue_returned`."""
+        step = self._outcomes.after_success(invocation, content, plan)
+        return await self._adrive(invocation, plan, self._continued(invocation, plan, step))
+
+    def _drive(self, invocation: Invocation, plan: Plan, steps: Steps) -> ToolResult:
+        """The sync door's shell: does what each step asks, inline."""
+        reply: Any = None
+        while True:
+            try:
+                kind, payload = steps.send(reply)
+            except StopIteration as done:
+                result: ToolResult = done.value
+                return result
+            if kind is _CHECK:
+                reply = self._check(invocation, payload)
+            elif kind is _CALL:
+                try:
+                    reply = (self._call(invocation, plan), None)
+                except Exception as exc:  # noqa: BLE001 - the step classifies it, never swallowed silently
+                    reply = (None, exc)
+            elif kind is _SLEEP:
+                time.sleep(payload)
+                reply = None
+            else:
+                commit, result = payload
+                reply = commit.settle(invocation, result)
+
+    async def _adrive(self, invocation: Invocation, plan: Plan, steps: Steps) -> ToolResult:
+        """The async door's shell: `_drive`, awaiting checks whose store does I/O, the call and sleeps."""
+        reply: Any = None
+        while True:
+            try:
+                kind, payload = steps.send(reply)
+            except StopIteration as done:
+                result: ToolResult = done.value
+                return result
+            if kind is _CHECK:
+                reply = await self._acheck(invocation, payload)
+            elif kind is _CALL:
+                try:
+                    reply = (await self._acall(invocation, plan), None)
+                except Exception as exc:  # noqa: BLE001 - the step classifies it, never swallowed silently
+                    reply = (None, exc)
+            elif kind is _SLEEP:
+                await asyncio.sleep(payload)
+                reply = None
+            else:
+                commit, result = payload
+                reply = await commit.asettle(invocation, result)
+
+    def _call(self, invocation: Invocation, plan: Plan) -> Any:
+        call = invocation.call
+        if call is None:  # pragma: no cover - validation always sets it
+            raise RuntimeError("invocation has no operation to call")
+        timeout = plan.timeout
+        if timeout is None:
+            return run_dispatched(invocation.tool, call)
+        return call_within(invocation.tool, invocation.operation, call, timeout)
 
     async def _acall(self, invocation: Invocation, plan: Plan) -> Any:
         return await arun_dispatched(invocation.tool, lambda: self._acall_permitted(invocation, plan))
@@ -429,49 +391,21 @@ class Pipeline:
             return await awaitable
         return await await_within(invocation.tool, invocation.operation, awaitable, timeout)
 
-    async def _adispatch(
-        self, invocation: Invocation, plan: Plan, pending: ToolResult | float | None = None
-    ) -> ToolResult:
-        while True:
-            if pending is None:
-                if invocation.record.attempts and self._awaited:
-                    # A retry's per-attempt checks, awaited as on the first attempt.
-                    stop = await self._acheck(invocation, plan.per_attempt)
-                    if stop is not None:
-                        return stop
-                    stop = self._start_attempt(invocation, plan, checked=True)
-                else:
-                    stop = self._start_attempt(invocation, plan)
-                if stop is not None:
-                    return stop
-                try:
-                    content = await self._acall(invocation, plan)
-                except Exception as exc:  # noqa: BLE001 - classified below, never swallowed silently
-                    step = self._outcomes.after_failure(invocation, exc, plan)
-                else:
-                    step = self._outcomes.after_success(invocation, content, plan)
-            else:
-                step, pending = pending, None
-            if isinstance(step, ToolResult):
-                return step
-            await asyncio.sleep(step)
+    # -- what the fast paths use of the chain ------------------------------------------
+
+    def plan_of(self, tool: str, operation: str, door: str) -> Plan | None:
+        """The plan already made for ``tool.operation`` on ``door``, if a call made one."""
+        return self._plans.get((tool, operation, door))
+
+    def check(self, invocation: Invocation, checks: Sequence[Interceptor]) -> ToolResult | None:
+        """Run ``checks`` on ``invocation`` as the chain does: a result refuses the call."""
+        return self._check(invocation, checks)
+
+    def finish(self, invocation: Invocation, result: ToolResult) -> ToolResult:
+        """Record ``result`` as the final outcome of ``invocation`` (trace record and audit hooks)."""
+        return self._finish(invocation, result)
 
     # -- shared decisions -------------------------------------------------------
-
-    def _start_attempt(
-        self, invocation: Invocation, plan: Plan, *, checked: bool = False
-    ) -> ToolResult | None:
-        """Before a retry, the per-attempt checks (a result stops; ``checked``: already run); count it."""
-        record = invocation.record
-        if record.attempts and not checked:
-            stop = self._check(invocation, plan.per_attempt)
-            if stop is not None:
-                return stop
-        record.attempts += 1
-        record.start()
-        if invocation.runtime is not None:
-            invocation.runtime.executions += 1
-        return None
 
     def _finish(self, invocation: Invocation, result: ToolResult) -> ToolResult:
         record = invocation.record
@@ -501,9 +435,3 @@ def _check_failed(invocation: Invocation, check: Interceptor, exc: Exception) ->
         check.name,
         f"the {check.name} check failed ({type(exc).__name__}), so the call was refused",
     )
-
-
-def _opened(invocation: Invocation, opening: object | None) -> Invocation:
-    """``invocation`` with the audit opening its fast path already stored."""
-    invocation.opening = opening
-    return invocation

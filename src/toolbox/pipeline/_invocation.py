@@ -7,13 +7,14 @@ from typing import TYPE_CHECKING, Any, Protocol, final
 
 from toolbox.foundations._context import ExecutionContext, OperationRecord
 from toolbox.foundations._descriptor import Effect, ToolDescriptor
+from toolbox.foundations._intent_text import declared_intent
 from toolbox.pipeline._ports import CallRuntime, CallTools
 from toolbox.pipeline._result import Status, ToolResult
 
 if TYPE_CHECKING:
     from toolbox.pipeline._grants import Approval
 
-__all__ = ["Commit", "Invocation"]
+__all__ = ["Commit", "Invocation", "declared_record"]
 
 TYPED = "typed"
 BY_NAME = "by_name"
@@ -33,6 +34,14 @@ class Commit(Protocol):
 
     async def asettle(self, invocation: Invocation, result: ToolResult) -> ToolResult:
         """`settle` for the async door (a store's I/O off the event loop)."""
+
+
+def declared_record(
+    tool: str, operation: str, intent_field: str, arguments: object, name: str
+) -> OperationRecord:
+    """The trace record a by-name call starts with: its intent as declared, validated later by the chain."""
+    text = declared_intent(arguments, intent_field)
+    return OperationRecord(tool, operation, intent_field, text, None, name)
 
 
 @final
@@ -96,6 +105,47 @@ class Invocation:
         self.context = context
         self.arguments = arguments
         self.record = record
+
+    @classmethod
+    def by_name(  # noqa: PLR0917 - what the by-name door knows of a call before any check
+        cls,
+        name: str,
+        tool: str,
+        operation: str,
+        context: ExecutionContext,
+        arguments: object,
+        record: OperationRecord,
+        *,
+        version: str | None,
+        tools: CallTools,
+    ) -> Invocation:
+        """A by-name call of ``name`` (``tool.operation``): the one place every by-name path starts one.
+
+        The gateway's door, and a route handing its call to the chain, or
+        running a class-based tool's checks through it (`toolbox.doors._route`,
+        `toolbox.doors._route_method`); the access check, or the route for a tool
+        already built for the context, then attaches the tool (`granted`).
+        """
+        invocation = cls(
+            door=BY_NAME,
+            name=name,
+            tool=tool,
+            operation=operation,
+            context=context,
+            # Anything but an object is refused by argument validation, which names it.
+            arguments=arguments,  # type: ignore[arg-type]
+            record=record,
+        )
+        invocation.version = version
+        invocation.tools = tools
+        return invocation
+
+    def granted(self, runtime: CallRuntime, instance: object) -> None:
+        """Attach the built tool of a by-name call: what the access check sets once it allowed it."""
+        self.runtime = runtime
+        self.descriptor = runtime.descriptor
+        self.effect = runtime.effect_of(self.operation)
+        self.instance = instance
 
     def bound_arguments(self) -> Mapping[str, Any]:
         """The call's arguments by declared parameter: what an approval binds and the audit records."""

@@ -5,27 +5,24 @@ skip work a call's `Plan` proved unnecessary, and leave the same result, trace
 record and audit events (``tests/test_typed_audit.py``, ``tests/test_route.py``
 run every scenario both ways):
 
-- the **typed fast path** (`Pipeline.run_inline`, entered from ``Ready.execute``):
+- the **typed fast path** (`toolbox.pipeline._typed_path.run_inline`, entered from ``Ready.execute``):
   `typed_fast_path` decides it per tool and operation;
 - the **by-name route** (`toolbox.doors._route.Route` for ``@tool`` functions, sync
   or async; `toolbox.doors._route_method.MethodRoute` for class-based tools; compiled
   by the gateway after a name's first dispatched call): `by_name_route`
   decides it per name.
 
-Both decisions are taken once, from what cannot change between calls. What can
-change is re-checked on every call where each fast path starts, and sends the
-call to the full chain before anything is recorded:
-
-- both: the context has a deadline or a budget; the kill switch is engaged;
-  an approval grant is given;
-- typed: the intent carries warnings (``Ready.execute``); ``aexecute`` takes the
-  typed fast path only for a ``MEMORY_ONLY`` tool without an async implementation;
-- by name: the context is not an `ExecutionContext` object, the tool is not
-  built for it yet; for a ``@tool`` function, the arguments are not a small
-  flat object or fail validation, or a sync call is made of an ``async def``
-  (``Route.run``). A class-based tool's route settles only the access check
-  (the tool is built for the context) and runs every other check through
-  the chain (``MethodRoute.run``).
+Both decisions are taken once, from what cannot change between calls. What
+can change is tested on every call where each fast path starts, and sends the
+call to the full chain before anything is recorded: `gates_open` (the
+context's deadline, budget and delegation scope, the kill switch) where the
+plan's checks are skipped (the typed fast path, a ``@tool`` function's route);
+then what only one path knows (``Ready.execute``: an approval grant or
+warnings; ``Route.run`` / ``MethodRoute.run``: a grant, a context the tool
+is not built for yet, and for a ``@tool`` function arguments that are not
+`toolbox.pipeline.checks._arguments.flat_and_small` or fail validation, or a sync
+call of an ``async def``). A class-based tool's route settles only the access
+check and runs every other check through the chain.
 
 After dispatch, an exception or a transient result continues in the full
 chain's retry loop (`Pipeline.continue_failed` / `continue_returned`).
@@ -33,9 +30,10 @@ chain's retry loop (`Pipeline.continue_failed` / `continue_returned`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, final
 
+from toolbox.foundations._context import ExecutionContext
 from toolbox.foundations._descriptor import RiskClass
 from toolbox.pipeline._interceptor import Interceptor
 from toolbox.pipeline._invocation import Invocation
@@ -48,7 +46,7 @@ from toolbox.pipeline.checks._builtin import (
     KillSwitch,
 )
 
-__all__ = ["CONTEXT_GATES", "ROUTABLE_CHECKS", "Plan", "by_name_route", "typed_fast_path"]
+__all__ = ["CONTEXT_GATES", "ROUTABLE_CHECKS", "Plan", "by_name_route", "gates_open", "typed_fast_path"]
 
 #: The checks the typed fast path performs itself: the kill switch and the context's own gates.
 CONTEXT_GATES = frozenset({KillSwitch, DelegationCheck, DeadlineCheck, BudgetCheck})
@@ -58,11 +56,22 @@ ROUTABLE_CHECKS = frozenset(
 )
 
 
+def gates_open(context: ExecutionContext, engaged: Callable[[str], bool], tool: str) -> bool:
+    """The per-call gate of every fast path: the plan's checks that read per-call state have nothing to do.
+
+    No deadline, budget or delegation scope on ``context`` (the `CONTEXT_GATES` checks would
+    act) and the kill switch not ``engaged`` for ``tool``. A check that starts reading other
+    state (say, a shared budget) joins here: the typed fast path and the by-name routes call
+    this, and nothing else decides it.
+    """
+    return context.deadline is None and context.budget is None and context.scope is None and not engaged(tool)
+
+
 @final
 class Plan:
     """What applies to one tool, operation and door: decided on the first call, then reused."""
 
-    __slots__ = ("checks", "inline", "mapper", "per_attempt", "spends", "timeout")
+    __slots__ = ("checks", "inline", "mapper", "per_attempt", "spends", "subjects", "timeout")
 
     def __init__(
         self,
@@ -80,6 +89,8 @@ class Plan:
         self.timeout = timeout
         self.mapper = mapper
         self.inline = False
+        #: The typed fast path's audit subjects, by intent kind (what every event of such a call repeats).
+        self.subjects: dict[str, Any] = {}
 
 
 def _recorded_by_the_trail_alone(hooks: Sequence[object], recorder: object | None) -> bool:

@@ -30,10 +30,11 @@ from toolbox.errors import (
 )
 from toolbox.foundations._context import OperationRecord
 from toolbox.foundations._intent_text import MAX_INTENT_LENGTH, VALID_TEXTS, validate_intent_text
-from toolbox.pipeline._chain import NOT_INLINE, Fallback, Pipeline
+from toolbox.pipeline._chain import Pipeline
 from toolbox.pipeline._invocation import TYPED, Invocation
 from toolbox.pipeline._ports import CallRuntime, CallTools
 from toolbox.pipeline._result import Status, ToolResult
+from toolbox.pipeline._typed_path import NOT_INLINE, Fallback, run_inline
 from toolbox.pipeline.checks._arguments import dispatch_calls
 
 if TYPE_CHECKING:
@@ -295,7 +296,8 @@ class Ready(Generic[R]):
         if approval is None and not self._warnings:
             self._claim()
             bound = self._bound
-            outcome = self._runtime.pipeline.run_inline(
+            outcome = run_inline(
+                self._runtime.pipeline,
                 self._runtime,
                 self._record,
                 self._call,

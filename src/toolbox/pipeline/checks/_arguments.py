@@ -25,7 +25,7 @@ from toolbox.errors import ConfigurationError, InvalidArgumentsError, ToolboxErr
 from toolbox.foundations._binding import is_operation_method
 from toolbox.foundations._descriptor import Effect
 from toolbox.foundations._dispatch import building
-from toolbox.foundations._intent_text import validate_intent_text
+from toolbox.foundations._intent_text import intent_field_for, validate_intent_text
 from toolbox.foundations._operations import DescribedOperations
 from toolbox.pipeline._invocation import BY_NAME, Invocation
 from toolbox.pipeline._result import ToolResult
@@ -141,7 +141,7 @@ def _check_number(value: object, path: str, bound: int, limits: ArgumentLimits, 
         )
 
 
-def flat_and_small(arguments: Mapping[str, Any], limits: ArgumentLimits) -> bool:
+def flat_and_small(arguments: object, limits: ArgumentLimits) -> bool:
     """Whether ``arguments`` is a dict of scalars and strings within ``limits`` (the common case, cheaply)."""
     if type(arguments) is not dict or len(arguments) > limits.max_items:
         return False
@@ -285,7 +285,7 @@ def operation_schema(
     target = inspect.unwrap(function)
     signature = inspect.signature(target)
     hints = _hints(target)
-    intent_field = "purpose" if effect is Effect.READ_ONLY else "audit_as"
+    intent_field = intent_field_for(effect)
     fields: dict[str, Any] = {}
     renames: dict[str, str] = {}
     parameters = list(signature.parameters.values())
@@ -328,7 +328,7 @@ def described_schema(
         ConfigurationError: ``parameters`` is not an object schema with local ``$ref`` only,
             or it already has a property named like the intent field.
     """
-    intent_field = "purpose" if effect is Effect.READ_ONLY else "audit_as"
+    intent_field = intent_field_for(effect)
     if not isinstance(parameters, Mapping) or parameters.get("type", "object") != "object":
         raise ConfigurationError(f"{tool}.{operation}: the argument schema must be an object schema")
     check_local_refs(parameters)

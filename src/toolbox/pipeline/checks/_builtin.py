@@ -301,11 +301,7 @@ class AccessCheck:
         try:
             if invocation.door == BY_NAME:
                 tool = tools.acquire(invocation.tool)
-                runtime = tools.runtime_of(invocation.tool)
-                invocation.runtime = runtime
-                invocation.descriptor = runtime.descriptor
-                invocation.effect = runtime.effect_of(invocation.operation)
-                invocation.instance = tool
+                invocation.granted(tools.runtime_of(invocation.tool), tool)
             else:
                 tools.check_acknowledgement(invocation.tool, report=False)
         except ToolUnavailableError as exc:
