@@ -1,4 +1,4 @@
-"""The verification script of docs/audit.md, run outside toolbox (its own process, hashlib and
+"""The verification script of docs/audit-verify.md, run outside toolbox (its own process, hashlib and
 cryptography only) on a proof `toolbox audit prove` printed: it accepts it, and refuses it altered."""
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from audit_log_support import at
 from toolbox.audit import SqliteSink
 from toolbox.cli import main
 
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "audit.md"
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "audit-verify.md"
 
 
 def _script() -> str:
     found = re.search(r"```python\n(# check_proof\.py.*?)```", DOCS.read_text(encoding="utf-8"), re.S)
-    assert found, "docs/audit.md has no check_proof.py block"
+    assert found, "docs/audit-verify.md has no check_proof.py block"
     return found.group(1)
 
 

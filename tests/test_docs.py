@@ -144,8 +144,8 @@ def test_a_continued_page_exists_and_is_covered():
             assert earlier in DOCS and earlier != path, f"{path.name} continues {name}"
 
 
-# Reference pages may be long; audit.md is being split (issue 29) and is exempt until then.
-LONG_PAGES_ALLOWED = {"policy-file.md", "audit.md"}
+# Reference pages may be long.
+LONG_PAGES_ALLOWED = {"policy-file.md"}
 
 
 def test_pages_stay_short_enough_to_finish():
