@@ -261,7 +261,7 @@ def _parse_schema(cedar: Any, text: str, schema_format: SchemaFormat | None, sou
     except ValueError as exc:
         raise PolicyFileError(
             f"{source}: the schema must declare the entity types toolbox sends "
-            f"(see docs/governance.md#cedar-policies): {exc}"
+            f"(see docs/rules.md#cedar-policies): {exc}"
         ) from None
     return schema
 
