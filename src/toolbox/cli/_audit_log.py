@@ -4,7 +4,7 @@ The Merkle log of a SQLite or PostgreSQL store (`toolbox.audit._log`): ``keygen`
 Ed25519 key (the private half in a file only its owner can read, the public half as a
 verifier key to publish); ``checkpoint`` sequences the new events, signs the tree head and
 hands it to the witnesses; ``prove`` prints an event's inclusion proof as JSON, which
-``check-proof`` (or the script in docs/audit.md) verifies without the database; ``verify
+``check-proof`` (or the script in docs/audit-verify.md) verifies without the database; ``verify
 --public-key FILE --witness-dir DIR`` checks the store against every witnessed checkpoint.
 
 A SQL witness's URL is read from the environment variable ``--witness-url-env`` names, never
