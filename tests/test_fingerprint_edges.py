@@ -62,6 +62,7 @@ def test_every_kind_of_value_has_its_exact_encoding() -> None:
         "tu": (1,),
         "set": {2, 1},
         "fs": frozenset({"a"}),
+        "st": {(1, "a")},
         "sec": SecretStr("pw"),
         "secb": SecretBytes(b"k"),
         "e": Color.RED,
@@ -96,6 +97,7 @@ def test_every_kind_of_value_has_its_exact_encoding() -> None:
         's"sec":k"pydantic.types.SecretStr":s"pw",'
         's"secb":k"pydantic.types.SecretBytes":b6b;,'
         's"set":<i1,i2>,'
+        's"st":<[i1,s"a"]>,'
         f's"sub":x{_q(Count)}"5",'
         's"t":t,'
         's"tu":[i1],'
@@ -136,3 +138,49 @@ def test_the_material_list_is_a_level_of_its_own() -> None:
     keyed_fingerprint(b"k" * 32, _nested(199, lambda v: [v]))
     with pytest.raises(ValueError, match="nest too deeply"):
         keyed_fingerprint(b"k" * 32, _nested(200, lambda v: [v]))
+
+
+@dataclasses.dataclass
+class Wrapper:
+    inner: object
+
+
+class Holder(BaseModel):
+    inner: object
+
+
+@pytest.mark.parametrize("wrap", [Wrapper, lambda v: Holder(inner=v)], ids=["dataclass", "model"])
+def test_a_dataclass_or_model_is_a_level_and_its_fields_another(wrap: Callable[[object], object]) -> None:
+    """The object at level 198, its fields at 199, a field's value at 200: encoded; one list more: refused."""
+    value = wrap("leaf")
+    canonical_encoding(_wrap_lists(value, 198))
+    with pytest.raises(ValueError, match="nest too deeply"):
+        canonical_encoding(_wrap_lists(value, 199))
+
+
+def _wrap_lists(value: object, levels: int) -> object:
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    "value",
+    [SecretStr("leaf"), SecretBytes(b"leaf"), Color.RED],
+    ids=["secret-str", "secret-bytes", "enum"],
+)
+def test_secrets_and_enums_are_one_level_around_their_value(value: object) -> None:
+    """The secret or enum sits at level 199, its value at 200: encoded; one list more: refused."""
+    canonical_encoding(_wrap_lists(value, 199))
+    with pytest.raises(ValueError, match="nest too deeply"):
+        canonical_encoding(_wrap_lists(value, 200))
+
+
+def test_a_deep_key_is_as_deep_as_a_deep_value() -> None:
+    """A tuple key 200 levels deep inside a mapping: its innermost item sits at level 201."""
+    key: object = 0
+    for _ in range(199):
+        key = (key,)
+    canonical_encoding({key: 1})
+    with pytest.raises(ValueError, match="nest too deeply"):
+        canonical_encoding({(key,): 1})

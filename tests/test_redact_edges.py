@@ -107,3 +107,17 @@ def test_configured_keys_mask_only_their_own_names() -> None:
     url = "https://h/p?account=1&page=2&Account=3"
     assert redact_url(url, {"account"}) == "https://h/p?account=[REDACTED]&page=2&Account=[REDACTED]"
     assert redact_url(url, {"other"}) == "https://h/p?account=1&page=2&Account=3"
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("/relative/p?token=t&page=1", "/relative/p?token=[REDACTED]&page=1"),
+        ("file:///etc/app.conf", "file:///etc/app.conf"),
+        ("https://h/p?filter[]=a&filter[]=b", "https://h/p?filter[]=a&filter[]=b"),
+        ("https://h/p?filter[]=a&token=t", "https://h/p?filter[]=a&token=[REDACTED]"),
+    ],
+)
+def test_a_url_without_a_host_or_with_brackets_keeps_its_spelling(url: str, expected: str) -> None:
+    """No host is invented for a relative URL, and ``[]`` in query names stays readable."""
+    assert redact_url(url) == expected
