@@ -8,6 +8,7 @@ testing"): each test pins a behaviour whose change no other test noticed.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import hashlib
 import hmac
@@ -27,6 +28,7 @@ from toolbox import (
 )
 from toolbox.pipeline.approval import ApprovalCheck
 from toolbox.pipeline.result import ToolResult
+from toolbox.pipeline.state_ports import StateUnavailableError
 from toolbox.state import MemoryApprovalStore, MemoryLimitStore
 from toolbox.state.config import GovernanceState
 from toolbox.testing import ManualClock
@@ -45,9 +47,17 @@ def gateway(
     return governed_gateway(state, counter, guardrails=[APPROVE_ADD], approver=approver, clock=clock)
 
 
+def invoke(gw: Gateway, door: str, arguments: dict[str, Any], **kwargs: Any) -> ToolResult:
+    """One by-name call through the sync or the async door."""
+    if door == "sync":
+        return gw.invoke("add", arguments, **kwargs)
+    return asyncio.run(gw.ainvoke("add", arguments, **kwargs))
+
+
 def refused(gw: Gateway, result: ToolResult, counter: Counter, reason: str, message: str) -> None:
     """DENIED for ``reason`` with ``message``; the tool never ran; the refusal is in the audit trail."""
     assert (result.status, result.reason_code, result.message) == (Status.DENIED, reason, message)
+    assert result.rule == ("approval" if reason == "APPROVAL_INVALID" else "state:approvals")
     assert counter.runs == 0
     assert audit_events(gw, reason)
 
@@ -119,7 +129,8 @@ def test_a_signed_grant_runs_the_call_once_until_the_second_it_expires() -> None
         ),
     ],
 )
-def test_every_bad_grant_is_refused_with_its_reason(grant: str, message: str) -> None:
+@pytest.mark.parametrize("door", ["sync", "async"])
+def test_every_bad_grant_is_refused_with_its_reason(grant: str, message: str, door: str) -> None:
     counter, clock = Counter(), ManualClock()
     approver = HmacApprover(SECRET, clock=clock)
     gw = gateway(counter, clock, approver=approver)
@@ -136,7 +147,7 @@ def test_every_bad_grant_is_refused_with_its_reason(grant: str, message: str) ->
         ctx = context(principal="mallory")
     else:
         arguments = {**CALL, "b": 3}
-    result = gw.invoke("add", arguments, context=ctx, approval=given)
+    result = invoke(gw, door, arguments, context=ctx, approval=given)
     refused(gw, result, counter, "APPROVAL_INVALID", message)
 
 
@@ -150,7 +161,8 @@ def test_without_an_approver_or_a_store_no_grant_is_accepted() -> None:
     refused(gw, result, counter, "APPROVAL_INVALID", "no approver is configured to verify approvals")
 
 
-def test_with_a_shared_limit_store_a_grant_runs_once_across_processes() -> None:
+@pytest.mark.parametrize("door", ["sync", "async"])
+def test_with_a_shared_limit_store_a_grant_runs_once_across_processes(door: str) -> None:
     """Two gateways (two processes of a fleet) sharing a limit store: one grant, one run."""
     counter, clock = Counter(), ManualClock()
     approver = HmacApprover(SECRET, clock=clock)
@@ -163,10 +175,11 @@ def test_with_a_shared_limit_store_a_grant_runs_once_across_processes() -> None:
     assert request is not None
     grant = approver.grant(request, approved_by="bob")
     assert first.invoke("add", CALL, context=context(), approval=grant).status is Status.SUCCESS
-    replay = second.invoke("add", CALL, context=context(), approval=grant)
-    assert (replay.status, replay.reason_code, replay.message) == (
+    replay = invoke(second, door, CALL, context=context(), approval=grant)
+    assert (replay.status, replay.reason_code, replay.rule, replay.message) == (
         Status.DENIED,
         "APPROVAL_INVALID",
+        "approval",
         "the approval was already used",
     )
     assert counter.runs == 1
@@ -314,11 +327,12 @@ def test_asking_again_for_the_same_call_names_the_request_already_waiting() -> N
     assert pending is not None and pending.expires_at == pending.created_at + 3600.0
 
 
-def test_a_full_queue_refuses_the_request_and_runs_nothing() -> None:
+@pytest.mark.parametrize("door", ["sync", "async"])
+def test_a_full_queue_refuses_the_request_and_runs_nothing(door: str) -> None:
     counter, clock = Counter(), ManualClock()
     gw, _ = store_gateway(counter, clock, max_pending_approvals=1)
     ask(gw)
-    full = gw.invoke("add", {**CALL, "b": 4}, context=context())
+    full = invoke(gw, door, {**CALL, "b": 4}, context=context())
     assert (full.status, full.reason_code, full.rule) == (
         Status.DENIED,
         "APPROVAL_QUEUE_FULL",
@@ -337,3 +351,51 @@ def test_a_request_nobody_decided_expires_after_its_ttl() -> None:
     grant = Approval.of_request(request.id, request.fingerprint)
     result = gw.invoke("add", CALL, context=context(), approval=grant)
     refused(gw, result, counter, "APPROVAL_INVALID", "the approval has expired")
+
+
+class FlakyApprovals(MemoryApprovalStore):
+    """An approval store whose named operations fail as a store that does not answer."""
+
+    failing: frozenset[str] = frozenset()
+
+    def _maybe_fail(self, operation: str) -> None:
+        if operation in self.failing:
+            raise StateUnavailableError("the approval store did not answer")
+
+    def submit(self, pending: Any, *, max_pending: int = 0) -> str:
+        self._maybe_fail("submit")
+        return super().submit(pending, max_pending=max_pending)
+
+    def get(self, request_id: str) -> Any:
+        self._maybe_fail("get")
+        return super().get(request_id)
+
+    def consume(self, request_id: str, fingerprint: str) -> bool:
+        self._maybe_fail("consume")
+        return super().consume(request_id, fingerprint)
+
+
+UNAVAILABLE = "the governance state store is unavailable"
+
+
+@pytest.mark.parametrize("door", ["sync", "async"])
+@pytest.mark.parametrize("operation", ["submit", "get", "consume"])
+def test_an_approval_store_that_does_not_answer_refuses_the_call(operation: str, door: str) -> None:
+    """Asking (submit), checking a grant (get) or spending it (consume): STATE_UNAVAILABLE, nothing runs."""
+    counter, clock = Counter(), ManualClock()
+    store = FlakyApprovals(clock=clock)
+    gw = gateway(counter, clock, state=GovernanceState(approvals=store, limits=MemoryLimitStore(clock=clock)))
+    if operation == "submit":
+        store.failing = frozenset({"submit"})
+        result = invoke(gw, door, CALL, context=context())
+    else:
+        request = ask(gw)
+        store.decide(request.id, approve=True, decided_by="bob", reason="ok")
+        store.failing = frozenset({operation})
+        grant = Approval.of_request(request.id, request.fingerprint)
+        result = invoke(gw, door, CALL, context=context(), approval=grant)
+    refused(gw, result, counter, "STATE_UNAVAILABLE", UNAVAILABLE)
+    store.failing = frozenset()
+    if operation != "submit":  # the grant was kept: it still runs the call, once
+        assert gw.invoke("add", CALL, context=context(), approval=grant).status is Status.SUCCESS
+        assert counter.runs == 1
