@@ -7,7 +7,7 @@ testing"): each test pins a behaviour whose change no other test noticed.
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 import pytest
 from pydantic import AllowInfNan
@@ -18,12 +18,21 @@ from toolbox import (
     Effect,
     ExecutionContext,
     Gateway,
+    Governance,
+    InvalidArgumentsError,
+    OperationDescriptor,
+    ReadIntent,
     RiskClass,
     Status,
+    ToolDeniedError,
+    ToolDescriptor,
     ToolPolicy,
+    ToolProvider,
+    ToolRuntime,
     tool,
 )
-from toolbox.pipeline.arguments import operation_schema
+from toolbox.audit import AuditTrail, MemorySink
+from toolbox.pipeline.arguments import described_schema, operation_schema, validate_arguments
 
 CONTEXT = ExecutionContext(tenant="tenant-a", principal="alice")
 AUDIT_AS = {
@@ -138,3 +147,186 @@ def test_star_arguments_cannot_be_described() -> None:
         with pytest.raises(ConfigurationError) as caught:
             operation_schema("t", "op", function, Effect.READ_ONLY)
         assert str(caught.value) == "t.op: *args and **kwargs cannot be described as a schema"
+
+
+# -- the tool's own argument checks, as the by-name door reports them -------------------------
+
+VAULT = ToolDescriptor(
+    name="vault",
+    version="1",
+    risk=RiskClass.MEMORY_ONLY,
+    operations=(OperationDescriptor(name="open", effect=Effect.READ_ONLY),),
+)
+
+
+class Vault:
+    """An operation method that checks its argument and refuses in each way a tool can."""
+
+    opened: ClassVar[list[str]] = []
+
+    def __init__(self, runtime: ToolRuntime) -> None:
+        self._runtime = runtime
+
+    def open(self, box: str) -> ReadIntent[str]:
+        """Intent to open ``box``."""
+        if box == "value":
+            raise ValueError("box 7 is not open today")
+        if box == "type":
+            raise TypeError("secret-4321 is not a box")
+        if box == "decode":
+            raise UnicodeDecodeError("utf-8", b"\xff", 0, 1, "secret-4321")
+        if box == "deny":
+            raise ToolDeniedError(
+                "this box is closed", tool="vault", reason_code="VAULT_CLOSED", rule="vault:closed"
+            )
+        if box == "invalid":
+            raise InvalidArgumentsError("no such box", error_code="unknown_box", field_path="box")
+        return self._runtime.read_intent(
+            "open", lambda: Vault.opened.append(box) or box, arguments={"box": box}
+        )
+
+
+def vault_gateway() -> tuple[Gateway, MemorySink]:
+    sink = MemorySink()
+    Vault.opened.clear()
+    loaded = Gateway.load(
+        policy=ToolPolicy.standard(),
+        providers=[ToolProvider(tool_type=Vault, descriptor=VAULT)],
+        discover=False,
+        env={},
+        governance=Governance(audit=AuditTrail(sink, fallback_path=None)),
+    )
+    return loaded, sink
+
+
+@pytest.mark.parametrize(
+    ("box", "status", "code", "path", "message"),
+    [
+        ("value", Status.INVALID_ARGUMENTS, "rejected_by_tool", "", "box 7 is not open today"),
+        # A TypeError's or a ValueError subclass's text may quote the input: only its type is shown.
+        ("type", Status.INVALID_ARGUMENTS, "rejected_by_tool", "", "TypeError"),
+        ("decode", Status.INVALID_ARGUMENTS, "rejected_by_tool", "", "UnicodeDecodeError"),
+        ("invalid", Status.INVALID_ARGUMENTS, "unknown_box", "box", "no such box"),
+    ],
+)
+def test_a_tool_refusing_its_arguments_is_reported_without_running(
+    box: str, status: Status, code: str, path: str, message: str
+) -> None:
+    gw, sink = vault_gateway()
+    context = ExecutionContext(tenant="tenant-a", principal="alice")
+    result = gw.invoke("vault.open", {"box": box, "purpose": "Open"}, context=context)
+    assert (result.status, result.reason_code) == (status, "INVALID_ARGUMENTS")
+    assert (result.error_code, result.field_path, result.message) == (code, path, message)
+    assert Vault.opened == []
+    assert "secret-4321" not in repr(result) + repr(sink.read_trace(context.run_id))
+    decisions = [(r.decision, r.reason_code) for r in sink.read_trace(context.run_id) if r.decision]
+    assert decisions == [("INVALID", "INVALID_ARGUMENTS")]
+
+
+def test_a_tool_denying_the_call_is_reported_with_its_own_reason_and_rule() -> None:
+    gw, sink = vault_gateway()
+    context = ExecutionContext(tenant="tenant-a", principal="alice")
+    result = gw.invoke("vault.open", {"box": "deny", "purpose": "Open"}, context=context)
+    assert (result.status, result.reason_code, result.rule) == (Status.DENIED, "VAULT_CLOSED", "vault:closed")
+    assert result.message == "this box is closed"
+    assert Vault.opened == []
+    decisions = [(r.decision, r.reason_code) for r in sink.read_trace(context.run_id) if r.decision]
+    assert decisions == [("DENY", "VAULT_CLOSED")]
+
+
+def test_an_accepted_call_records_its_intent_text_and_runs_once() -> None:
+    gw, sink = vault_gateway()
+    context = ExecutionContext(tenant="tenant-a", principal="alice")
+    result = gw.invoke("vault.open", {"box": "b1", "purpose": "Open the first box"}, context=context)
+    assert (result.status, result.content, Vault.opened) == (Status.SUCCESS, "b1", ["b1"])
+    intents = [r.intent_text for r in sink.read_trace(context.run_id) if r.intent_text]
+    assert intents and set(intents) == {"Open the first box"}
+
+
+# -- operations described by JSON Schema --------------------------------------------------------
+
+
+def test_a_described_schema_is_shown_exactly_with_the_intent_field_added() -> None:
+    parameters = {
+        "type": "object",
+        "properties": {"q": {"type": "string"}, "refs": {"$ref": "#/$defs/Ref"}},
+        "required": ["q", 3],
+        "$defs": {"Ref": {"type": "integer"}},
+    }
+    schema = described_schema("remote", "find", parameters, Effect.READ_ONLY, "Find things.")
+    assert schema.described and schema.intent_field == "purpose"
+    assert schema.definition() == {
+        "name": "remote.find",
+        "description": "Find things.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "q": {"type": "string"},
+                "refs": {"$ref": "#/$defs/Ref"},
+                "purpose": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 1000,
+                    "description": "Why this call is made; recorded in the audit trail (purpose).",
+                },
+            },
+            "required": ["q", "purpose"],
+            "$defs": {"Ref": {"type": "integer"}},
+            "additionalProperties": False,
+        },
+    }
+    write = described_schema("remote", "put", {"properties": {}, "additionalProperties": True}, Effect.UNSAFE)
+    assert write.intent_field == "audit_as"
+    assert write.json_schema()["additionalProperties"] is True
+    assert write.json_schema()["required"] == ["audit_as"]
+    patterned = described_schema("remote", "put", {"patternProperties": {"^x": {}}}, Effect.UNSAFE)
+    assert "additionalProperties" not in patterned.json_schema()
+
+
+def test_described_arguments_pass_through_and_the_intent_is_validated() -> None:
+    schema = described_schema("remote", "find", {"properties": {"q": {}}}, Effect.READ_ONLY)
+    assert validate_arguments(schema, {"q": [1], "extra": None, "purpose": "Find"}) == (
+        {"q": [1], "extra": None},
+        "Find",
+    )
+    for bad, code in (({"q": 1}, "missing"), ({"q": 1, "purpose": ""}, "string_too_short")):
+        with pytest.raises(InvalidArgumentsError) as caught:
+            validate_arguments(schema, bad)
+        assert (caught.value.error_code, caught.value.field_path) == (code, "purpose")
+
+
+@pytest.mark.parametrize(
+    ("parameters", "message"),
+    [
+        ([], "remote.find: the argument schema must be an object schema"),
+        ({"type": "array"}, "remote.find: the argument schema must be an object schema"),
+        ({"properties": []}, "remote.find: the argument schema needs a properties object without 'purpose'"),
+        (
+            {"properties": {"purpose": {}}},
+            "remote.find: the argument schema needs a properties object without 'purpose'",
+        ),
+        (
+            {"properties": {"a": {"$ref": "https://example.invalid/s.json"}}},
+            "schema properties.a: only local $ref is allowed, got 'https://example.invalid/s.json'",
+        ),
+        (
+            {"properties": {"a": {"anyOf": [{"type": "string"}, {"$ref": 7}]}}},
+            "schema properties.a.anyOf.1: only local $ref is allowed, got 7",
+        ),
+        ({"$ref": "other.json"}, "schema (root): only local $ref is allowed, got 'other.json'"),
+    ],
+)
+def test_a_described_schema_that_cannot_be_shown_safely_is_refused(parameters: Any, message: str) -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        described_schema("remote", "find", parameters, Effect.READ_ONLY)
+    assert str(caught.value) == message
+
+
+def test_a_schema_error_message_names_the_argument() -> None:
+    schema = operation_schema("billing", "charge", Billing.charge, Effect.UNSAFE)
+    with pytest.raises(InvalidArgumentsError) as caught:
+        validate_arguments(schema, {"amount": 0, "audit_as": "Charge"})
+    assert str(caught.value).startswith("argument amount: Input should be greater than 0")
+    with pytest.raises(InvalidArgumentsError) as intent:
+        validate_arguments(schema, {"amount": 5, "audit_as": "Charge\x1b[2J"})
+    assert (intent.value.error_code, intent.value.field_path) == ("invalid_intent", "audit_as")
