@@ -200,6 +200,7 @@ def test_integer_digits_at_the_limit_on_both_paths(value: int, passes: bool) -> 
             assert_passed(result)
         else:
             assert_refused(result, trace, "int_too_large", path)
+            assert result.message == "an integer has more than 3 digits"
 
 
 def test_large_integers_within_the_default_bound_pass_the_fast_path_boundary() -> None:

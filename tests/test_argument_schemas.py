@@ -176,13 +176,20 @@ class Vault:
         if box == "decode":
             raise UnicodeDecodeError("utf-8", b"\xff", 0, 1, "secret-4321")
         if box == "deny":
-            raise ToolDeniedError(
+            error = ToolDeniedError(
                 "this box is closed", tool="vault", reason_code="VAULT_CLOSED", rule="vault:closed"
             )
+            self._runtime.record_denial(error)  # recorded once: by the chain, which is building the call
+            raise error
         if box == "invalid":
             raise InvalidArgumentsError("no such box", error_code="unknown_box", field_path="box")
+        # Authorization sees the provider's view (upper case); the audit trail binds the call's own.
         return self._runtime.read_intent(
-            "open", lambda: Vault.opened.append(box) or box, arguments={"box": box}
+            "open",
+            lambda: Vault.opened.append(box) or box,
+            arguments={"box": box.upper()},
+            target=f"vault://{box}",
+            warnings=(f"box {box} is shared",),
         )
 
 
@@ -239,8 +246,13 @@ def test_an_accepted_call_records_its_intent_text_and_runs_once() -> None:
     context = ExecutionContext(tenant="tenant-a", principal="alice")
     result = gw.invoke("vault.open", {"box": "b1", "purpose": "Open the first box"}, context=context)
     assert (result.status, result.content, Vault.opened) == (Status.SUCCESS, "b1", ["b1"])
-    intents = [r.intent_text for r in sink.read_trace(context.run_id) if r.intent_text]
+    assert result.warnings == ("box b1 is shared",)
+    records = sink.read_trace(context.run_id)
+    intents = [r.intent_text for r in records if r.intent_text]
     assert intents and set(intents) == {"Open the first box"}
+    assert [r.target for r in context.trace.operations("vault")] == ["vault://b1"]
+    payloads = " ".join(r.payload_summary or "" for r in records)
+    assert '"box":"b1"' in payloads and "B1" not in payloads
 
 
 # -- operations described by JSON Schema --------------------------------------------------------
@@ -276,7 +288,7 @@ def test_a_described_schema_is_shown_exactly_with_the_intent_field_added() -> No
         },
     }
     write = described_schema("remote", "put", {"properties": {}, "additionalProperties": True}, Effect.UNSAFE)
-    assert write.intent_field == "audit_as"
+    assert write.intent_field == "audit_as" and write.definition()["description"] == ""
     assert write.json_schema()["additionalProperties"] is True
     assert write.json_schema()["required"] == ["audit_as"]
     patterned = described_schema("remote", "put", {"patternProperties": {"^x": {}}}, Effect.UNSAFE)
@@ -330,3 +342,48 @@ def test_a_schema_error_message_names_the_argument() -> None:
     with pytest.raises(InvalidArgumentsError) as intent:
         validate_arguments(schema, {"amount": 5, "audit_as": "Charge\x1b[2J"})
     assert (intent.value.error_code, intent.value.field_path) == ("invalid_intent", "audit_as")
+
+
+@pytest.mark.parametrize("kind", ["described", "signature"])
+def test_the_intent_text_is_one_to_a_thousand_characters(kind: str) -> None:
+    if kind == "described":
+        schema = described_schema("remote", "put", {"properties": {}}, Effect.UNSAFE)
+        base: dict[str, Any] = {}
+    else:
+        schema = operation_schema("billing", "charge", Billing.charge, Effect.UNSAFE)
+        base = {"amount": 5}
+    for text in ("x", "x" * 1000):
+        assert validate_arguments(schema, {**base, "audit_as": text})[1] == text
+    for text, code in (("", "string_too_short"), ("x" * 1001, "string_too_long")):
+        with pytest.raises(InvalidArgumentsError) as caught:
+            validate_arguments(schema, {**base, "audit_as": text})
+        assert (caught.value.error_code, caught.value.field_path) == (code, "audit_as")
+
+
+def test_errors_at_the_root_and_in_the_intent_say_so() -> None:
+    schema = operation_schema("billing", "charge", Billing.charge, Effect.UNSAFE)
+    with pytest.raises(InvalidArgumentsError) as root:
+        validate_arguments(schema, [])  # type: ignore[arg-type]
+    assert str(root.value).startswith("argument (root): ") and root.value.field_path == ""
+    with pytest.raises(InvalidArgumentsError) as intent:
+        validate_arguments(schema, {"amount": 5, "audit_as": "Charge\u2028now"})
+    assert str(intent.value) == (
+        "intent text contains control characters, line separators or bidirectional controls; "
+        "use a single plain line"
+    )
+
+
+def test_a_dotted_tool_name_makes_one_model_title() -> None:
+    schema = operation_schema("acme.billing", "charge_card", Billing.charge, Effect.UNSAFE)
+    assert schema.json_schema()["title"] == "AcmeBillingChargeCardArguments"
+
+
+@tool(risk=RiskClass.MEMORY_ONLY, effect=Effect.READ_ONLY)
+def peek(key: str, json: dict[str, int] | None = None) -> Any:
+    """A renamed parameter with a default."""
+    return json
+
+
+def test_a_renamed_parameter_keeps_its_default() -> None:
+    result = gateway(peek).invoke("peek", {"key": "k", "purpose": "Peek"}, context=CONTEXT)
+    assert (result.status, result.content) == (Status.SUCCESS, None)
