@@ -303,3 +303,69 @@ def test_the_fast_path_accepts_exactly_what_the_full_walk_accepts(
     plain = all(not (isinstance(v, float) and not math.isfinite(v)) for v in arguments.values())
     if verdict is None and plain:
         assert fast
+
+
+@pytest.mark.parametrize(
+    ("arguments", "limits", "code", "message"),
+    [
+        ([1], {}, "not_an_object", "arguments must be a JSON object, got list"),
+        (
+            {"value": [[1]], "purpose": "Look"},
+            {"max_depth": 2},
+            "too_deep",
+            "arguments nest deeper than 2 levels",
+        ),
+        (
+            {"value": [1, 2, 3], "purpose": "Look"},
+            {"max_items": 2},
+            "too_many_items",
+            "a collection holds 3 items, more than 2",
+        ),
+        (
+            {"value": ["x" * 50], "purpose": "Look"},
+            {"max_bytes": 60},
+            "too_large",
+            "arguments are larger than 60 bytes",
+        ),
+        (
+            {"value": [math.inf], "purpose": "Look"},
+            {},
+            "non_finite_number",
+            "NaN and infinite numbers are not accepted here",
+        ),
+    ],
+)
+def test_each_guard_says_what_it_refused(
+    arguments: Any, limits: dict[str, int], code: str, message: str
+) -> None:
+    result, _ = call(arguments, **limits)
+    assert (result.status, result.error_code, result.message) == (Status.INVALID_ARGUMENTS, code, message)
+    assert CALLS == []
+
+
+def test_the_fast_path_passes_flat_arguments_exactly_at_the_limit() -> None:
+    """The fast path's own accounting matches the full walk's to the byte, for strings and numbers."""
+    for value, cost in (("abc", 5), (7, 8), (2.5, 8), (None, 8), (False, 8)):
+        arguments = {"value": value, "purpose": "Look"}
+        assert flat_and_small(arguments, ArgumentLimits(max_bytes=FRAME + cost))
+        assert not flat_and_small(arguments, ArgumentLimits(max_bytes=FRAME + cost - 1))
+
+
+def test_the_largest_digit_limit_message_is_exact() -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        ArgumentLimits(max_int_digits=100_001)
+    assert str(caught.value) == "ArgumentLimits.max_int_digits must be at most 100000"
+
+
+@tool(risk=RiskClass.MEMORY_ONLY, effect=Effect.READ_ONLY)
+def either(x: Annotated[float, AllowInfNan(True)] | Annotated[str, AllowInfNan(False)]) -> str:
+    """One branch of the union opts in, the other opts out."""
+    CALLS.append(("either", x))
+    return repr(x)
+
+
+def test_an_opt_in_anywhere_in_the_type_counts_even_next_to_an_opt_out() -> None:
+    """The search for ``AllowInfNan(True)`` goes on past an ``AllowInfNan(False)`` (pydantic accepts inf here)."""
+    gw = Gateway.load(policy=ToolPolicy.standard(), providers=[either], discover=False, env={})
+    result = gw.invoke("either", {"x": math.inf, "purpose": "Look"}, context=CONTEXT)
+    assert (result.status, result.content) == (Status.SUCCESS, "inf")
