@@ -365,7 +365,7 @@ def either(x: Annotated[float, AllowInfNan(True)] | Annotated[str, AllowInfNan(F
 
 
 def test_an_opt_in_anywhere_in_the_type_counts_even_next_to_an_opt_out() -> None:
-    """The search for ``AllowInfNan(True)`` goes on past an ``AllowInfNan(False)`` (pydantic accepts inf here)."""
+    """The search for ``AllowInfNan(True)`` goes on past an ``AllowInfNan(False)``; pydantic accepts inf."""
     gw = Gateway.load(policy=ToolPolicy.standard(), providers=[either], discover=False, env={})
     result = gw.invoke("either", {"x": math.inf, "purpose": "Look"}, context=CONTEXT)
     assert (result.status, result.content) == (Status.SUCCESS, "inf")
