@@ -387,3 +387,17 @@ def peek(key: str, json: dict[str, int] | None = None) -> Any:
 def test_a_renamed_parameter_keeps_its_default() -> None:
     result = gateway(peek).invoke("peek", {"key": "k", "purpose": "Peek"}, context=CONTEXT)
     assert (result.status, result.content) == (Status.SUCCESS, None)
+
+
+def test_a_method_taken_from_its_class_is_described_without_self_whether_bound_or_not() -> None:
+    """A class's plain function (never loaded, so never wrapped) and a loaded tool's wrapped method."""
+
+    class Ledger:
+        def post(self, amount: int, memo: str = "") -> None:
+            """Post an amount."""
+
+    plain = operation_schema("ledger", "post", Ledger.post, Effect.UNSAFE)
+    assert list(plain.json_schema()["properties"]) == ["amount", "memo", "audit_as"]
+    gateway(PROVIDER)  # loading a provider wraps its operation methods
+    wrapped = operation_schema("billing", "refund", Billing.refund, Effect.UNSAFE)
+    assert list(wrapped.json_schema()["properties"]) == ["amount", "audit_as"]
