@@ -166,7 +166,7 @@ def test_with_a_shared_limit_store_a_grant_runs_once_across_processes(door: str)
     """Two gateways (two processes of a fleet) sharing a limit store: one grant, one run."""
     counter, clock = Counter(), ManualClock()
     approver = HmacApprover(SECRET, clock=clock)
-    shared = MemoryLimitStore(clock=clock)
+    shared = IoLimits(clock=clock)
     first, second = (
         gateway(counter, clock, approver=approver, state=GovernanceState(backend="redis", limits=shared))
         for _ in range(2)
@@ -249,8 +249,20 @@ def test_max_pending_must_be_a_non_negative_integer(bad: Any) -> None:
 # -- grants from the approval store ------------------------------------------------------------
 
 
+class IoApprovals(MemoryApprovalStore):
+    """The memory store, marked as doing I/O: the async door runs its operations off the loop."""
+
+    in_process = False
+
+
+class IoLimits(MemoryLimitStore):
+    """Likewise for the limit store (a fleet's Redis or SQL in production)."""
+
+    in_process = False
+
+
 def store_gateway(counter: Counter, clock: ManualClock, **state: Any) -> tuple[Gateway, MemoryApprovalStore]:
-    store = MemoryApprovalStore(clock=clock)
+    store = IoApprovals(clock=clock)
     governed = GovernanceState(approvals=store, limits=MemoryLimitStore(clock=clock), **state)
     return gateway(counter, clock, state=governed), store
 
@@ -353,7 +365,7 @@ def test_a_request_nobody_decided_expires_after_its_ttl() -> None:
     refused(gw, result, counter, "APPROVAL_INVALID", "the approval has expired")
 
 
-class FlakyApprovals(MemoryApprovalStore):
+class FlakyApprovals(IoApprovals):
     """An approval store whose named operations fail as a store that does not answer."""
 
     failing: frozenset[str] = frozenset()
