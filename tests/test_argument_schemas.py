@@ -7,6 +7,7 @@ testing"): each test pins a behaviour whose change no other test noticed.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar
 
 import pytest
@@ -401,3 +402,44 @@ def test_a_method_taken_from_its_class_is_described_without_self_whether_bound_o
     gateway(PROVIDER)  # loading a provider wraps its operation methods
     wrapped = operation_schema("billing", "refund", Billing.refund, Effect.UNSAFE)
     assert list(wrapped.json_schema()["properties"]) == ["amount", "audit_as"]
+
+
+REMOTE_VAULT = ToolDescriptor(
+    name="remote.vault",
+    version="1",
+    risk=RiskClass.MEMORY_ONLY,
+    operations=(OperationDescriptor(name="open", effect=Effect.READ_ONLY),),
+)
+
+
+class RemoteVault:
+    """Operations described by JSON Schema (a remote server's), refusing a box the way a tool records it."""
+
+    def __init__(self, runtime: ToolRuntime) -> None:
+        self._runtime = runtime
+
+    @classmethod
+    def operation_parameters(cls, operation: str) -> Mapping[str, Any]:
+        return {"type": "object", "properties": {"box": {"type": "string"}}, "required": ["box"]}
+
+    def operation_intent(self, operation: str, arguments: Mapping[str, Any]) -> Any:
+        error = ToolDeniedError(
+            "that box is remote", tool="remote.vault", reason_code="FAR", rule="vault:far"
+        )
+        self._runtime.record_denial(error)  # recorded once: by the chain, which is building the call
+        raise error
+
+
+def test_a_described_tool_denying_the_call_is_recorded_once() -> None:
+    sink = MemorySink()
+    gw = Gateway.load(
+        providers=[ToolProvider(RemoteVault, REMOTE_VAULT)],
+        discover=False,
+        env={},
+        governance=Governance(audit=AuditTrail(sink, fallback_path=None)),
+    )
+    context = ExecutionContext(tenant="tenant-a", principal="alice")
+    result = gw.invoke("remote.vault.open", {"box": "b", "purpose": "Open"}, context=context)
+    assert (result.status, result.reason_code, result.rule) == (Status.DENIED, "FAR", "vault:far")
+    decisions = [(r.decision, r.reason_code) for r in sink.read_trace(context.run_id) if r.decision]
+    assert decisions == [("DENY", "FAR")]
