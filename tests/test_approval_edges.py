@@ -174,7 +174,7 @@ def test_with_a_shared_limit_store_a_grant_runs_once_across_processes(door: str)
     request = first.invoke("add", CALL, context=context()).approval
     assert request is not None
     grant = approver.grant(request, approved_by="bob")
-    assert first.invoke("add", CALL, context=context(), approval=grant).status is Status.SUCCESS
+    assert invoke(first, door, CALL, context=context(), approval=grant).status is Status.SUCCESS
     replay = invoke(second, door, CALL, context=context(), approval=grant)
     assert (replay.status, replay.reason_code, replay.rule, replay.message) == (
         Status.DENIED,
@@ -315,23 +315,35 @@ def test_each_state_of_a_stored_request_refuses_with_its_reason() -> None:
     assert counter.runs == 0
 
 
-def test_a_stored_grant_runs_once() -> None:
+@pytest.mark.parametrize("door", ["sync", "async"])
+def test_a_stored_grant_runs_once(door: str) -> None:
     counter, clock = Counter(), ManualClock()
     gw, store = store_gateway(counter, clock)
-    request = ask(gw)
+    ctx = context()
+    request = invoke(gw, door, CALL, context=ctx).approval
+    assert request is not None and request.rules == ("APPROVE_ADD",)
+    pending = store.get(request.id)
+    assert pending is not None and pending.request.fingerprint == request.fingerprint
+    assert (pending.intent_kind, pending.intent_text, pending.run_id) == (
+        "purpose",
+        "Sum the order",
+        ctx.run_id,
+    )
     store.decide(request.id, approve=True, decided_by="bob", reason="ok")
     grant = Approval.of_request(request.id, request.fingerprint)
-    assert gw.invoke("add", CALL, context=context(), approval=grant).status is Status.SUCCESS
-    replay = gw.invoke("add", CALL, context=context(), approval=grant)
+    assert invoke(gw, door, CALL, context=context(), approval=grant).status is Status.SUCCESS
+    replay = invoke(gw, door, CALL, context=context(), approval=grant)
     assert (replay.reason_code, replay.message) == ("APPROVAL_INVALID", "the approval was already used")
     assert counter.runs == 1
 
 
-def test_asking_again_for_the_same_call_names_the_request_already_waiting() -> None:
+@pytest.mark.parametrize("door", ["sync", "async"])
+def test_asking_again_for_the_same_call_names_the_request_already_waiting(door: str) -> None:
     counter, clock = Counter(), ManualClock()
     gw, store = store_gateway(counter, clock)
     first = ask(gw)
-    again = ask(gw)
+    again = invoke(gw, door, CALL, context=context()).approval
+    assert again is not None
     assert again.id == first.id and again.fingerprint == first.fingerprint
     other = ask(gw, {**CALL, "b": 9})
     assert other.id != first.id
@@ -411,3 +423,48 @@ def test_an_approval_store_that_does_not_answer_refuses_the_call(operation: str,
     if operation != "submit":  # the grant was kept: it still runs the call, once
         assert gw.invoke("add", CALL, context=context(), approval=grant).status is Status.SUCCESS
         assert counter.runs == 1
+
+
+class LosingApprovals(IoApprovals):
+    """A store where another process spends the grant between the check and the spend."""
+
+    def consume(self, request_id: str, fingerprint: str) -> bool:
+        super().consume(request_id, fingerprint)  # the other process wins the race
+        return super().consume(request_id, fingerprint)
+
+
+class StuckApprovals(IoApprovals):
+    """A store that will not spend an approved grant (its own expiry clock ran out first)."""
+
+    def consume(self, request_id: str, fingerprint: str) -> bool:
+        return False
+
+
+@pytest.mark.parametrize("door", ["sync", "async"])
+@pytest.mark.parametrize(
+    ("store_type", "message"),
+    [(LosingApprovals, "the approval was already used"), (StuckApprovals, "the approval has expired")],
+    ids=["lost-race", "not-spent"],
+)
+def test_a_grant_the_store_does_not_spend_runs_nothing(store_type: type, message: str, door: str) -> None:
+    counter, clock = Counter(), ManualClock()
+    store = store_type(clock=clock)
+    gw = gateway(counter, clock, state=GovernanceState(approvals=store, limits=MemoryLimitStore(clock=clock)))
+    request = ask(gw)
+    store.decide(request.id, approve=True, decided_by="bob", reason="ok")
+    grant = Approval.of_request(request.id, request.fingerprint)
+    result = invoke(gw, door, CALL, context=context(), approval=grant)
+    refused(gw, result, counter, "APPROVAL_INVALID", message)
+
+
+@pytest.mark.parametrize("door", ["sync", "async"])
+def test_each_state_refuses_on_both_doors(door: str) -> None:
+    counter, clock = Counter(), ManualClock()
+    gw, store = store_gateway(counter, clock)
+    waiting = ask(gw)
+    grant = Approval.of_request(waiting.id, waiting.fingerprint)
+    undecided = invoke(gw, door, CALL, context=context(), approval=grant)
+    refused(gw, undecided, counter, "APPROVAL_INVALID", "the approval request has not been decided yet")
+    store.decide(waiting.id, approve=False, decided_by="bob", reason="no")
+    denied = invoke(gw, door, CALL, context=context(), approval=grant)
+    assert (denied.rule, denied.message) == ("approval", "the approval request was denied")
