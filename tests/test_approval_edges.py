@@ -27,6 +27,7 @@ from toolbox import (
     Status,
 )
 from toolbox.pipeline.approval import ApprovalCheck
+from toolbox.pipeline.fingerprint import keyed_fingerprint
 from toolbox.pipeline.result import ToolResult
 from toolbox.pipeline.state_ports import StateUnavailableError
 from toolbox.state import MemoryApprovalStore, MemoryLimitStore
@@ -468,3 +469,23 @@ def test_each_state_refuses_on_both_doors(door: str) -> None:
     store.decide(waiting.id, approve=False, decided_by="bob", reason="no")
     denied = invoke(gw, door, CALL, context=context(), approval=grant)
     assert (denied.rule, denied.message) == ("approval", "the approval request was denied")
+
+
+def test_the_fingerprint_binds_tool_operation_arguments_tenant_and_principal() -> None:
+    """Exactly the documented material, so a grant for one tenant, tool or operation fits no other."""
+    counter, clock = Counter(), ManualClock()
+    approver = HmacApprover(SECRET, clock=clock)
+    gw = gateway(counter, clock, approver=approver)
+    request = gw.invoke("add", CALL, context=context(tenant="acme", principal="alice")).approval
+    assert request is not None
+    expected = keyed_fingerprint(approver.fingerprint_key, "add", "call", {"a": 1, "b": 2}, "acme", "alice")
+    assert request.fingerprint == expected
+    grant = approver.grant(request, approved_by="bob")
+    elsewhere = gw.invoke("add", CALL, context=context(tenant="globex", principal="alice"), approval=grant)
+    refused(
+        gw,
+        elsewhere,
+        counter,
+        "APPROVAL_INVALID",
+        "the approval was granted for other arguments, another tool or another principal",
+    )
