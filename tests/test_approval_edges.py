@@ -20,11 +20,15 @@ from state_support import CALL, Counter, audit_events, context, governed_gateway
 from toolbox import (
     Approval,
     ConfigurationError,
+    Effect,
     Gateway,
+    Governance,
     Guardrail,
     GuardrailAction,
     HmacApprover,
+    RiskClass,
     Status,
+    tool,
 )
 from toolbox.pipeline.approval import ApprovalCheck
 from toolbox.pipeline.fingerprint import keyed_fingerprint
@@ -489,3 +493,23 @@ def test_the_fingerprint_binds_tool_operation_arguments_tenant_and_principal() -
         "APPROVAL_INVALID",
         "the approval was granted for other arguments, another tool or another principal",
     )
+
+
+@tool(risk=RiskClass.MEMORY_ONLY, effect=Effect.UNSAFE, requires_approval=True)
+def pay(to: str, amount: int) -> str:
+    """Pay someone (its descriptor requires approval)."""
+    return to
+
+
+def test_the_request_names_every_rule_that_asked_for_approval() -> None:
+    guardrail = Guardrail(id="BIG_PAYMENT", tool="pay", action=GuardrailAction.REQUIRE_APPROVAL)
+    for guardrails, rules in (([], ("descriptor",)), ([guardrail], ("BIG_PAYMENT", "descriptor"))):
+        gw = Gateway.load(
+            providers=[pay],
+            discover=False,
+            env={},
+            governance=Governance(approver=HmacApprover(SECRET), guardrails=guardrails),
+        )
+        asked = gw.invoke("pay", {"to": "bob", "amount": 5, "audit_as": "Pay"}, context=context())
+        assert asked.approval is not None and asked.approval.rules == rules
+        assert asked.rule == "approval:" + ",".join(rules)
