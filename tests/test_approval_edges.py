@@ -513,3 +513,22 @@ def test_the_request_names_every_rule_that_asked_for_approval() -> None:
         asked = gw.invoke("pay", {"to": "bob", "amount": 5, "audit_as": "Pay"}, context=context())
         assert asked.approval is not None and asked.approval.rules == rules
         assert asked.rule == "approval:" + ",".join(rules)
+
+
+def test_a_fleet_remembers_a_spent_grant_until_it_expires() -> None:
+    """The shared counter outlives the grant: a replay 10 s before expiry is still refused."""
+    counter, clock = Counter(), ManualClock()
+    approver = HmacApprover(SECRET, clock=clock)
+    shared = IoLimits(clock=clock)
+    first, second = (
+        gateway(counter, clock, approver=approver, state=GovernanceState(backend="redis", limits=shared))
+        for _ in range(2)
+    )
+    request = first.invoke("add", CALL, context=context()).approval
+    assert request is not None
+    grant = approver.grant(request, approved_by="bob", ttl_seconds=900)
+    assert first.invoke("add", CALL, context=context(), approval=grant).status is Status.SUCCESS
+    clock.advance(890)
+    replay = second.invoke("add", CALL, context=context(), approval=grant)
+    assert (replay.status, replay.message) == (Status.DENIED, "the approval was already used")
+    assert counter.runs == 1
