@@ -2,7 +2,7 @@
 
 Each refusal is checked as a caller meets it: DENIED with APPROVAL_INVALID (or the store's own
 reason), the exact message, the tool's code run zero times, and the refusal in the audit trail.
-Written from `scripts/mutation src/toolbox/pipeline/approval.py` (docs/testing.md, "Mutation
+Written from `scripts/mutation src/toolbox/pipeline/checks/_approval.py` (docs/testing.md, "Mutation
 testing"): each test pins a behaviour whose change no other test noticed.
 """
 
@@ -17,25 +17,12 @@ from typing import Any
 import pytest
 
 from state_support import CALL, Counter, audit_events, context, governed_gateway
-from toolbox import (
-    Approval,
-    ConfigurationError,
-    Effect,
-    Gateway,
-    Governance,
-    Guardrail,
-    GuardrailAction,
-    HmacApprover,
-    RiskClass,
-    Status,
-    tool,
-)
-from toolbox.pipeline.approval import ApprovalCheck
-from toolbox.pipeline.fingerprint import keyed_fingerprint
-from toolbox.pipeline.result import ToolResult
-from toolbox.pipeline.state_ports import StateUnavailableError
-from toolbox.state import MemoryApprovalStore, MemoryLimitStore
-from toolbox.state.config import GovernanceState
+from toolbox import Effect, Gateway, Governance, RiskClass, Status, ToolResult, tool
+from toolbox.errors import ConfigurationError
+from toolbox.governance import Approval, ApprovalCheck, Guardrail, GuardrailAction, HmacApprover
+from toolbox.pipeline._state_ports import StateUnavailableError
+from toolbox.pipeline.checks._fingerprint import keyed_fingerprint
+from toolbox.state import GovernanceState, MemoryApprovalStore, MemoryLimitStore
 from toolbox.testing import ManualClock
 
 APPROVE_ADD = Guardrail(id="APPROVE_ADD", tool="add", action=GuardrailAction.REQUIRE_APPROVAL)

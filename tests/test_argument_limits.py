@@ -2,7 +2,7 @@
 
 Every guard is tried at its limit (passes) and one past it (refused with its error code and the
 path of the offending value), on the flat fast path and on the full walk, which must agree.
-Written from `scripts/mutation src/toolbox/pipeline/arguments.py` (docs/testing.md, "Mutation
+Written from `scripts/mutation src/toolbox/pipeline/checks/_arguments.py` (docs/testing.md, "Mutation
 testing"): each test pins a behaviour whose change no other test noticed.
 """
 
@@ -18,21 +18,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import AllowInfNan
 
-from toolbox import (
-    ArgumentLimits,
-    ConfigurationError,
-    Effect,
-    ExecutionContext,
-    Gateway,
-    Governance,
-    InvalidArgumentsError,
-    RiskClass,
-    Status,
-    ToolPolicy,
-    tool,
-)
+from toolbox import Effect, ExecutionContext, Gateway, Governance, RiskClass, Status, ToolPolicy, tool
 from toolbox.audit import AuditTrail, MemorySink
-from toolbox.pipeline.arguments import check_limits, flat_and_small
+from toolbox.errors import ConfigurationError, InvalidArgumentsError
+from toolbox.governance import ArgumentLimits
+from toolbox.pipeline.checks._arguments import flat_and_small
+from toolbox.provider import check_limits
 
 CALLS: list[tuple[str, object]] = []
 

@@ -1,6 +1,6 @@
 """Schemas derived from signatures: exactly what a model is shown and what the by-name door accepts.
 
-Written from `scripts/mutation src/toolbox/pipeline/arguments.py` (docs/testing.md, "Mutation
+Written from `scripts/mutation src/toolbox/pipeline/checks/_arguments.py` (docs/testing.md, "Mutation
 testing"): each test pins a behaviour whose change no other test noticed.
 """
 
@@ -15,12 +15,10 @@ from pydantic import AllowInfNan
 
 from governed_tools import PROVIDER, Billing
 from toolbox import (
-    ConfigurationError,
     Effect,
     ExecutionContext,
     Gateway,
     Governance,
-    InvalidArgumentsError,
     OperationDescriptor,
     ReadIntent,
     RiskClass,
@@ -33,7 +31,8 @@ from toolbox import (
     tool,
 )
 from toolbox.audit import AuditTrail, MemorySink
-from toolbox.pipeline.arguments import described_schema, operation_schema, validate_arguments
+from toolbox.errors import ConfigurationError, InvalidArgumentsError
+from toolbox.pipeline.checks._arguments import described_schema, operation_schema, validate_arguments
 
 CONTEXT = ExecutionContext(tenant="tenant-a", principal="alice")
 AUDIT_AS = {

@@ -3,7 +3,7 @@
 A grant signed by one process is verified by another (a fleet sharing an approval store, a
 service upgraded while requests wait): the canonical encoding is a contract between them, so a
 change to any tag or delimiter is a breaking change, not a refactoring. Written from
-`scripts/mutation src/toolbox/pipeline/fingerprint.py` (docs/testing.md, "Mutation testing").
+`scripts/mutation src/toolbox/pipeline/checks/_fingerprint.py` (docs/testing.md, "Mutation testing").
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Callable
 import pytest
 from pydantic import BaseModel, SecretBytes, SecretStr
 
-from toolbox.pipeline.fingerprint import canonical_encoding, keyed_fingerprint
+from toolbox.pipeline.checks._fingerprint import canonical_encoding, keyed_fingerprint
 
 
 class Color(enum.Enum):

@@ -1,6 +1,6 @@
 """ToolPolicy at its edges: name lengths, blocked distributions, unknown tools, messages, repr.
 
-Written from `scripts/mutation src/toolbox/policy.py`: each test pins a behaviour whose change no
+Written from `scripts/mutation src/toolbox/registry/_policy.py`: each test pins a behaviour whose change no
 other test noticed (docs/testing.md, "Mutation testing").
 """
 
@@ -15,7 +15,6 @@ from toolbox import (
     ExecutionContext,
     Gateway,
     Governance,
-    PolicyFileError,
     RiskClass,
     Status,
     ToolDescriptor,
@@ -23,6 +22,7 @@ from toolbox import (
     tool,
 )
 from toolbox.audit import AuditTrail, MemorySink
+from toolbox.errors import PolicyFileError
 
 CALLS: list[str] = []
 

@@ -1,7 +1,7 @@
 """Redaction at its edges: how far names are decoded, how queries split, what a URL keeps.
 
 A secret that slips past these functions reaches a trace, a log or an error. Written from
-`scripts/mutation src/toolbox/redact.py` (docs/testing.md, "Mutation testing"): each test pins
+`scripts/mutation src/toolbox/foundations/_redact.py` (docs/testing.md, "Mutation testing"): each test pins
 a behaviour whose change no other test noticed.
 """
 
@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from toolbox.redact import MASK, is_secret_name, normalize_name, query_pairs, redact_query, redact_url
+from toolbox.foundations._redact import is_secret_name, normalize_name, query_pairs, redact_query
+from toolbox.provider import MASK, redact_url
 
 
 def test_the_mask_is_one_fixed_marker() -> None:
