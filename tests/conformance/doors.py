@@ -9,20 +9,23 @@ carries, and ``shown``: everything the caller (a model) gets to read.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+import anyio
 import httpx
-from mcp import Client
+from mcp import Client, ClientSession
+from mcp.server.stdio import stdio_server
 
 from conformance.world import APPROVER, TENANT, World
 from toolbox import ApprovalRequired, ToolDeniedError, ToolResult, ToolUnavailableError
 from toolbox.auth import ApiKeyFile, CredentialAuthenticator
 from toolbox.errors import AuditIncompleteError, InvalidArgumentsError
 from toolbox.governance._mcp_table import MCP_KEY, McpConfig
-from toolbox.mcp import ERROR_META_KEY, server
+from toolbox.mcp import ERROR_META_KEY, serve_stdio, server
 from toolbox.provider import to_wire_name
 from toolbox.service import create_app
 from toolbox.testing.credentials import write_api_keys
@@ -251,6 +254,50 @@ class Rest(Door):
         status = str(data.get("tool_status") or "DENIED")
         reason = data.get("error_code") if status == "INVALID_ARGUMENTS" else data.get("reason_code")
         return Outcome(status, reason, shown=response.text)
+
+
+class McpStdio(Mcp):
+    """toolbox's stdio serving (`toolbox.mcp.serve_stdio`, what ``toolbox mcp serve`` runs) over real
+    OS pipes, newline-delimited JSON-RPC both ways, the official client's session on the other end."""
+
+    name = "mcp_stdio"
+
+    def call(self, world, context, logical, arguments, *, intent=INTENT, grant=None):  # type: ignore[no-untyped-def]
+        assert grant is None
+        wire = to_wire_name(world.style.by_name(logical))
+        given = _with_intent(world, logical, arguments, intent)
+        mcp_server = self._server(world, context)
+
+        def pipe() -> tuple[anyio.AsyncFile[str], anyio.AsyncFile[str]]:
+            read_end, write_end = os.pipe()
+            return (
+                anyio.wrap_file(open(read_end, encoding="utf-8")),  # both closed in main()
+                anyio.wrap_file(open(write_end, "w", encoding="utf-8")),
+            )
+
+        async def main() -> Any:
+            server_in, client_out = pipe()
+            client_in, server_out = pipe()
+
+            async def serve() -> None:
+                try:
+                    await serve_stdio(mcp_server, server_in, server_out)
+                finally:
+                    await server_out.aclose()  # the client's end of file
+                    await server_in.aclose()
+
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(serve)
+                async with stdio_server(client_in, client_out) as (read, write):
+                    async with ClientSession(read, write) as session:
+                        await session.initialize()
+                        listed = {tool.name for tool in (await session.list_tools()).tools}
+                        result = None if wire not in listed else await session.call_tool(wire, given)
+                    await client_out.aclose()  # the server's end of file: it returns
+            await client_in.aclose()
+            return result
+
+        return self._outcome(world.run(main()))
 
 
 class McpHttp(Mcp):

@@ -43,6 +43,7 @@ DOORS: dict[str, Callable[[], doors.Door]] = {
     "by_name": doors.ByName,
     "by_name_async": doors.ByNameAsync,
     "mcp": doors.Mcp,
+    "mcp_stdio": doors.McpStdio,
     "mcp_http": doors.McpHttp,
     "rest": doors.Rest,
     "pydantic_ai": doors.PydanticAI,
