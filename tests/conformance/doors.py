@@ -137,6 +137,12 @@ class ByNameAsync(Door):
         return Outcome.of(world.run(world.gateway.ainvoke(name, given, context=context, approval=grant)))
 
 
+async def _listed_then_called(client: Any, wire: str, given: dict[str, Any]) -> Any:
+    """What an MCP client sees: None when ``wire`` is not listed, else the call's result."""
+    listed = {tool.name for tool in (await client.list_tools()).tools}
+    return None if wire not in listed else await client.call_tool(wire, given)
+
+
 class Mcp(Door):
     """The MCP server (`toolbox.mcp._server`) through the official client, one session per call."""
 
@@ -162,10 +168,7 @@ class Mcp(Door):
 
         async def main() -> Any:
             async with Client(self._server(world, context)) as client:
-                listed = {tool.name for tool in (await client.list_tools()).tools}
-                if wire not in listed:
-                    return None
-                return await client.call_tool(wire, given)
+                return await _listed_then_called(client, wire, given)
 
         return self._outcome(world.run(main()))
 
@@ -291,8 +294,7 @@ class McpStdio(Mcp):
                 async with stdio_server(client_in, client_out) as (read, write):
                     async with ClientSession(read, write) as session:
                         await session.initialize()
-                        listed = {tool.name for tool in (await session.list_tools()).tools}
-                        result = None if wire not in listed else await session.call_tool(wire, given)
+                        result = await _listed_then_called(session, wire, given)
                     await client_out.aclose()  # the server's end of file: it returns
             await client_in.aclose()
             return result
@@ -328,10 +330,7 @@ class McpHttp(Mcp):
                 httpx2.AsyncClient(headers=headers, timeout=30) as http,
                 Client(streamable_http_client(url + "/mcp", http_client=http)) as client,
             ):
-                listed = {tool.name for tool in (await client.list_tools()).tools}
-                if wire not in listed:
-                    return None
-                return await client.call_tool(wire, given)
+                return await _listed_then_called(client, wire, given)
 
         return self._outcome(world.run(main()))
 
