@@ -8,10 +8,9 @@ builds the `ExecutionContext` every call runs in.
 
 from __future__ import annotations
 
-import uuid
-
 from starlette.requests import HTTPConnection
 
+from toolbox.audit._events import new_event_id
 from toolbox.auth import AuthenticationError, Authenticator, Identity, bearer_token
 from toolbox.service._problems import Problem
 
@@ -33,8 +32,14 @@ _DETAILS = {
 
 
 def new_trace_id() -> str:
-    """A fresh run id (what the service calls a trace id)."""
-    return uuid.uuid4().hex
+    """A fresh run id (what the service calls a trace id): a version-7 UUID as 32 hex digits.
+
+    Time-ordered like the audit's event ids (48 bits of milliseconds, 74 random bits): a
+    durable audit store keys each trace's head by it, so a commit's new heads land in the
+    last page of that index instead of one random page each, every one of them written and
+    flushed again (a quarter of a SQLite group commit's CPU with random ids).
+    """
+    return new_event_id()
 
 
 def token_of(connection: HTTPConnection) -> str:
