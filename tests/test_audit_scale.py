@@ -190,6 +190,35 @@ def test_several_writers_write_each_batch_exactly_once() -> None:
     assert most[0] <= 2
 
 
+def test_groups_waiting_for_the_writer_are_each_led_once_in_turn() -> None:
+    """max_group=1, one writer, 8 threads x 100 submits: many full groups wait at once; the
+    writer's place passes from group to group, so each batch is written once, alone, one write
+    at a time, and every caller returns."""
+    written: list[list[int]] = []
+    running, most = [0], [0]
+    lock = threading.Lock()
+
+    def write(batches: Sequence[int]) -> None:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.0002)  # a commit's wait, so groups queue up (nothing is asserted about time)
+        with lock:
+            written.append(list(batches))
+            running[0] -= 1
+
+    group: GroupCommit[int] = GroupCommit(write, max_group=1)
+    threads = run_threads(8, lambda n: [group.submit(n * 1000 + i) for i in range(100)])
+    for thread in threads:
+        thread.join(60)
+    assert not any(thread.is_alive() for thread in threads)
+    assert sorted(b for batch in written for b in batch) == sorted(
+        n * 1000 + i for n in range(8) for i in range(100)
+    )
+    assert all(len(batch) == 1 for batch in written) and most[0] == 1
+    assert group._writing == 0 and not group._unled and group._forming is None
+
+
 # -- group commit in the SQL sinks --------------------------------------------------
 
 
