@@ -167,55 +167,53 @@ def test_group_size_is_bounded() -> None:
     assert sum(sizes) == 8 and max(sizes) <= 3
 
 
+class SlowWrites:
+    """A group commit's ``write`` that takes a commit's time, recording each group and the most
+    writes that ran at once (nothing is asserted about time)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.groups: list[list[int]] = []
+        self.most = 0
+        self._running = 0
+        self._seconds = seconds
+        self._lock = threading.Lock()
+
+    def __call__(self, batches: Sequence[int]) -> None:
+        with self._lock:
+            self._running += 1
+            self.most = max(self.most, self._running)
+        time.sleep(self._seconds)  # so writes overlap and groups queue up
+        with self._lock:
+            self.groups.append(list(batches))
+            self._running -= 1
+
+    def batches(self) -> list[int]:
+        return sorted(batch for group in self.groups for batch in group)
+
+
 def test_several_writers_write_each_batch_exactly_once() -> None:
     """max_writers=2, 8 threads x 200 submits: every batch written once, never 3 writes at once."""
-    written: list[int] = []
-    running, most = [0], [0]
-    lock = threading.Lock()
-
-    def write(batches: Sequence[int]) -> None:
-        with lock:
-            running[0] += 1
-            most[0] = max(most[0], running[0])
-        time.sleep(0.0005)  # a commit's wait, so writes overlap (nothing is asserted about time)
-        with lock:
-            written.extend(batches)
-            running[0] -= 1
-
+    write = SlowWrites(0.0005)
     group: GroupCommit[int] = GroupCommit(write, max_writers=2)
     threads = run_threads(8, lambda n: [group.submit(n * 1000 + i) for i in range(200)])
     for thread in threads:
         thread.join(60)
-    assert sorted(written) == sorted(n * 1000 + i for n in range(8) for i in range(200))
-    assert most[0] <= 2
+    assert write.batches() == sorted(n * 1000 + i for n in range(8) for i in range(200))
+    assert write.most <= 2
 
 
 def test_groups_waiting_for_the_writer_are_each_led_once_in_turn() -> None:
     """max_group=1, one writer, 8 threads x 100 submits: many full groups wait at once; the
     writer's place passes from group to group, so each batch is written once, alone, one write
     at a time, and every caller returns."""
-    written: list[list[int]] = []
-    running, most = [0], [0]
-    lock = threading.Lock()
-
-    def write(batches: Sequence[int]) -> None:
-        with lock:
-            running[0] += 1
-            most[0] = max(most[0], running[0])
-        time.sleep(0.0002)  # a commit's wait, so groups queue up (nothing is asserted about time)
-        with lock:
-            written.append(list(batches))
-            running[0] -= 1
-
+    write = SlowWrites(0.0002)
     group: GroupCommit[int] = GroupCommit(write, max_group=1)
     threads = run_threads(8, lambda n: [group.submit(n * 1000 + i) for i in range(100)])
     for thread in threads:
         thread.join(60)
     assert not any(thread.is_alive() for thread in threads)
-    assert sorted(b for batch in written for b in batch) == sorted(
-        n * 1000 + i for n in range(8) for i in range(100)
-    )
-    assert all(len(batch) == 1 for batch in written) and most[0] == 1
+    assert write.batches() == sorted(n * 1000 + i for n in range(8) for i in range(100))
+    assert all(len(batch) == 1 for batch in write.groups) and write.most == 1
     assert group._writing == 0 and not group._unled and group._forming is None
 
 
