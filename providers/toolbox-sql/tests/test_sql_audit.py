@@ -157,6 +157,26 @@ def test_rows_are_hashed_as_the_standard_json_encoder_writes_them() -> None:
         assert result.result_sha256 == digest.hexdigest()
 
 
+def test_a_result_is_built_as_model_construct_builds_it() -> None:
+    """`collect` sets a result's fields directly: the same model as `SqlResult.model_construct`'s."""
+    from pydantic import ValidationError
+
+    from toolbox_sql._result import SqlResult, collect
+
+    made = collect(["id", "name"], [(1, "a"), (2, "b")], max_rows=1, max_bytes=1000, rows_affected=3)
+    fields = {name: getattr(made, name) for name in SqlResult.model_fields}
+    assert fields["truncated"] == "max_rows" and fields["rows"] == ((1, "a"),)
+    constructed = SqlResult.model_construct(**fields)
+    assert made == constructed and repr(made) == repr(constructed)
+    assert made.model_fields_set == constructed.model_fields_set
+    assert made.model_dump() == constructed.model_dump()  # the hash and size are excluded
+    assert made.model_dump_json() == constructed.model_dump_json()
+    assert made.model_copy(update={"row_count": 5}).row_count == 5 and made.row_count == 1
+    assert made.__toolbox_audit_summary__() == constructed.__toolbox_audit_summary__()
+    with pytest.raises(ValidationError):
+        made.row_count = 2  # frozen, as a validated result is
+
+
 def test_an_approval_request_shows_the_statement_and_masks_secrets(db: TestDatabase) -> None:
     """The approver reads the formatted statement, the tables and kind; a secret parameter is masked."""
     policy = db.policy(allow=("sql.shop", "sql_write.shop"), writes={})
