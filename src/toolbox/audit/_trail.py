@@ -248,14 +248,26 @@ class AuditTrail:
         opening.rules = rules
         return opening if self.store_opening(opening) else None
 
-    def close_call(self, opening: Opening, status: str, duration: float, attempts: int, ended: float) -> bool:
-        """Store the response event of a call the chain's fast path opened; False means it is missing."""
-        if self._hold_twice is not None and status == "SUCCESS" and attempts == 1:
+    def close_call(  # noqa: PLR0917 - positional on purpose: the fast paths' hot path
+        self,
+        opening: Opening,
+        status: str,
+        duration: float,
+        attempts: int,
+        ended: float,
+        summary: tuple[str, str] | None = None,
+    ) -> bool:
+        """Store the response event of a call a fast path opened (``summary``: the result's own
+        ``(summary, sha256)``, stored as `on_response` stores it); False means it is missing."""
+        if summary is None and self._hold_twice is not None and status == "SUCCESS" and attempts == 1:
             # The sink keeps the opening a second time as the response: one object per call.
             opening.close_in_place(duration, ended)
             self._hold_twice(opening)
             return True
-        return self.store_closing(Closing(opening, status, None, duration, attempts, ended))
+        closing = Closing(opening, status, None, duration, attempts, ended)
+        if summary is not None:
+            closing.payload = self.redaction.summary_fields(*summary)
+        return self.store_closing(closing)
 
     @property
     def direct_hold(self) -> Callable[[LazyBatch], None] | None:
