@@ -276,10 +276,26 @@ def test_run_reports_a_program_ended_by_a_signal_in_the_shell_convention(sandbox
     assert (result.exit_code, result.limit) == (128 + 15, None)
 
 
-def test_without_setpriv_popen_switches_to_the_fresh_user_itself(sandbox, host, monkeypatch):
+@pytest.mark.parametrize(
+    "missing",
+    [(), ("UNSHARE",), ("UNSHARE", "SETPRIV")],
+    ids=["unshare", "setpriv where unshare is missing", "Popen where both are missing"],
+)
+def test_the_run_is_the_fresh_host_user_whichever_program_switches_to_it(
+    sandbox_tools, host, monkeypatch, request, missing
+):
     from toolbox_sandbox import _supervisor
 
-    monkeypatch.setattr(_supervisor, "SETPRIV", "/nonexistent/setpriv")
-    result = run(sandbox, "import os\nprint(os.getuid())")
-    assert (result.exit_code, result.stdout) == (0, "1000\n")
-    assert len(host.uids) == 1  # a fresh host user all the same (the fixture checks none is left)
+    for name in missing:
+        monkeypatch.setattr(_supervisor, name, f"/nonexistent/{name.lower()}")
+    # What the code writes to a read_write directory is owned, on the host, by the user it ran as.
+    shared = Path(tempfile.mkdtemp(prefix="sandbox-rw-"))
+    shared.chmod(0o777)
+    request.addfinalizer(lambda: shutil.rmtree(shared))
+    tool = sandbox_tools({"default": {"read_write": [str(shared)]}}).get(SandboxTool)
+    code = f"import os\nprint(os.getuid(), os.getgid(), os.getgroups())\nopen({str(shared / 'f')!r}, 'w')"
+    result = run(tool, code)
+    assert (result.exit_code, result.stdout) == (0, "1000 1000 []\n")
+    owner = (shared / "f").stat()
+    assert len(host.uids) == 1  # a fresh host user (the fixture checks no process of it is left)
+    assert (owner.st_uid, owner.st_gid) == (next(iter(host.uids)),) * 2
