@@ -299,3 +299,61 @@ def test_the_run_is_the_fresh_host_user_whichever_program_switches_to_it(
     owner = (shared / "f").stat()
     assert len(host.uids) == 1  # a fresh host user (the fixture checks no process of it is left)
     assert (owner.st_uid, owner.st_gid) == (next(iter(host.uids)),) * 2
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "stderr"),
+    [
+        ("import sys\nsys.exit()", 0, ""),
+        ("import sys\nsys.exit(3)", 3, ""),
+        ("import sys\nsys.exit(259)", 3, ""),
+        ("import sys\nsys.exit(-1)", 255, ""),
+        ("import sys\nsys.exit('stopped: bad input')", 1, "stopped: bad input\n"),
+        ("raise SystemExit(None)", 0, ""),
+    ],
+)
+def test_sys_exit_ends_the_run_with_the_status_python_gives_it(sandbox, host, code, status, stderr):
+    result = run(sandbox, code)
+    assert (result.exit_code, result.stderr, result.limit) == (status, stderr, None)
+
+
+def test_the_end_of_the_code_is_an_ordinary_python_exit(sandbox_tools, host, request):
+    # The init ends the process without the interpreter's teardown; what a program sees of its exit
+    # stays: non-daemon threads finish, atexit handlers run, a file a global still holds open is
+    # flushed, and unflushed output (no newline) reaches stdout and stderr.
+    shared = Path(tempfile.mkdtemp(prefix="sandbox-rw-"))
+    shared.chmod(0o777)
+    request.addfinalizer(lambda: shutil.rmtree(shared))
+    tool = sandbox_tools({"default": {"read_write": [str(shared)]}}).get(SandboxTool)
+    code = f"""
+import atexit, sys, threading
+log = open({str(shared / "log.txt")!r}, "w")
+log.write("kept")
+release = threading.Event()
+def late():
+    release.wait()
+    print("thread done", flush=True)
+threading.Thread(target=late).start()
+atexit.register(lambda: print("atexit ran"))
+release.set()
+sys.stdout.write("no newline")
+sys.stderr.write("err no newline")
+"""
+    result = run(tool, code)
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.startswith("thread done\n") or result.stdout.startswith("no newline")
+    assert sorted(result.stdout.replace("no newline", "no newline\n").split("\n")) == [
+        "",
+        "atexit ran",
+        "no newline",
+        "thread done",
+    ]
+    assert result.stderr == "err no newline"
+    assert (shared / "log.txt").read_text() == "kept"
+
+
+def test_an_atexit_handler_that_fails_is_reported_and_the_status_kept(sandbox, host):
+    code = "import atexit\natexit.register(lambda: 1 / 0)\nprint('done')"
+    result = run(sandbox, code)
+    assert (result.exit_code, result.stdout) == (0, "done\n")
+    assert "ZeroDivisionError" in result.stderr
