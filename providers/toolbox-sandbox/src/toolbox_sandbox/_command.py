@@ -107,9 +107,10 @@ def bwrap_command(
     command += ["--proc", "/proc", *_DEV]
     command += ["--size", str(limits.scratch_bytes), "--tmpfs", "/scratch"]
     command += _file_mounts(inputs.files)
-    command += ["--ro-bind-data", str(inputs.init_fd), INIT_PATH]
+    # Copied into the root (a tmpfs), which is remounted read-only below: no mount of their own.
+    command += ["--file", str(inputs.init_fd), INIT_PATH]
     if inputs.code_fd is not None:
-        command += ["--ro-bind-data", str(inputs.code_fd), "/sandbox/main.py"]
+        command += ["--file", str(inputs.code_fd), "/sandbox/main.py"]
     if inputs.proxy_socket is not None:
         command += ["--ro-bind", inputs.proxy_socket, "/run/egress.sock"]
     if inputs.seccomp_fd is not None:
