@@ -13,10 +13,12 @@ the per-repeat ratios against the bare row of the same repeat. Rows:
 
 - [B] bare: ``subprocess.run([python, "-c", "print(1)"])``, the baseline of issue 32
   (target: the sandboxed call at most 1.5x this);
-- [I] isolated: the same with ``-I -S -B``, the interpreter's own floor (how the
-  sandbox starts it: no site-packages, no user site, no bytecode written);
-- [W] bubblewrap: the sandbox's exact command line (namespaces, mounts, seccomp,
-  the init) run by the supervisor, outside the governed chain: the boundary's cost;
+- [I] isolated: the same with ``-I -S -B``, the interpreter's own floor (the flags
+  the sandbox starts it with, as ``python -I -S -B /sandbox/init.pyc``: isolated
+  mode, no ``site`` so no site-packages, no bytecode written);
+- [W] bubblewrap: the sandbox's exact command line (util-linux ``unshare`` to the
+  run's fresh host user, bubblewrap's namespaces, mounts and seccomp, the compiled
+  init) run by the supervisor, outside the governed chain: the boundary's cost;
 - [T] typed: ``sandbox.run_python("print(1)").audit_as(...).execute()``, governed, with
   an audit trail to memory: what a caller pays;
 - [G] by name: ``gateway.invoke("sandbox.run_python", ...)``, the same through the Gateway.
@@ -114,6 +116,7 @@ def main() -> None:
                 call()
             times[name].append((time.perf_counter() - started) / options.calls)
     print(f"{support.bwrap}; seccomp={support.seccomp}; fresh user per run={support.fresh_user}")
+    print(f"limits: rlimits+supervisor; {support.cgroups}")
     print(
         f"interpreter {PYTHON}; {options.calls} calls x {options.repeat} interleaved repeats, GC on, medians"
     )
