@@ -357,3 +357,17 @@ def test_an_atexit_handler_that_fails_is_reported_and_the_status_kept(sandbox, h
     result = run(sandbox, code)
     assert (result.exit_code, result.stdout) == (0, "done\n")
     assert "ZeroDivisionError" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import sys\nsys.modules['__main__'] = None\nprint('replaced')",
+        "import sys\ndel sys.modules['__main__']\nprint('replaced')",
+        "import sys\nsys.stdout.close()\nprint('gone', file=sys.stderr)",
+    ],
+)
+def test_code_that_breaks_what_the_end_uses_still_ends_cleanly(sandbox, host, code):
+    result = run(sandbox, code)
+    assert result.exit_code == 0, result.stderr
+    assert result.limit is None

@@ -224,9 +224,9 @@ def _end(status: int) -> None:
     import atexit
 
     atexit._run_exitfuncs()
-    main = sys.modules.get("__main__")
-    if main is not None and vars(main) is not globals():  # the caller's module, not this init's
-        vars(main).clear()
+    released = getattr(sys.modules.get("__main__"), "__dict__", None)
+    if isinstance(released, dict) and released is not globals():  # the caller's module, not this init's
+        released.clear()
     for stream in (sys.stdout, sys.stderr):
         try:
             if stream is not None and not stream.closed:
