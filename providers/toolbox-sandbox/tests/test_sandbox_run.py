@@ -277,6 +277,28 @@ def test_run_reports_a_program_ended_by_a_signal_in_the_shell_convention(sandbox
 
 
 @pytest.mark.parametrize(
+    "answer",
+    [
+        "",  # no answer
+        '{"stdlib": "/usr/lib/python3.11"}',  # facts but no compiled init
+        '{"stdlib": "/usr/lib", "multiarch": "", "libdir": "", "ldlibrary": "", "shared": false, '
+        '"version": [3, 11], "init": "00"}',  # an init too short to be a .pyc
+        '{"init": "not hex"}',
+    ],
+    ids=["silent", "no init", "short init", "garbage"],
+)
+def test_an_interpreter_that_cannot_compile_the_init_is_reported_and_runs_nothing(
+    sandbox_tools, tmp_path, answer
+):
+    fake = tmp_path / "python3"
+    fake.write_text(f"#!/bin/sh\ncat > /dev/null\nprintf '%s' '{answer}'\n")
+    fake.chmod(0o755)
+    tools = sandbox_tools({"default": {"python": str(fake)}})
+    with pytest.raises(SandboxUnavailableError, match="could not be asked where its library is, or compile"):
+        tools.get(SandboxTool).run_python("print(1)").audit_as("Nothing").execute()
+
+
+@pytest.mark.parametrize(
     "missing",
     [(), ("UNSHARE",), ("UNSHARE", "SETPRIV")],
     ids=["unshare", "setpriv where unshare is missing", "Popen where both are missing"],
