@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -115,28 +116,76 @@ def test_keys_are_bound_values_never_sql(sql: SqlState, key: str) -> None:
     assert sql.admit([_budget(key + "2", 1)], [_rate(key + "2", 5)]) is None
 
 
-def test_postgres_admits_in_three_statements_while_the_rows_are_held(tmp_path: Path) -> None:
+@contextmanager
+def round_trips(sql: SqlState, directory: Path) -> Iterator[Callable[[], int]]:
+    """Round trips of the store's own PostgreSQL connections in the block, from libpq's trace.
+
+    Every answer of the server ends with ReadyForQuery: one per round trip,
+    counted on the client whatever layer sent the request. The engine (used for
+    approvals and set-up) must not be checked out at all meanwhile.
+    """
+    import psycopg
+
+    pool = sql._connections
+    pool.clear()  # every connection from here on is traced from its first request
+    trace = directory / "libpq.trace"
+    files: list[Any] = []
+    opened: list[Any] = []
+    original = pool.connect
+
+    def start(conn: Any, out: Any) -> None:
+        conn.pgconn.trace(out.fileno())
+        conn.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+
+    def traced() -> Any:
+        conn = original()
+        out = trace.open("ab")
+        files.append(out)
+        opened.append(conn)
+        start(conn, out)
+        return conn
+
+    checkouts: list[object] = []
+
+    def checkout(*args: Any) -> None:
+        checkouts.append(args)
+
+    def count() -> int:
+        assert not checkouts, "the engine's pool was used (with its pre-ping round trip)"
+        for conn, out in zip(opened, files, strict=True):
+            if not conn.closed:
+                conn.pgconn.untrace()  # libpq flushes what it buffered
+                start(conn, out)
+        lines = trace.read_bytes().splitlines() if trace.exists() else []
+        return sum(line.startswith(b"B\t") and b"\tReadyForQuery" in line for line in lines)
+
+    pool.connect = traced
+    event.listen(sql._engine, "checkout", checkout)
+    try:
+        yield count
+    finally:
+        event.remove(sql._engine, "checkout", checkout)
+        pool.connect = original
+        pool.clear()
+        for out in files:
+            out.close()
+
+
+def test_postgres_admits_in_one_round_trip_whatever_the_quotas(tmp_path: Path) -> None:
     with state_store("postgres", tmp_path) as sql:
         budgets = [_budget("run:r", 100), _budget("tenant:t", 100)]
         rates = [_rate("tenant:t", 100), _rate("host:h", 100)]
-        assert sql.admit(budgets, rates) is None  # the first call compiles and creates the rows
-        statements: list[str] = []
-
-        def record(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
-            statements.append(statement.split(None, 1)[0])
-
-        event.listen(sql._engine, "before_cursor_execute", record)
-        try:
-            assert sql.admit(budgets, rates) is None
-            admitted = list(statements)
-            statements.clear()
-            assert sql.admit([_budget("spent", 0)], rates) is not None
-            refused = list(statements)
-        finally:
-            event.remove(sql._engine, "before_cursor_execute", record)
-        # Hold every row (upsert), count the windows, count the call: then the commit.
-        assert admitted == ["INSERT", "WITH", "WITH"]
-        assert refused == ["INSERT"]
+        assert sql.admit(budgets, rates) is None  # the tables exist from here on
+        with round_trips(sql, tmp_path) as count:
+            assert sql.admit(budgets, rates) is None  # on a new connection: still one
+            assert count() == 1
+            for _ in range(9):
+                assert sql.admit(budgets, rates) is None
+            assert count() == 10
+            assert sql.admit([_budget("spent", 0)], rates) is not None  # a refusal too
+            assert count() == 11
+            assert sql.engaged() == {}  # the kill-switch read: one more
+            assert count() == 12
 
 
 def test_a_refusal_names_the_first_spent_quota_in_the_callers_order(sql: SqlState) -> None:
@@ -177,30 +226,35 @@ def test_overlapping_quotas_given_in_opposite_orders_never_deadlock(sql: SqlStat
 
 
 def _backend_pids(sql: SqlState) -> set[int]:
-    """The server processes of the store's pooled connections (checked out one by one, then back)."""
+    """The server processes of the store's connections: the engine's pool and its own (admissions)."""
     pool = sql._engine.pool
     assert isinstance(pool, QueuePool)
     connections = [sql._engine.connect() for _ in range(pool.checkedin())]
+    own = sql._connections
+    held = [own.take() for _ in range(len(own._idle))]
     try:
-        return {int(c.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()) for c in connections}
+        pids = {int(c.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()) for c in connections}
+        return pids | {int(c.execute("SELECT pg_backend_pid()").fetchone()[0]) for c in held}
     finally:
         for connection in connections:
             connection.close()
+        for conn in held:
+            own.give(conn)
 
 
 def test_postgres_connections_dropped_by_the_server_are_replaced_without_a_restart(tmp_path: Path) -> None:
-    # A restarted or failed-over server ends every connection the pool holds; the next
-    # call must not fail for it (nor any later one): the pool notices and reconnects.
+    # A restarted or failed-over server ends every connection the store holds; the next
+    # call must not fail for it (nor any later one): the store notices and reconnects.
     with state_store("postgres", tmp_path) as sql:
         budget, rate = [_budget("tenant:drop", 3)], [_rate("tenant:drop", 100)]
         assert sql.admit(budget, rate) is None
         assert sql.engaged() == {}
         pids = _backend_pids(sql)
-        assert pids
-        # Another client terminates them.
+        assert len(pids) >= 2  # the engine's and the store's own
+        # Another client terminates them (and waits until each has ended).
         with state_store("postgres", tmp_path) as other, other._engine.connect() as conn:
             for pid in pids:
-                conn.exec_driver_sql(f"SELECT pg_terminate_backend({pid})")
+                assert conn.exec_driver_sql(f"SELECT pg_terminate_backend({pid}, 5000)").scalar_one()
         assert sql.admit(budget, rate) is None  # counted once: the dropped connection wrote nothing
         assert sql.engaged() == {}
         assert sql.admit(budget, rate) is None
@@ -258,6 +312,6 @@ def test_cleanup_forgets_expired_rate_limits_with_their_admissions(sql: SqlState
     assert sql.admit([_budget("tenant:live", 10)], [_rate("tenant:live", 5, 3600.0)]) is None
     with sql._engine.connect() as check:
         counters = {row[0] for row in check.execute(select(sql._counters.c.key))}
-        admissions = sorted(row[0] for row in check.execute(select(sql._events.c.key)))
+        admissions = sorted(row[0] for row in check.execute(select(sql._log.c.key)))
     assert counters == {"b:tenant:live", "r:tenant:live"}
     assert admissions == ["r:tenant:live", "r:tenant:live"]  # the live window keeps both
