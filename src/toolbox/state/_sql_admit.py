@@ -17,25 +17,20 @@ counts is the log it would have counted with the clock read under the lock.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from toolbox.state._sql_schema import Schema
-
 __all__ = ["call_sql", "function_sql"]
 
 
-def call_sql(schema: Schema) -> str:
+def call_sql(function: str) -> str:
     """The statement a call sends (psycopg placeholders)."""
     types = ("text[]", "bigint[]", "float8[]", "boolean[]", "float8", "boolean")
-    return f'SELECT "{schema.admit}"(' + ", ".join(f"%s::{t}" for t in types) + ")"
+    return f'SELECT "{function}"(' + ", ".join(f"%s::{t}" for t in types) + ")"
 
 
-def function_sql(schema: Schema) -> str:
+def function_sql(function: str, counters: str, log_table: str) -> str:
     """``CREATE OR REPLACE FUNCTION`` of the admission (names: the validated prefix and fixed suffixes)."""
-    c, log = f'"{schema.counters.name}"', f'"{schema.log.name}"'
+    c, log = f'"{counters}"', f'"{log_table}"'
     return f"""
-CREATE OR REPLACE FUNCTION "{schema.admit}"(
+CREATE OR REPLACE FUNCTION "{function}"(
   p_keys text[], p_limits bigint[], p_windows float8[], p_rates boolean[], p_now float8, p_cleanup boolean
 ) RETURNS float8[] LANGUAGE plpgsql AS $fn$
 DECLARE

@@ -50,7 +50,7 @@ class SqlLimits:
         self._postgres = postgres
         self._clock = clock
         self._calls = 0
-        self._sql = call_sql(schema) if postgres else ""
+        self._sql = call_sql(schema.admit) if postgres else ""
 
     def admit(self, budgets: Sequence[Quota], rates: Sequence[Quota]) -> Refusal | None:
         """Refuse if any quota is spent; otherwise count the call in every one."""

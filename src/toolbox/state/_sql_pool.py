@@ -77,6 +77,7 @@ class Connections(Generic[C]):
         """An open connection for this thread's use until `give` (or `drop`)."""
         if self._pid != os.getpid():
             self._forked()
+        conn: C | None = None
         with self._lock:
             while True:
                 if self._idle:
@@ -84,7 +85,6 @@ class Connections(Generic[C]):
                     break
                 if self._open < self._size:
                     self._open += 1
-                    conn = None
                     break
                 self._waiting += 1
                 try:

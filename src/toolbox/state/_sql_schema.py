@@ -41,6 +41,7 @@ from sqlalchemy import (
 )
 
 from toolbox.pipeline._state_ports import StateUnavailableError
+from toolbox.state._sql_admit import function_sql
 
 __all__ = ["VERSION", "Schema", "drop", "migrate", "tables"]
 
@@ -146,9 +147,7 @@ def migrate(conn: Connection, schema: Schema, *, postgres: bool) -> None:
             _from_schema_1(conn, schema, postgres=postgres)
         conn.execute(schema.version.insert().values(id=1, version=VERSION))
     if postgres:
-        from toolbox.state._sql_admit import function_sql
-
-        conn.exec_driver_sql(function_sql(schema))
+        conn.exec_driver_sql(function_sql(schema.admit, schema.counters.name, schema.log.name))
 
 
 def _from_schema_1(conn: Connection, schema: Schema, *, postgres: bool) -> None:
@@ -162,7 +161,7 @@ def _from_schema_1(conn: Connection, schema: Schema, *, postgres: bool) -> None:
     )
     conn.exec_driver_sql(
         f"UPDATE {c} SET calls = coalesce((SELECT sum(n) FROM {log} WHERE {log}.key = {c}.key), 0) "  # noqa: S608
-        "WHERE key LIKE 'r:%'"
+        "WHERE substr(key, 1, 2) = 'r:'"
     )
     conn.exec_driver_sql(f"DELETE FROM {old}")  # noqa: S608 - validated names
     if not postgres:
