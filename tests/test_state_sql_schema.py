@@ -85,8 +85,9 @@ def old_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tup
             text(f'INSERT INTO "{prefix}counters" VALUES (:k, :c, :e)'),
             [
                 {"k": "b:tenant:acme", "c": 3, "e": NOW + 600},  # a budget of 5: 3 spent, window open
-                {"k": "r:tenant:acme", "c": 0, "e": NOW + 60},  # a rate row: only its lock
-                {"k": "r:tenant:gone", "c": 0, "e": NOW + 5},  # all its admissions left the window
+                # A rate row is only its lock, ending a window (60 s) after its latest admission.
+                {"k": "r:tenant:acme", "c": 0, "e": NOW - 1 + 60},
+                {"k": "r:tenant:gone", "c": 0, "e": NOW - 65 + 60},  # all its admissions left the window
             ],
         )
         admissions = [

@@ -9,10 +9,12 @@ first spent quota in the caller's order, or counts the call in every quota;
 with ``cleanup`` it then deletes expired counters nobody holds, with their
 admissions. It returns NULL (admitted) or ``{index, rate (0/1), seconds to wait}``.
 
-The time is the caller's clock read before the round trip; a rate limit's
-admissions are kept in order all the same: its time is never earlier than its
-latest admission (a later process that locked first), so the log a window
-counts is the log it would have counted with the clock read under the lock.
+A rate limit's log holds when each admission leaves its window (its time plus
+the window). The time is the caller's clock read before the round trip; the
+log is kept in order all the same: an admission never ends before the latest
+one logged (a process with a later clock may have locked first), so what a
+window forgets is exactly what it would have forgotten with the clock read
+under the lock.
 """
 
 from __future__ import annotations
@@ -35,11 +37,10 @@ CREATE OR REPLACE FUNCTION "{function}"(
 ) RETURNS float8[] LANGUAGE plpgsql AS $fn$
 DECLARE
   held record;
-  t float8;
   latest float8;
   gone bigint;
   oldest float8;
-  times float8[] := '{{}}';
+  ends float8[] := '{{}}';
 BEGIN
   FOR held IN
     WITH h AS (
@@ -50,38 +51,40 @@ BEGIN
     SELECT q.i, h.key, h.calls, h.expires_at
     FROM unnest(p_keys) WITH ORDINALITY AS q(key, i) JOIN h ON h.key = q.key ORDER BY q.i
   LOOP
-    t := p_now;
     IF p_rates[held.i] THEN
-      SELECT max(l.at) INTO latest FROM {log} AS l WHERE l.key = held.key;
-      t := greatest(p_now, latest);
       WITH g AS (
-        DELETE FROM {log} AS l WHERE l.key = held.key AND l.at <= t - p_windows[held.i] RETURNING l.n)
+        DELETE FROM {log} AS l WHERE l.key = held.key AND l.expires_at <= p_now RETURNING l.n)
       SELECT coalesce(sum(g.n), 0) INTO gone FROM g;
       IF gone > 0 THEN
         UPDATE {c} AS c SET calls = c.calls - gone WHERE c.key = held.key;
       END IF;
       IF held.calls - gone >= p_limits[held.i] THEN
-        SELECT min(l.at) INTO oldest FROM {log} AS l WHERE l.key = held.key;
-        RETURN ARRAY[held.i, 1, coalesce(oldest, t) + p_windows[held.i] - t];
+        SELECT min(l.expires_at) INTO oldest FROM {log} AS l WHERE l.key = held.key;
+        RETURN ARRAY[held.i, 1, coalesce(oldest - p_now, p_windows[held.i])];
       END IF;
-    ELSIF held.expires_at > t THEN
+      -- Never before the latest admission's end: the log stays in order (see the module).
+      SELECT max(l.expires_at) INTO latest FROM {log} AS l WHERE l.key = held.key;
+      ends := ends || greatest(p_now + p_windows[held.i], latest);
+    ELSIF held.expires_at > p_now THEN
       IF held.calls >= p_limits[held.i] THEN
-        RETURN ARRAY[held.i, 0, held.expires_at - t];
+        RETURN ARRAY[held.i, 0, held.expires_at - p_now];
       END IF;
+      ends := ends || held.expires_at;
     ELSIF p_limits[held.i] <= 0 THEN  -- a spent window counts from zero; a budget of 0 refuses
       RETURN ARRAY[held.i, 0, p_windows[held.i]];
+    ELSE
+      ends := ends || (p_now + p_windows[held.i]);
     END IF;
-    times := times || t;
   END LOOP;
-  -- A budget's window restarts when it has ended; a rate limit's row counts its log and is
-  -- forgotten a window after its last call; each rate limit logs the admission.
+  -- A budget counts on in its window or starts a new one; a rate limit's row counts its log
+  -- and ends with its latest admission's window; each rate limit logs the admission.
   UPDATE {c} AS c SET
-    calls = CASE WHEN q.rate OR c.expires_at > q.t THEN c.calls + 1 ELSE 1 END,
-    expires_at = CASE WHEN q.rate OR c.expires_at <= q.t THEN q.t + q.win ELSE c.expires_at END
-  FROM unnest(p_keys, p_windows, p_rates, times) AS q(key, win, rate, t) WHERE c.key = q.key;
-  INSERT INTO {log} AS l (key, at, n)
-  SELECT q.key, q.t, 1 FROM unnest(p_keys, p_rates, times) AS q(key, rate, t) WHERE q.rate
-  ON CONFLICT (key, at) DO UPDATE SET n = l.n + 1;
+    calls = CASE WHEN q.rate OR c.expires_at > p_now THEN c.calls + 1 ELSE 1 END,
+    expires_at = q.ends
+  FROM unnest(p_keys, p_rates, ends) AS q(key, rate, ends) WHERE c.key = q.key;
+  INSERT INTO {log} AS l (key, expires_at, n)
+  SELECT q.key, q.ends, 1 FROM unnest(p_keys, p_rates, ends) AS q(key, rate, ends) WHERE q.rate
+  ON CONFLICT (key, expires_at) DO UPDATE SET n = l.n + 1;
   IF p_cleanup THEN
     -- Only rows nobody holds: never wait for a row another process holds (it may be waiting
     -- for one this call holds). A key's admissions change only under its row.

@@ -7,13 +7,16 @@ window's admissions.
 
 - **PostgreSQL**: one statement, one round trip in autocommit: the function
   `toolbox.state._sql_admit` holds every row in key order, decides and counts.
-- **SQLite** (one host): ``BEGIN IMMEDIATE`` holds the database's write lock
-  and the clock is read then. One statement forgets the admissions that left
-  each rate limit's window (a trigger uncounts them), one upsert counts the
-  call in every quota and returns the rows (a budget whose window ended
-  starts a new one), one inserts the rate limits' admissions, then
-  ``COMMIT``; a refused call rolls back instead, so it counts nowhere. Plain
-  SQL on the sqlite3 connection (its statement cache), no SQLAlchemy layer.
+- **SQLite** (one host): one statement in autocommit, its own transaction
+  (a write statement takes the write lock first, as ``BEGIN IMMEDIATE``):
+  an upsert of every quota's row that counts the call, a trigger logging each
+  rate limit's admission; a count past its limit aborts the statement, which
+  then changed nothing. A rate row counts admissions not yet forgotten, some
+  of which may have left the window: so an abort (or every `FORGET_EVERY`
+  admissions) takes the careful path, under ``BEGIN IMMEDIATE``: forget what
+  left the windows (a trigger uncounts it), count again, and if that aborts
+  too, read the rows and name the refusal. Plain SQL on the sqlite3
+  connection (its statement cache), no SQLAlchemy layer.
 """
 
 from __future__ import annotations
@@ -29,11 +32,14 @@ from toolbox.state._sql_admit import call_sql
 from toolbox.state._sql_pool import Connections
 from toolbox.state._sql_schema import Schema
 
-__all__ = ["GC_EVERY", "SqlLimits"]
+__all__ = ["FORGET_EVERY", "GC_EVERY", "SqlLimits"]
 
 #: Every this many admissions a process deletes the counters whose window ended, with the
 #: admissions of those rate limits (all older than their window).
 GC_EVERY = 512
+#: SQLite: every this many admissions with a rate limit a process forgets the admissions that
+#: left the call's windows before counting (otherwise only when a rate limit looks full).
+FORGET_EVERY = 64
 
 
 @final
@@ -62,7 +68,8 @@ class SqlLimits:
         cleanup = self._calls % GC_EVERY == 0
         if self._postgres:
             return self._postgres_admit(budget_of, rate_of, cleanup)
-        return self._sqlite_admit(budget_of, rate_of, cleanup)
+        careful = cleanup or (bool(rate_of) and self._calls % FORGET_EVERY == 0)
+        return self._sqlite_admit(budget_of, rate_of, careful=careful, cleanup=cleanup)
 
     def _postgres_admit(
         self, budget_of: dict[str, Quota], rate_of: dict[str, Quota], cleanup: bool
@@ -94,20 +101,22 @@ class SqlLimits:
         return Refusal(quotas[int(index) - 1], bool(rate), float(wait))
 
     def _sqlite_admit(
-        self, budget_of: dict[str, Quota], rate_of: dict[str, Quota], cleanup: bool
+        self, budget_of: dict[str, Quota], rate_of: dict[str, Quota], *, careful: bool, cleanup: bool
     ) -> Refusal | None:
         sql = _sqlite_sql(self._schema.counters.name, self._schema.log.name, len(budget_of), len(rate_of))
+        quotas = (*budget_of.items(), *rate_of.items())
         pool = self._connections
         conn: sqlite3.Connection = pool.take()
         try:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                refusal = self._sqlite_steps(conn, sql, budget_of, rate_of, cleanup)
-                conn.execute("ROLLBACK" if refusal is not None else "COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.rollback()
-                raise
+            if not careful:
+                try:
+                    conn.execute(sql["count"], _counted(quotas, self._clock()))
+                except sqlite3.IntegrityError:  # a quota looks spent: the statement changed nothing
+                    pass
+                else:
+                    pool.give(conn)
+                    return None
+            refusal = self._locked(conn, sql, budget_of, rate_of, cleanup)
         except sqlite3.Error as exc:
             pool.drop(conn)
             raise StateUnavailableError(f"the SQL state store failed ({type(exc).__name__})") from None
@@ -117,7 +126,7 @@ class SqlLimits:
         pool.give(conn)
         return refusal
 
-    def _sqlite_steps(
+    def _locked(
         self,
         conn: sqlite3.Connection,
         sql: dict[str, str],
@@ -125,55 +134,90 @@ class SqlLimits:
         rate_of: dict[str, Quota],
         cleanup: bool,
     ) -> Refusal | None:
-        now = self._clock()  # the write lock is held: read the clock now
-        if rate_of:
-            forget: list[object] = []
-            for key, quota in rate_of.items():
-                forget += (key, now - quota.window)
-            conn.execute(sql["forget"], forget)
-        counted: list[object] = [now]
-        for key, quota in (*budget_of.items(), *rate_of.items()):
-            counted += (key, now + quota.window)
-        rows = {key: (calls, expires_at) for key, calls, expires_at in conn.execute(sql["count"], counted)}
-        for key, quota in budget_of.items():
-            calls, expires_at = rows[key]
-            if calls > quota.limit:  # counted one past the budget: refused, rolled back
-                return Refusal(quota, False, quota.window if calls == 1 else expires_at - now)
-        for key, quota in rate_of.items():
-            if rows[key][0] > quota.limit:
-                (oldest,) = conn.execute(sql["oldest"], (key,)).fetchone()
-                return Refusal(quota, True, (now if oldest is None else oldest) + quota.window - now)
-        if rate_of:
-            conn.execute(sql["log"], [part for key in rate_of for part in (key, now)])
-        if cleanup:
-            conn.execute(sql["cleanup_log"], (now,))
-            conn.execute(sql["cleanup"], (now,))
-        return None
+        """Under the write lock: forget what left the rate windows, count the call or name the refusal."""
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            now = self._clock()  # the write lock is held: read the clock now
+            if rate_of:
+                conn.execute(sql["forget"], [part for key in rate_of for part in (key, now)])
+            try:
+                conn.execute(sql["count"], _counted((*budget_of.items(), *rate_of.items()), now))
+                refusal = None
+            except sqlite3.IntegrityError:  # spent indeed: the statement alone is undone
+                refusal = _refusal(conn, sql, budget_of, rate_of, now)
+            if cleanup:
+                conn.execute(sql["cleanup_log"], (now,))
+                conn.execute(sql["cleanup"], (now,))
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.rollback()
+            raise
+        return refusal
+
+
+def _counted(quotas: Sequence[tuple[str, Quota]], now: float) -> list[object]:
+    """The count statement's parameters: the time, then each quota's key, limit and window's end."""
+    values: list[object] = [now]
+    for key, quota in quotas:
+        values += (key, quota.limit, now + quota.window)
+    return values
+
+
+def _refusal(
+    conn: sqlite3.Connection,
+    sql: dict[str, str],
+    budget_of: dict[str, Quota],
+    rate_of: dict[str, Quota],
+    now: float,
+) -> Refusal:
+    """The first spent quota in the caller's order (budgets first), read under the write lock."""
+    keys = [*budget_of, *rate_of]
+    rows = {key: (calls, ends) for key, calls, ends in conn.execute(sql["rows"], keys)}
+    for key, quota in budget_of.items():
+        calls, ends = rows.get(key, (0, 0.0))
+        live = ends > now
+        # A spent window counts from zero again; a budget of 0 refuses even in a fresh window.
+        if (calls if live else 0) >= quota.limit:
+            return Refusal(quota, False, ends - now if live else quota.window)
+    for key, quota in rate_of.items():
+        if rows.get(key, (0, 0.0))[0] >= quota.limit:
+            (oldest,) = conn.execute(sql["oldest"], (key,)).fetchone()
+            return Refusal(quota, True, quota.window if oldest is None else oldest - now)
+    raise StateUnavailableError("the SQL state store refused a call without a spent quota")
 
 
 @lru_cache(maxsize=256)
 def _sqlite_sql(counters: str, log: str, budgets: int, rates: int) -> dict[str, str]:
-    """The statements of an admission with this many budgets and rate limits (sqlite3 caches each)."""
+    """The statements of an admission with this many budgets and rate limits (sqlite3 caches each).
+
+    ``count`` is the whole admission in one statement: ``?1`` the time, then
+    per quota its key, limit and window's end. A budget counts on in its
+    window or starts a new one at 1; a rate row counts its log, which a
+    trigger writes (`toolbox.state._sql_schema`), and ends with its latest
+    admission (never earlier: the log stays in order). A count past its limit
+    is NULL, which the column refuses: the statement aborts, changing nothing.
+    """
     # The names are the validated prefix (lowercase letters, digits, _) and fixed suffixes.
     c, g = f'"{counters}"', f'"{log}"'
     n = budgets + rates
-    values = ", ".join(f"(?{2 + 2 * i}, 1, ?{3 + 2 * i})" for i in range(n))
+    values = ", ".join(
+        f"(?{2 + 3 * i}, CASE WHEN ?{3 + 3 * i} >= 1 THEN 1 END, ?{4 + 3 * i})" for i in range(n)
+    )
+    limit = "CASE key " + " ".join(f"WHEN ?{2 + 3 * i} THEN ?{3 + 3 * i}" for i in range(n)) + " END"
+    rate = "substr(key, 1, 2) = 'r:'"
+    following = f"CASE WHEN expires_at > ?1 OR {rate} THEN calls + 1 ELSE 1 END"
     return {
-        "forget": f"DELETE FROM {g} WHERE "  # noqa: S608 - validated names, bound values
-        + " OR ".join("(key = ? AND at <= ?)" for _ in range(rates)),
-        # A rate row counts its log (the trigger uncounts what is forgotten); a live budget
-        # counts on; a budget whose window ended (or a new row) starts one at 1.
         "count": f"INSERT INTO {c} (key, calls, expires_at) VALUES {values} "  # noqa: S608 - validated names
         "ON CONFLICT (key) DO UPDATE SET "
-        "calls = CASE WHEN expires_at > ?1 OR substr(key, 1, 2) = 'r:' THEN calls + 1 ELSE 1 END, "
-        "expires_at = CASE WHEN expires_at > ?1 AND substr(key, 1, 2) = 'b:' THEN expires_at "
-        "ELSE excluded.expires_at END "
-        "RETURNING key, calls, expires_at",
-        "oldest": f"SELECT min(at) FROM {g} WHERE key = ?",  # noqa: S608 - validated names
-        "log": f"INSERT INTO {g} (key, at, n) VALUES "  # noqa: S608 - validated names
-        + ", ".join("(?, ?, 1)" for _ in range(rates))
-        + " ON CONFLICT (key, at) DO UPDATE SET n = n + 1",
-        # A rate limit's row expires a window after its last admission: all its log is older.
+        f"calls = CASE WHEN {following} > {limit} THEN NULL ELSE {following} END, "
+        f"expires_at = CASE WHEN {rate} THEN max(expires_at, excluded.expires_at) "
+        "WHEN expires_at > ?1 THEN expires_at ELSE excluded.expires_at END",
+        "forget": f"DELETE FROM {g} WHERE "  # noqa: S608 - validated names, bound values
+        + " OR ".join("(key = ? AND expires_at <= ?)" for _ in range(rates)),
+        "rows": f"SELECT key, calls, expires_at FROM {c} WHERE key IN ({', '.join('?' * n)})",  # noqa: S608
+        "oldest": f"SELECT min(expires_at) FROM {g} WHERE key = ?",  # noqa: S608 - validated names
+        # A rate limit's row ends with its latest admission: all its log has left the window.
         "cleanup_log": f"DELETE FROM {g} WHERE key IN (SELECT key FROM {c} WHERE expires_at < ?)",  # noqa: S608
         "cleanup": f"DELETE FROM {c} WHERE expires_at < ?",  # noqa: S608 - validated names
     }

@@ -163,8 +163,6 @@ def sqlite_connections(path: str, *, timeout: float) -> Connections[sqlite3.Conn
         conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
-        # RETURNING collects its rows in a temporary table: in memory, not a new file per statement.
-        conn.execute("PRAGMA temp_store = MEMORY")
         return conn
 
     return Connections(connect, alive=lambda _conn: True, timeout=timeout)

@@ -92,7 +92,7 @@ def tables(prefix: str) -> Schema:
         f"{prefix}rate_log",
         meta,
         Column("key", String(900), primary_key=True),
-        Column("at", Float, primary_key=True),
+        Column("expires_at", Float, primary_key=True),  # when the admissions leave the window
         Column("n", Integer, nullable=False),
         sqlite_with_rowid=False,
     )
@@ -134,20 +134,37 @@ def migrate(conn: Connection, schema: Schema, *, postgres: bool) -> None:
         raise StateUnavailableError(
             f"the state tables are schema {found}, newer than this toolbox's {VERSION}: upgrade it"
         )
-    c, log = _q(schema.counters.name), _q(schema.log.name)
-    if not postgres:
-        # Forgetting admissions uncounts them, whoever deletes them.
-        forget = (
-            f"CREATE TRIGGER IF NOT EXISTS {_q(schema.prefix + 'rate_forget')} AFTER DELETE ON {log} "  # noqa: S608
-            f"BEGIN UPDATE {c} SET calls = calls - OLD.n WHERE key = OLD.key; END"
-        )
-        conn.exec_driver_sql(forget)
     if found is None:
         if legacy:
             _from_schema_1(conn, schema, postgres=postgres)
         conn.execute(schema.version.insert().values(id=1, version=VERSION))
     if postgres:
         conn.exec_driver_sql(function_sql(schema.admit, schema.counters.name, schema.log.name))
+    else:
+        for trigger in _sqlite_triggers(schema):
+            conn.exec_driver_sql(trigger)
+
+
+def _sqlite_triggers(schema: Schema) -> list[str]:
+    """SQLite keeps each rate row's count equal to its log (PostgreSQL's function does it in line).
+
+    Forgetting admissions uncounts them, whoever deletes them; a rate row counted
+    up (an admission: `toolbox.state._sql_limits`'s one statement) logs it, at
+    the end of its window, which is the row's new expiry.
+    """
+    c, log, p = _q(schema.counters.name), _q(schema.log.name), schema.prefix
+    logged = (
+        f"INSERT INTO {log} (key, expires_at, n) VALUES (NEW.key, NEW.expires_at, 1) "  # noqa: S608
+        "ON CONFLICT (key, expires_at) DO UPDATE SET n = n + 1; END"
+    )
+    return [
+        f"CREATE TRIGGER IF NOT EXISTS {_q(p + 'rate_forget')} AFTER DELETE ON {log} "  # noqa: S608
+        f"BEGIN UPDATE {c} SET calls = calls - OLD.n WHERE key = OLD.key; END",
+        f"CREATE TRIGGER IF NOT EXISTS {_q(p + 'rate_new')} AFTER INSERT ON {c} "
+        f"WHEN substr(NEW.key, 1, 2) = 'r:' AND NEW.calls > 0 BEGIN {logged}",
+        f"CREATE TRIGGER IF NOT EXISTS {_q(p + 'rate_admitted')} AFTER UPDATE OF calls ON {c} "
+        f"WHEN substr(NEW.key, 1, 2) = 'r:' AND NEW.calls > OLD.calls BEGIN {logged}",
+    ]
 
 
 def _from_schema_1(conn: Connection, schema: Schema, *, postgres: bool) -> None:
@@ -156,8 +173,14 @@ def _from_schema_1(conn: Connection, schema: Schema, *, postgres: bool) -> None:
     if postgres:
         # Earlier processes write both tables: wait for their transactions, then keep them out.
         conn.exec_driver_sql(f"LOCK TABLE {c}, {old} IN EXCLUSIVE MODE")
+    # Schema 1 logged when each admission came; its rate row ends a window after the latest:
+    # so each admission leaves the window at its time plus (the row's end less the latest).
     conn.exec_driver_sql(
-        f"INSERT INTO {log} (key, at, n) SELECT key, at, count(*) FROM {old} GROUP BY key, at"  # noqa: S608
+        f"INSERT INTO {log} (key, expires_at, n) "  # noqa: S608 - validated names
+        f"SELECT e.key, e.at + (c.expires_at - m.latest), count(*) FROM {old} AS e "
+        f"JOIN {c} AS c ON c.key = e.key "
+        f"JOIN (SELECT key, max(at) AS latest FROM {old} GROUP BY key) AS m ON m.key = e.key "
+        "GROUP BY e.key, e.at, c.expires_at, m.latest"
     )
     conn.exec_driver_sql(
         f"UPDATE {c} SET calls = coalesce((SELECT sum(n) FROM {log} WHERE {log}.key = {c}.key), 0) "  # noqa: S608
