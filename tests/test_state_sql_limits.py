@@ -15,7 +15,7 @@ from sqlalchemy.pool import QueuePool
 from state_support import state_store
 from toolbox.pipeline._state_ports import Quota
 from toolbox.state._sql_backend import SqlState
-from toolbox.state._sql_limits import GC_EVERY
+from toolbox.state._sql_limits import FORGET_EVERY, GC_EVERY
 from toolbox.testing import ManualClock
 
 
@@ -186,6 +186,77 @@ def test_postgres_admits_in_one_round_trip_whatever_the_quotas(tmp_path: Path) -
             assert count() == 11
             assert sql.engaged() == {}  # the kill-switch read: one more
             assert count() == 12
+
+
+class _Counting:
+    """A sqlite3 connection of the store's own that records the statements the store runs on it."""
+
+    def __init__(self, conn: Any, seen: list[str]) -> None:
+        self._conn, self._seen = conn, seen
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        self._seen.append(sql.split(None, 1)[0])
+        return self._conn.execute(sql, *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+
+def test_sqlite_admits_in_one_statement_and_forgets_on_a_schedule(tmp_path: Path) -> None:
+    with state_store("sqlite", tmp_path) as sql:
+        pool, seen = sql._connections, []
+        original = pool.connect
+        pool.clear()
+        pool.connect = lambda: _Counting(original(), seen)
+        try:
+            budgets = [_budget("run:r", 10**6), _budget("tenant:t", 10**6)]
+            rates = [_rate("tenant:t", 10**6), _rate("host:h", 10**6)]
+            sql._limits._calls = 0
+            for _ in range(FORGET_EVERY - 1):
+                assert sql.admit(budgets, rates) is None
+            # Every quota counted by one upsert, in its own transaction: no BEGIN, no COMMIT.
+            assert seen == ["INSERT"] * (FORGET_EVERY - 1)
+            seen.clear()
+            assert sql.admit(budgets, rates) is None  # the FORGET_EVERY-th: the careful path
+            assert seen == ["BEGIN", "DELETE", "INSERT", "COMMIT"]
+            seen.clear()
+            assert sql.admit([_budget("spent", 0)], []) is not None  # a refusal: careful, then named
+            assert seen == ["INSERT", "BEGIN", "INSERT", "SELECT", "COMMIT"]
+        finally:
+            pool.connect = original
+            pool.clear()
+
+
+def _rate_counts(sql: SqlState) -> dict[str, tuple[int, int]]:
+    """Each rate row's count beside the admissions its log holds: always equal."""
+    log, counters = sql._log, sql._counters
+    with sql._engine.connect() as check:
+        logged: dict[str, int] = {}
+        for key, n in check.execute(select(log.c.key, log.c.n)):
+            logged[key] = logged.get(key, 0) + n
+        rows = check.execute(select(counters.c.key, counters.c.calls)).all()
+    return {key: (calls, logged.get(key, 0)) for key, calls in rows if key.startswith("r:")}
+
+
+def test_a_sliding_window_admits_again_exactly_when_its_oldest_admission_leaves(
+    sql: SqlState, clock: ManualClock
+) -> None:
+    rate = [_rate("tenant:slide", 3, 10.0)]
+    for _ in range(3):
+        assert sql.admit([], rate) is None
+        clock.advance(1.0)
+    refused = sql.admit([], rate)  # at 3 s: three in the window, the oldest from 0 s
+    assert refused is not None and refused.retry_after == pytest.approx(7.0)
+    clock.advance(refused.retry_after - 0.001)
+    assert sql.admit([], rate) is not None  # a millisecond early: still full
+    clock.advance(0.001)
+    assert sql.admit([], rate) is None  # the window has fully passed the first admission
+    assert sql.admit([], rate) is not None
+    # Refusals counted nothing; what left the window was forgotten and uncounted.
+    assert _rate_counts(sql) == {"r:tenant:slide": (3, 3)}
+    clock.advance(100.0)  # every admission left: the lazy count holds stale ones until full
+    assert [sql.admit([], rate) is None for _ in range(4)] == [True, True, True, False]
+    assert _rate_counts(sql) == {"r:tenant:slide": (3, 3)}
 
 
 def test_a_refusal_names_the_first_spent_quota_in_the_callers_order(sql: SqlState) -> None:
