@@ -12,8 +12,8 @@ import pytest
 from sqlalchemy import event, select
 from sqlalchemy.pool import QueuePool
 
-from state_support import state_store
-from toolbox.pipeline._state_ports import Quota
+from state_support import state_store, unique
+from toolbox.pipeline._state_ports import Quota, StateUnavailableError
 from toolbox.state._sql_backend import SqlState
 from toolbox.state._sql_limits import FORGET_EVERY, GC_EVERY
 from toolbox.testing import ManualClock
@@ -332,6 +332,20 @@ def test_postgres_connections_dropped_by_the_server_are_replaced_without_a_resta
         refused = sql.admit(budget, rate)
         assert refused is not None and refused.quota == budget[0]
         assert _backend_pids(sql).isdisjoint(pids)
+
+
+def test_an_unreachable_postgres_is_unavailable_and_names_no_secret(tmp_path: Path) -> None:
+    # The tables are never created: nothing answers on port 1. The store's own connections
+    # fail like the engine's, as StateUnavailableError, whose text holds neither URL nor password.
+    sql = SqlState("postgresql://toolbox:s3cret-pw@127.0.0.1:1/state", prefix=unique() + "_", timeout=1)
+    sql._ready = True  # past the set-up: the admission's own connection is what fails
+    try:
+        for attempt in (lambda: sql.admit([_budget("t", 5)], []), sql.engaged):
+            with pytest.raises(StateUnavailableError) as raised:
+                attempt()
+            assert "s3cret" not in str(raised.value) and "127.0.0.1" not in str(raised.value)
+    finally:
+        sql.close()
 
 
 def test_postgres_cleanup_never_waits_for_a_row_another_process_holds(tmp_path: Path) -> None:

@@ -57,7 +57,7 @@ class Connections(Generic[C]):
         connect: Callable[[], C],
         *,
         alive: Callable[[C], bool],
-        size: int = 10,
+        size: int = 15,
         timeout: float = 5.0,
     ) -> None:
         #: Opens a new connection (replaceable: the bench traces what it opens).
@@ -100,6 +100,10 @@ class Connections(Generic[C]):
             return self.take()
         try:
             return self.connect()
+        except Exception as exc:  # noqa: BLE001 - any failure to connect: the store is unavailable
+            self._release()
+            # The exception text can hold the URL: only its type is passed on.
+            raise StateUnavailableError(f"the SQL state store failed ({type(exc).__name__})") from None
         except BaseException:
             self._release()
             raise
