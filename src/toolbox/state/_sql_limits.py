@@ -37,8 +37,8 @@ __all__ = ["FORGET_EVERY", "GC_EVERY", "SqlLimits"]
 #: Every this many admissions a process deletes the counters whose window ended, with the
 #: admissions of those rate limits (all older than their window).
 GC_EVERY = 512
-#: SQLite: every this many admissions with a rate limit a process forgets the admissions that
-#: left the call's windows before counting (otherwise only when a rate limit looks full).
+#: Every this many admissions with a rate limit a process forgets the admissions that left the
+#: call's windows before counting (otherwise only when a rate limit looks full).
 FORGET_EVERY = 64
 
 
@@ -66,13 +66,13 @@ class SqlLimits:
             return None
         self._calls += 1
         cleanup = self._calls % GC_EVERY == 0
+        forget = cleanup or (bool(rate_of) and self._calls % FORGET_EVERY == 0)
         if self._postgres:
-            return self._postgres_admit(budget_of, rate_of, cleanup)
-        careful = cleanup or (bool(rate_of) and self._calls % FORGET_EVERY == 0)
-        return self._sqlite_admit(budget_of, rate_of, careful=careful, cleanup=cleanup)
+            return self._postgres_admit(budget_of, rate_of, forget=forget, cleanup=cleanup)
+        return self._sqlite_admit(budget_of, rate_of, careful=forget, cleanup=cleanup)
 
     def _postgres_admit(
-        self, budget_of: dict[str, Quota], rate_of: dict[str, Quota], cleanup: bool
+        self, budget_of: dict[str, Quota], rate_of: dict[str, Quota], *, forget: bool, cleanup: bool
     ) -> Refusal | None:
         quotas = [*budget_of.values(), *rate_of.values()]
         arguments = (
@@ -81,6 +81,7 @@ class SqlLimits:
             [q.window for q in quotas],
             [False] * len(budget_of) + [True] * len(rate_of),
             self._clock(),
+            forget,
             cleanup,
         )
         pool = self._connections
