@@ -264,11 +264,12 @@ def requests_per_call(store: Any, call: Callable[[], object], calls: int) -> flo
         elif isinstance(dbapi_connection, sqlite3.Connection):
             dbapi_connection.set_trace_callback(count)
 
-    original = pool.connect if pool is not None else None
+    original: Callable[[], Any] | None = pool.connect if pool is not None else None
     engine.dispose()
-    if pool is not None:
+    if pool is not None and original is not None:
+        opener = original
         pool.clear()
-        pool.connect = (lambda: trace_pg(original())) if postgres else (lambda: _Counted(original(), sent))
+        pool.connect = (lambda: trace_pg(opener())) if postgres else (lambda: _Counted(opener(), sent))
     event.listen(engine, "connect", on_connect)
     try:
         for _ in range(20):  # warm up on the traced connections, then count from here

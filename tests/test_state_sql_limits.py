@@ -204,7 +204,7 @@ class _Counting:
 
 def test_sqlite_admits_in_one_statement_and_forgets_on_a_schedule(tmp_path: Path) -> None:
     with state_store("sqlite", tmp_path) as sql:
-        pool, seen = sql._connections, []
+        pool, seen = sql._connections, list[str]()
         original = pool.connect
         pool.clear()
         pool.connect = lambda: _Counting(original(), seen)
