@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from audit_faults import FlakySink
-from state_support import CALL, Counter, audit_events, context, governed_gateway, pending
+from state_support import CALL, Counter, audit_events, context, governed_gateway
 from toolbox import Effect, Gateway, Governance, RiskClass, Status, ToolResult, tool
 from toolbox.audit import AuditMode, AuditTrail, MemorySink, Redaction
 from toolbox.doors._route import Route
@@ -406,10 +406,13 @@ def test_the_check_without_a_redemption_step_spends_a_stored_grant_itself_once()
     clock = ManualClock()
     store = MemoryApprovalStore(clock=clock)
     check = ApprovalCheck(None, store=store, clock=clock)
-    ask = check(seen_call(None))
-    assert ask is not None and ask.approval is not None
+    first = seen_call(None)
+    ask = check(first)
+    assert ask is not None and ask.approval is not None and first.commit is not None
+    assert first.commit.settle(first, ask) is ask  # the submission, as the chain makes it once audited
     request = ask.approval
-    store.submit(pending(request_id=request.id, fingerprint=request.fingerprint, created_at=clock()))
+    waiting = store.get(request.id)
+    assert waiting is not None and waiting.expires_at == clock() + 3600.0  # an hour to decide, by default
     store.decide(request.id, approve=True, decided_by="bob", reason="ok")
     call = seen_call(Approval.of_request(request.id, request.fingerprint))
     assert check(call) is None
