@@ -183,10 +183,9 @@ def test_a_process_remembers_ten_thousand_live_grants_then_refuses_more() -> Non
     approver = HmacApprover(SECRET, clock=clock)
     gw = governed_gateway(None, counter, guardrails=[APPROVE_ADD], approver=approver, clock=clock)
     check = next(c for c in gw.catalog.pipeline.interceptors if isinstance(c, ApprovalCheck))
-    template = asked(gw)
-    for _ in range(9_998):  # other calls' grants, spent as their calls would spend them
-        other = approver.grant(dataclasses.replace(template, id=uuid.uuid4().hex), approved_by="b")
-        assert check._consume(other, other.fingerprint) is None
+    live = clock() + 900
+    for _ in range(9_998):  # other calls' verified grants, spent as the redemption step spends them
+        assert check._consume(Approval(uuid.uuid4().hex, "f" * 64, "b", live, "signed"), "f" * 64) is None
     grants = [approver.grant(asked(gw, arguments={**CALL, "b": b}), approved_by="bob") for b in (2, 3, 4)]
     for b, grant in zip((2, 3), grants, strict=False):  # the 9,999th and the 10,000th
         assert gw.invoke("add", {**CALL, "b": b}, context=context(), approval=grant).status is Status.SUCCESS
