@@ -23,11 +23,15 @@ commit waits for the disk: CPU time would hide it). The governed row's ratio
 divides by [S] + [C] of the same repeat (the issue's target: at most 1.3x).
 
 Then, over streamable HTTP on 127.0.0.1 (each server under uvicorn in a child
-process), ``--sessions`` sessions (default 16) call at once for
-``--seconds`` per repeat: the SDK's ``MCPServer`` with no audit [SH] against
-`toolbox.mcp.McpHttpApp` (API key on every request) with the STRICT SQLite
-trail, whose concurrent calls share its group commit; throughput ratio
-(target: at least 0.5x [SH]).
+process), ``--sessions`` sessions (default 16) call at once for ``--seconds``
+per repeat, driven by ``wrk`` (a C load generator: ``apt-get install wrk``),
+one thread and one connection per session, one call at a time each: the SDK's
+``MCPServer`` with no audit [SH] against `toolbox.mcp.McpHttpApp` (API key on
+every request) with the STRICT SQLite trail, whose concurrent calls share its
+group commit; throughput ratio (target: at least 0.5x [SH]). The sessions are
+initialized first (``initialize``, ``notifications/initialized``, one checked
+call); wrk's script then sends ``tools/call`` with a fresh JSON-RPC id per call
+and counts every answer that is not the result 3.
 The spread of the [S] repeats says how noisy the machine was. Before timing,
 a governed call must return 3; at the end, the audit file must hold four
 events per governed call.
@@ -126,15 +130,117 @@ def serve_http(kind: str, directory: Path) -> None:
     uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on")).run(sockets=[sock])
 
 
-async def measure_http(args: argparse.Namespace, directory: Path) -> dict[str, list[float]]:
-    """Calls per second of ``--sessions`` concurrent sessions, per repeat, on each server."""
+# wrk's Lua script for the HTTP rows: thread N is session N's one client, one call at a time,
+# a fresh JSON-RPC id per call; every answer is checked (``bad`` counts the others).
+WRK_SCRIPT = """
+local sessions = {%(sessions)s}
+local version = "%(version)s"
+local authorization = "%(authorization)s"
+local arguments = '%(arguments)s'
+local threads, made = {}, 0
+function setup(thread)
+  made = made + 1
+  thread:set("index", made)
+  table.insert(threads, thread)
+end
+function init(args)
+  calls, bad = 0, 0
+  headers = {
+    ["Content-Type"] = "application/json",
+    ["Accept"] = "application/json, text/event-stream",
+    ["mcp-session-id"] = sessions[(index - 1) %% #sessions + 1],
+    ["mcp-protocol-version"] = version,
+  }
+  if authorization ~= "" then headers["Authorization"] = authorization end
+end
+function request()
+  calls = calls + 1
+  local body = string.format(
+    '{"jsonrpc":"2.0","id":%%d,"method":"tools/call","params":{"name":"add","arguments":%%s}}',
+    calls, arguments)
+  return wrk.format("POST", nil, headers, body)
+end
+function response(status, headers, body)
+  if status ~= 200 or not string.find(body, '"structuredContent":{"result":3}', 1, true) then
+    bad = bad + 1
+  end
+end
+function done(summary, latency, requests)
+  local total = 0
+  for _, thread in ipairs(threads) do total = total + thread:get("bad") end
+  io.write(string.format("BAD %%d\\n", total))
+end
+"""
+
+
+def open_sessions(
+    url: str, headers: dict[str, str], arguments: dict[str, Any], count: int
+) -> tuple[list[str], str]:
+    """``count`` initialized MCP sessions on ``url`` (raw JSON-RPC over HTTP), each checked by one call."""
+    import httpx
+
+    accept = {"Accept": "application/json, text/event-stream", **headers}
+
+    def answer(response: httpx.Response) -> dict[str, Any]:
+        response.raise_for_status()
+        if response.headers["content-type"].startswith("application/json"):
+            return dict(response.json())
+        data = [line[5:] for line in response.text.splitlines() if line.startswith("data:")]
+        return dict(json.loads(data[-1]))
+
+    sessions, version = [], ""
+    with httpx.Client(timeout=60, headers=accept) as http:
+        for _ in range(count):
+            hello = {
+                "jsonrpc": "2.0",
+                "id": 0,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "bench", "version": "1"},
+                },
+            }
+            response = http.post(url, json=hello)
+            version = answer(response)["result"]["protocolVersion"]
+            session = {"mcp-session-id": response.headers["mcp-session-id"], "mcp-protocol-version": version}
+            ready = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+            http.post(url, json=ready, headers=session).raise_for_status()
+            call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call"}
+            call["params"] = {"name": "add", "arguments": arguments}
+            result = answer(http.post(url, json=call, headers=session))["result"]
+            assert not result.get("isError") and result["structuredContent"] == {"result": 3}, result
+            sessions.append(session["mcp-session-id"])
+    return sessions, version
+
+
+def wrk_rate(url: str, script: Path, sessions: int, seconds: float) -> tuple[float, int, int]:
+    """Calls per second, answers that were not a correct result, and calls made, from one wrk run."""
+    import re
     import subprocess
 
-    import httpx2
-    from mcp import Client
-    from mcp.client.streamable_http import streamable_http_client
+    command = ["wrk", f"-t{sessions}", f"-c{sessions}", f"-d{seconds:g}s", "-s", str(script), url]
+    out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    rate = re.search(r"Requests/sec:\s+([\d.]+)", out)
+    bad = re.search(r"BAD (\d+)", out)
+    total = re.search(r"(\d+) requests in", out)
+    if not (rate and bad and total):
+        raise SystemExit(f"could not read wrk's output:\n{out}")
+    return float(rate.group(1)), int(bad.group(1)), int(total.group(1))
+
+
+def measure_http(args: argparse.Namespace, directory: Path) -> tuple[dict[str, list[float]], int, int]:
+    """Calls per second of ``--sessions`` concurrent sessions (wrk), per repeat, on each server.
+
+    Also returns the wrong answers seen (must be 0) and the governed calls made (for the audit count).
+    """
+    import shutil
+    import subprocess
 
     from toolbox.testing.credentials import write_api_keys
+
+    if shutil.which("wrk") is None:
+        raise SystemExit("the HTTP rows need wrk: apt-get install wrk (Debian/Ubuntu) or brew install wrk")
 
     key = write_api_keys(directory / "keys.toml", {"bench": {"tenant": "bench"}})["bench"]
     children = {
@@ -147,45 +253,44 @@ async def measure_http(args: argparse.Namespace, directory: Path) -> dict[str, l
     }
     urls = {kind: child.stdout.readline().strip() for kind, child in children.items()}  # type: ignore[union-attr]
     rates: dict[str, list[float]] = {"SH": [], "QH": []}
+    bad, governed = 0, 0
     try:
-
-        async def row(url: str, headers: dict[str, str], arguments: dict[str, Any], seconds: float) -> float:
-            done = [0]
-
-            async def session() -> None:
-                async with (
-                    httpx2.AsyncClient(timeout=60, headers=headers) as http,
-                    Client(streamable_http_client(url, http_client=http), mode="legacy") as connected,
-                ):
-                    result = await connected.call_tool("add", arguments)
-                    assert not result.is_error and result.structured_content == {"result": 3}, result
-                    await ready.wait()
-                    while time.perf_counter() < stop[0]:
-                        await connected.call_tool("add", arguments)
-                        done[0] += 1
-
-            ready, stop = asyncio.Event(), [0.0]
-            tasks = [asyncio.create_task(session()) for _ in range(args.sessions)]
-            await asyncio.sleep(1.0)  # the sessions connect and make one call each
-            started = time.perf_counter()
-            stop[0] = started + seconds
-            ready.set()
-            await asyncio.gather(*tasks)
-            return done[0] / (time.perf_counter() - started)
-
         auth = {"Authorization": f"Bearer {key}"}
-        await row(urls["http-sdk"], {}, SDK_ARGS, 1.0)  # warm-up
-        await row(urls["http-sqlite"], auth, GOVERNED_ARGS, 1.0)
+        scripts = {}
+        for label, kind, headers, arguments in (
+            ("SH", "http-sdk", {}, SDK_ARGS),
+            ("QH", "http-sqlite", auth, GOVERNED_ARGS),
+        ):
+            sessions, version = open_sessions(urls[kind], headers, arguments, args.sessions)
+            governed += args.sessions if label == "QH" else 0
+            script = directory / f"{label}.lua"
+            script.write_text(
+                WRK_SCRIPT
+                % {
+                    "sessions": ", ".join(f'"{s}"' for s in sessions),
+                    "version": version,
+                    "authorization": headers.get("Authorization", ""),
+                    "arguments": json.dumps(arguments, separators=(",", ":")),
+                }
+            )
+            scripts[label] = (urls[kind], script)
+        for label, (url, script) in scripts.items():  # warm-up
+            _, wrong, calls = wrk_rate(url, script, args.sessions, 1.0)
+            bad += wrong
+            governed += calls if label == "QH" else 0
         for _ in range(args.http_repeat):
-            rates["SH"].append(await row(urls["http-sdk"], {}, SDK_ARGS, args.seconds))
-            rates["QH"].append(await row(urls["http-sqlite"], auth, GOVERNED_ARGS, args.seconds))
+            for label, (url, script) in scripts.items():
+                rate, wrong, calls = wrk_rate(url, script, args.sessions, args.seconds)
+                rates[label].append(rate)
+                bad += wrong
+                governed += calls if label == "QH" else 0
     finally:
         for child in children.values():
             child.terminate()
             child.wait(timeout=30)
             if child.stdout is not None:
                 child.stdout.close()
-    return rates
+    return rates, bad, governed
 
 
 def raw_commits(path: Path) -> Any:
@@ -275,7 +380,8 @@ def main() -> int:
         times = asyncio.run(measure(args, directory))
         governed_calls = 1 + 20 + args.repeat * args.calls
         stored = stored_events(directory / "audit.db")
-        rates = asyncio.run(measure_http(args, directory))
+        rates, wrong, http_calls = measure_http(args, directory)
+        http_stored = stored_events(directory / "http-audit.db")
     median = {label: statistics.median(values) for label, values in times.items()}
     ratios = [q / (s + c) for q, s, c in zip(times["sqlite"], times["S"], times["C"], strict=True)]
     ratio = statistics.median(ratios)
@@ -297,13 +403,19 @@ def main() -> int:
     verdict = "all there" if stored == expected else "MISMATCH"
     print(f"  audit: {stored} events stored for {governed_calls} calls ({verdict})")
     http_ratio = statistics.median(q / s for q, s in zip(rates["QH"], rates["SH"], strict=True))
-    print(f"streamable HTTP, {args.sessions} concurrent sessions, {args.http_repeat} x {args.seconds:g} s")
+    print(
+        f"streamable HTTP, {args.sessions} concurrent sessions (wrk -t{args.sessions} -c{args.sessions}), "
+        f"{args.http_repeat} x {args.seconds:g} s"
+    )
     print(f"  [SH] SDK MCPServer, no audit                 {statistics.median(rates['SH']):8.0f} calls/s")
     verdict = "met" if http_ratio >= 0.5 else "MISSED"
     print(
         f"       McpHttpApp, STRICT SQLite (FULL)        {statistics.median(rates['QH']):8.0f} calls/s   "
         f"{http_ratio:5.2f}x SH   target >= 0.5x: {verdict}"
     )
+    print(f"  answers that were not the result 3: {wrong}")
+    verdict = "all there" if http_stored >= 4 * http_calls else "MISSING"
+    print(f"  audit: {http_stored} events stored for at least {http_calls} governed calls ({verdict})")
     if not args.no_history:
         entry = {
             "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

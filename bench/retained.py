@@ -82,19 +82,25 @@ def _collector_on() -> None:
         raise SystemExit("the retained-history rows need the garbage collector on")
 
 
-def measure_retained(rows: Sequence[Row], *, repeat: int, calls: int) -> list[Sampled]:
-    """Time ``rows`` with the collector on: fill each with its ``retain`` calls, then interleave."""
+def measure_retained(
+    rows: Sequence[Row], *, repeat: int, calls: int, timer: Callable[[], float] = time.perf_counter
+) -> list[Sampled]:
+    """Time ``rows`` with the collector on: fill each with its ``retain`` calls, then interleave.
+
+    ``timer`` is wall-clock time by default; ``time.thread_time`` counts only the CPU the
+    calling thread spent (steadier than wall clock on a loaded machine, blind to waits).
+    """
     _collector_on()
     loops = [_compiled(row, _SYNC_LOOP) for row in rows]
     for row, loop in zip(rows, loops, strict=True):
         if row.retain:
-            loop(range(row.retain), time.perf_counter)
+            loop(range(row.retain), timer)
     sampled = [Sampled(row.label) for row in rows]
     pairs = list(zip(loops, sampled, strict=True))
     for round_number in range(repeat):
         # The order alternates: no row always runs right after the same row (and its garbage).
         for loop, row_samples in pairs if round_number % 2 == 0 else pairs[::-1]:
-            row_samples.samples.append(loop(range(calls), time.perf_counter) / calls)
+            row_samples.samples.append(loop(range(calls), timer) / calls)
     return sampled
 
 

@@ -354,6 +354,7 @@ def test_a_full_queue_refuses_the_request_and_runs_nothing(door: str) -> None:
         "APPROVAL_QUEUE_FULL",
         "approval:queue_full",
     )
+    assert full.message == "1 approval requests of this principal are already waiting"
     assert counter.runs == 0
     assert audit_events(gw, "APPROVAL_QUEUE_FULL")
     ask(gw, principal="bob")  # the bound is per principal

@@ -30,6 +30,7 @@ from toolbox import (
     tool,
 )
 from toolbox.audit import AuditMode, AuditTrail, MemorySink, Redaction, SqliteSink, verify_chain
+from toolbox.governance import RetryPolicy
 from toolbox.pipeline._result_summary import result_summary, settled_inline
 
 SECRET = "row-value-that-must-not-be-stored"
@@ -93,15 +94,87 @@ def _trail(sink: Any, **options: Any) -> Governance:
 
 
 def test_typed_door_records_the_summary_not_the_rows():
-    """The typed door's inline path hands such a result to the chain, which stores its summary."""
+    """The typed door stores the summary on every call, the inline path's as the chain's."""
     sink = MemorySink()
     tools = Tools.load(CONTEXT, providers=[PROVIDER], discover=False, env={}, governance=_trail(sink))
-    for _ in range(3):  # the first call makes the plan; later ones would take the inline path
+    for _ in range(3):  # the first call makes the plan; later ones take the inline path
         assert tools.get(Reader).read("k").purpose("Read").execute().values == [SECRET]
     responses = _responses(sink, CONTEXT.run_id)
     assert [(e.payload_summary, e.payload_hash) for e in responses] == [("rows=1", DIGEST)] * 3
     assert SECRET not in repr(sink.read_trace(CONTEXT.run_id))
     assert verify_chain(sink.read_trace(CONTEXT.run_id)) == []
+
+
+class _PassThrough:
+    """An interceptor that allows everything: its presence keeps typed calls on the full chain."""
+
+    name = "pass_through"
+    per_attempt = False
+
+    def __call__(self, invocation: Any) -> None:
+        return None
+
+
+def _typed_events(monkeypatch: Any, *, full_chain: bool) -> list[dict[str, Any]]:
+    from toolbox.pipeline._chain import Pipeline
+
+    sink = MemorySink()
+    trail = AuditTrail(sink, fallback_path=None)
+    governance = Governance(audit=trail, interceptors=[_PassThrough()] if full_chain else [])
+    context = ExecutionContext(tenant="acme", principal="ann")
+    tools = Tools.load(context, providers=[PROVIDER], discover=False, env={}, governance=governance)
+    tools.get(Reader).read("k").purpose("Read").execute()  # the first call makes the plan
+    with monkeypatch.context() as patch:
+        if not full_chain:
+
+            def refuse(*args: Any) -> Any:
+                raise AssertionError("the full chain finished the call")
+
+            patch.setattr(Pipeline, "continue_returned", refuse)
+            patch.setattr(Pipeline, "run", refuse)
+        assert tools.get(Reader).read("k").purpose("Read").execute().values == [SECRET]
+    records = sink.read_trace(context.run_id)
+    assert verify_chain(records) == []
+    volatile = {"event_id", "timestamp", "hash", "previous_hash", "trace_id", "correlation_id", "duration"}
+    return [{k: v for k, v in e.model_dump().items() if k not in volatile} for e in records]
+
+
+def test_the_typed_inline_path_records_the_summary_as_the_chain_does(monkeypatch):
+    """The inline path stores a summarised result itself: the same events as the full chain's."""
+    inline = _typed_events(monkeypatch, full_chain=False)
+    assert inline == _typed_events(monkeypatch, full_chain=True)
+    assert [(e["payload_summary"], e["payload_hash"]) for e in inline[3::4]] == [("rows=1", DIGEST)] * 2
+    assert SECRET not in repr(inline)
+
+
+class TransientRows(Rows):
+    def __toolbox_transient__(self) -> bool:
+        return True
+
+
+def test_a_transient_summarised_result_is_retried_by_the_chain():
+    """A summarised result that says it is transient leaves the inline path: the chain retries it."""
+    results: list[Rows] = []
+
+    @tool(risk=RiskClass.MEMORY_ONLY, effect=Effect.READ_ONLY)
+    def flaky(key: str) -> Rows:
+        """Transient rows on every other call."""
+        results.append(TransientRows(["busy"]) if len(results) % 2 == 0 else Rows([SECRET]))
+        return results[-1]
+
+    sink = MemorySink()
+    governance = Governance(
+        audit=AuditTrail(sink, fallback_path=None), retry=RetryPolicy(base_delay=0, max_delay=0)
+    )
+    gateway = Gateway.load(providers=[flaky], discover=False, env={}, governance=governance)
+    context = ExecutionContext(tenant="acme", principal="ann")
+    typed = gateway.tools_for(context).get(flaky)
+    for _ in range(2):  # the second call takes the inline path, which hands the transient rows on
+        assert typed.call("k").purpose("Read").execute().values == [SECRET]
+    assert len(results) == 4
+    responses = _responses(sink, context.run_id)
+    assert [(e.attempt, e.payload_summary, e.payload_hash) for e in responses] == [(2, "rows=1", DIGEST)] * 2
+    gateway.close()
 
 
 @pytest.mark.parametrize("name", ["reader.read", "lookup"])

@@ -2,8 +2,9 @@
 
 Each test makes the store stop answering on purpose, deterministically: its own
 redis-server with writes paused (``CLIENT PAUSE ... WRITE``: every script waits
-until ``CLIENT UNPAUSE``), or a SQLite state file whose write lock another
-connection holds. Many ``ainvoke`` calls start on one loop while an unrelated
+until ``CLIENT UNPAUSE``), a SQLite state file whose write lock another
+connection holds, or (for a read, which WAL never makes wait) every one of the
+store's connections busy. Many ``ainvoke`` calls start on one loop while an unrelated
 coroutine ticks: it must keep ticking while no call has finished (a bounded
 poll, no speed assertion), and once the store answers again every call ends
 with the exact result the sync door would give.
@@ -205,7 +206,6 @@ def test_the_async_route_sees_the_kill_switch_without_blocking(tmp_path: Path) -
     store.create()
     counter = Counter()
     gateway = governed_gateway(GovernanceState(backend="sql", kill=store, kill_switch_refresh=0.05), counter)
-    holder = sqlite3.connect(path, isolation_level=None, timeout=BOUND)
 
     async def scenario() -> None:
         # Two calls: the second one's name is routed (the by-name fast path).
@@ -221,10 +221,16 @@ def test_the_async_route_sees_the_kill_switch_without_blocking(tmp_path: Path) -
         assert (result.status, result.rule) == (Status.DENIED, "kill_switch:tool")
         runs = counter.runs
         await asyncio.sleep(0.06)  # not an assertion: let the cache go stale
-        holder.execute("BEGIN IMMEDIATE")
-        [stopped] = await _while_stalled(
-            [gateway.ainvoke("add", CALL, context=context())], lambda: holder.execute("COMMIT")
-        )
+        # A kill-switch read never waits for SQLite's write lock (WAL: readers go on): the
+        # store stops answering when every one of its connections is busy instead.
+        pool = store._connections
+        busy = [pool.take() for _ in range(pool._size)]
+
+        def release() -> None:
+            for conn in busy:
+                pool.give(conn)
+
+        [stopped] = await _while_stalled([gateway.ainvoke("add", CALL, context=context())], release)
         assert (stopped.reason_code, stopped.rule) == ("KILL_SWITCH", "kill_switch:tool")
         assert counter.runs == runs
 
@@ -232,7 +238,6 @@ def test_the_async_route_sees_the_kill_switch_without_blocking(tmp_path: Path) -
         asyncio.run(scenario())
         assert audit_events(gateway, "KILL_SWITCH")
     finally:
-        holder.close()
         gateway.close()
         store.drop()
         store.close()

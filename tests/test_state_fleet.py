@@ -1,4 +1,4 @@
-"""The fleet guarantees, with real processes on the real Redis and PostgreSQL servers.
+"""The fleet guarantees, with real processes on the real Redis and PostgreSQL servers and a SQLite file.
 
 Every race runs in both tiers; the full tier (``pytest --full``) runs them at full size (eight
 racing processes, a budget of 1,000), the default tier with fewer processes and calls.
@@ -82,13 +82,23 @@ def cleanup(backend: str, url: str, namespace: str) -> None:
         sql.close()
 
 
-@pytest.fixture(params=["redis", "postgres"])
-def fleet(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Fleet]:
-    backend = "redis" if request.param == "redis" else "sql"
-    url = REDIS_URL if backend == "redis" else POSTGRES_URL
+def _fleet(kind: str, tmp_path: Path) -> Iterator[Fleet]:
+    backend = "redis" if kind == "redis" else "sql"
+    url = {"redis": REDIS_URL, "postgres": POSTGRES_URL}.get(kind, f"sqlite:///{tmp_path / 'state.db'}")
     made = Fleet(tmp_path / "policy.toml", unique(), backend, url)
     yield made
     cleanup(backend, url, made.namespace)
+
+
+@pytest.fixture(params=["redis", "postgres"])
+def fleet(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Fleet]:
+    yield from _fleet(request.param, tmp_path)
+
+
+@pytest.fixture(params=["redis", "postgres", "sqlite"])
+def counting_fleet(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Fleet]:
+    """Also a SQLite file shared by the processes: its admission is a statement of its own."""
+    yield from _fleet(request.param, tmp_path)
 
 
 def start(mode: str, policy: Path, *args: str) -> subprocess.Popen[str]:
@@ -106,11 +116,13 @@ def finish(process: subprocess.Popen[str]) -> list[dict[str, Any]]:
     return [json.loads(line) for line in out.splitlines() if line.strip()]
 
 
-def test_a_shared_budget_admits_exactly_its_size(fleet: Fleet, tmp_path: Path) -> None:
+def test_a_shared_budget_admits_exactly_its_size(counting_fleet: Fleet, tmp_path: Path) -> None:
     """Four processes spend twice a shared budget: exactly the budget is admitted and ran."""
     size = sized(100, 1000)
     extra = f'[[state.budgets]]\nper = "tenant"\ncalls = {size}\nwindow = 3600\n'
-    policy = write_policy(tmp_path, fleet.backend, fleet.url, fleet.namespace, extra)
+    policy = write_policy(
+        tmp_path, counting_fleet.backend, counting_fleet.url, counting_fleet.namespace, extra
+    )
     workers = [start("burst", policy, "--calls", str(size // 2)) for _ in range(4)]
     summaries = [finish(w)[-1] for w in workers]
     executions = sum(s["executions"] for s in summaries)
@@ -241,8 +253,10 @@ def stop_loops(workers: list[subprocess.Popen[str]], stop: Path, seen: list[list
         lines.extend(json.loads(line) for line in rest.splitlines() if line.strip())
 
 
-def test_kill_switch_from_the_cli_stops_every_worker(fleet: Fleet, tmp_path: Path) -> None:
-    policy = write_policy(tmp_path, fleet.backend, fleet.url, fleet.namespace, audit=True)
+def test_kill_switch_from_the_cli_stops_every_worker(counting_fleet: Fleet, tmp_path: Path) -> None:
+    policy = write_policy(
+        tmp_path, counting_fleet.backend, counting_fleet.url, counting_fleet.namespace, audit=True
+    )
     stop = tmp_path / "stop"
     workers = [start("loop", policy, "--stop", str(stop)) for _ in range(sized(2, 4))]
     seen: list[list[dict[str, Any]]] = [[] for _ in workers]
@@ -289,12 +303,14 @@ def test_kill_switch_from_the_cli_stops_every_worker(fleet: Fleet, tmp_path: Pat
     ]
 
 
-def test_rate_limit_across_four_processes(fleet: Fleet, tmp_path: Path) -> None:
+def test_rate_limit_across_four_processes(counting_fleet: Fleet, tmp_path: Path) -> None:
     # Small enough that four workers exceed it even on a loaded machine (SQL state calls are
     # slow), so the test always sees refusals as well as admissions.
     limit = 5
     extra = f'[[state.rate_limits]]\nper = "tenant"\ncalls = {limit}\nwindow = 1.0\n'
-    policy = write_policy(tmp_path, fleet.backend, fleet.url, fleet.namespace, extra)
+    policy = write_policy(
+        tmp_path, counting_fleet.backend, counting_fleet.url, counting_fleet.namespace, extra
+    )
     workers = [start("burst", policy, "--calls", "100000", "--seconds", "3") for _ in range(4)]
     summaries = [finish(w)[-1] for w in workers]
     spans = sorted((float(a), float(b)) for s in summaries for a, b in s["spans"])

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -11,10 +12,10 @@ import pytest
 from sqlalchemy import event, select
 from sqlalchemy.pool import QueuePool
 
-from state_support import state_store
-from toolbox.pipeline._state_ports import Quota
+from state_support import state_store, unique
+from toolbox.pipeline._state_ports import Quota, StateUnavailableError
 from toolbox.state._sql_backend import SqlState
-from toolbox.state._sql_limits import GC_EVERY
+from toolbox.state._sql_limits import FORGET_EVERY, GC_EVERY
 from toolbox.testing import ManualClock
 
 
@@ -115,28 +116,147 @@ def test_keys_are_bound_values_never_sql(sql: SqlState, key: str) -> None:
     assert sql.admit([_budget(key + "2", 1)], [_rate(key + "2", 5)]) is None
 
 
-def test_postgres_admits_in_three_statements_while_the_rows_are_held(tmp_path: Path) -> None:
+@contextmanager
+def round_trips(sql: SqlState, directory: Path) -> Iterator[Callable[[], int]]:
+    """Round trips of the store's own PostgreSQL connections in the block, from libpq's trace.
+
+    Every answer of the server ends with ReadyForQuery: one per round trip,
+    counted on the client whatever layer sent the request. The engine (used for
+    approvals and set-up) must not be checked out at all meanwhile.
+    """
+    import psycopg
+
+    pool = sql._connections
+    pool.clear()  # every connection from here on is traced from its first request
+    trace = directory / "libpq.trace"
+    files: list[Any] = []
+    opened: list[Any] = []
+    original = pool.connect
+
+    def start(conn: Any, out: Any) -> None:
+        conn.pgconn.trace(out.fileno())
+        conn.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+
+    def traced() -> Any:
+        conn = original()
+        out = trace.open("ab")
+        files.append(out)
+        opened.append(conn)
+        start(conn, out)
+        return conn
+
+    checkouts: list[object] = []
+
+    def checkout(*args: Any) -> None:
+        checkouts.append(args)
+
+    def count() -> int:
+        assert not checkouts, "the engine's pool was used (with its pre-ping round trip)"
+        for conn, out in zip(opened, files, strict=True):
+            if not conn.closed:
+                conn.pgconn.untrace()  # libpq flushes what it buffered
+                start(conn, out)
+        lines = trace.read_bytes().splitlines() if trace.exists() else []
+        return sum(line.startswith(b"B\t") and b"\tReadyForQuery" in line for line in lines)
+
+    pool.connect = traced
+    event.listen(sql._engine, "checkout", checkout)
+    try:
+        yield count
+    finally:
+        event.remove(sql._engine, "checkout", checkout)
+        pool.connect = original
+        pool.clear()
+        for out in files:
+            out.close()
+
+
+def test_postgres_admits_in_one_round_trip_whatever_the_quotas(tmp_path: Path) -> None:
     with state_store("postgres", tmp_path) as sql:
         budgets = [_budget("run:r", 100), _budget("tenant:t", 100)]
         rates = [_rate("tenant:t", 100), _rate("host:h", 100)]
-        assert sql.admit(budgets, rates) is None  # the first call compiles and creates the rows
-        statements: list[str] = []
+        assert sql.admit(budgets, rates) is None  # the tables exist from here on
+        with round_trips(sql, tmp_path) as count:
+            assert sql.admit(budgets, rates) is None  # on a new connection: still one
+            assert count() == 1
+            for _ in range(9):
+                assert sql.admit(budgets, rates) is None
+            assert count() == 10
+            assert sql.admit([_budget("spent", 0)], rates) is not None  # a refusal too
+            assert count() == 11
+            assert sql.engaged() == {}  # the kill-switch read: one more
+            assert count() == 12
 
-        def record(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
-            statements.append(statement.split(None, 1)[0])
 
-        event.listen(sql._engine, "before_cursor_execute", record)
+class _Counting:
+    """A sqlite3 connection of the store's own that records the statements the store runs on it."""
+
+    def __init__(self, conn: Any, seen: list[str]) -> None:
+        self._conn, self._seen = conn, seen
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        self._seen.append(sql.split(None, 1)[0])
+        return self._conn.execute(sql, *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+
+def test_sqlite_admits_in_one_statement_and_forgets_on_a_schedule(tmp_path: Path) -> None:
+    with state_store("sqlite", tmp_path) as sql:
+        pool, seen = sql._connections, list[str]()
+        original = pool.connect
+        pool.clear()
+        pool.connect = lambda: _Counting(original(), seen)
         try:
-            assert sql.admit(budgets, rates) is None
-            admitted = list(statements)
-            statements.clear()
-            assert sql.admit([_budget("spent", 0)], rates) is not None
-            refused = list(statements)
+            budgets = [_budget("run:r", 10**6), _budget("tenant:t", 10**6)]
+            rates = [_rate("tenant:t", 10**6), _rate("host:h", 10**6)]
+            sql._limits._calls = 0
+            for _ in range(FORGET_EVERY - 1):
+                assert sql.admit(budgets, rates) is None
+            # Every quota counted by one upsert, in its own transaction: no BEGIN, no COMMIT.
+            assert seen == ["INSERT"] * (FORGET_EVERY - 1)
+            seen.clear()
+            assert sql.admit(budgets, rates) is None  # the FORGET_EVERY-th: the careful path
+            assert seen == ["BEGIN", "DELETE", "INSERT", "COMMIT"]
+            seen.clear()
+            assert sql.admit([_budget("spent", 0)], []) is not None  # a refusal: careful, then named
+            assert seen == ["INSERT", "BEGIN", "INSERT", "SELECT", "COMMIT"]
         finally:
-            event.remove(sql._engine, "before_cursor_execute", record)
-        # Hold every row (upsert), count the windows, count the call: then the commit.
-        assert admitted == ["INSERT", "WITH", "WITH"]
-        assert refused == ["INSERT"]
+            pool.connect = original
+            pool.clear()
+
+
+def _rate_counts(sql: SqlState) -> dict[str, tuple[int, int]]:
+    """Each rate row's count beside the admissions its log holds: always equal."""
+    log, counters = sql._log, sql._counters
+    with sql._engine.connect() as check:
+        logged: dict[str, int] = {}
+        for key, n in check.execute(select(log.c.key, log.c.n)):
+            logged[key] = logged.get(key, 0) + n
+        rows = check.execute(select(counters.c.key, counters.c.calls)).all()
+    return {key: (calls, logged.get(key, 0)) for key, calls in rows if key.startswith("r:")}
+
+
+def test_a_sliding_window_admits_again_exactly_when_its_oldest_admission_leaves(
+    sql: SqlState, clock: ManualClock
+) -> None:
+    rate = [_rate("tenant:slide", 3, 10.0)]
+    for _ in range(3):
+        assert sql.admit([], rate) is None
+        clock.advance(1.0)
+    refused = sql.admit([], rate)  # at 3 s: three in the window, the oldest from 0 s
+    assert refused is not None and refused.retry_after == pytest.approx(7.0)
+    clock.advance(refused.retry_after - 0.001)
+    assert sql.admit([], rate) is not None  # a millisecond early: still full
+    clock.advance(0.001)
+    assert sql.admit([], rate) is None  # the window has fully passed the first admission
+    assert sql.admit([], rate) is not None
+    # Refusals counted nothing; what left the window was forgotten and uncounted.
+    assert _rate_counts(sql) == {"r:tenant:slide": (3, 3)}
+    clock.advance(100.0)  # every admission left: the lazy count holds stale ones until full
+    assert [sql.admit([], rate) is None for _ in range(4)] == [True, True, True, False]
+    assert _rate_counts(sql) == {"r:tenant:slide": (3, 3)}
 
 
 def test_a_refusal_names_the_first_spent_quota_in_the_callers_order(sql: SqlState) -> None:
@@ -177,36 +297,55 @@ def test_overlapping_quotas_given_in_opposite_orders_never_deadlock(sql: SqlStat
 
 
 def _backend_pids(sql: SqlState) -> set[int]:
-    """The server processes of the store's pooled connections (checked out one by one, then back)."""
+    """The server processes of the store's connections: the engine's pool and its own (admissions)."""
     pool = sql._engine.pool
     assert isinstance(pool, QueuePool)
     connections = [sql._engine.connect() for _ in range(pool.checkedin())]
+    own = sql._connections
+    held = [own.take() for _ in range(len(own._idle))]
     try:
-        return {int(c.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()) for c in connections}
+        pids = {int(c.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()) for c in connections}
+        return pids | {int(c.execute("SELECT pg_backend_pid()").fetchone()[0]) for c in held}
     finally:
         for connection in connections:
             connection.close()
+        for conn in held:
+            own.give(conn)
 
 
 def test_postgres_connections_dropped_by_the_server_are_replaced_without_a_restart(tmp_path: Path) -> None:
-    # A restarted or failed-over server ends every connection the pool holds; the next
-    # call must not fail for it (nor any later one): the pool notices and reconnects.
+    # A restarted or failed-over server ends every connection the store holds; the next
+    # call must not fail for it (nor any later one): the store notices and reconnects.
     with state_store("postgres", tmp_path) as sql:
         budget, rate = [_budget("tenant:drop", 3)], [_rate("tenant:drop", 100)]
         assert sql.admit(budget, rate) is None
         assert sql.engaged() == {}
         pids = _backend_pids(sql)
-        assert pids
-        # Another client terminates them.
+        assert len(pids) >= 2  # the engine's and the store's own
+        # Another client terminates them (and waits until each has ended).
         with state_store("postgres", tmp_path) as other, other._engine.connect() as conn:
             for pid in pids:
-                conn.exec_driver_sql(f"SELECT pg_terminate_backend({pid})")
+                assert conn.exec_driver_sql(f"SELECT pg_terminate_backend({pid}, 5000)").scalar_one()
         assert sql.admit(budget, rate) is None  # counted once: the dropped connection wrote nothing
         assert sql.engaged() == {}
         assert sql.admit(budget, rate) is None
         refused = sql.admit(budget, rate)
         assert refused is not None and refused.quota == budget[0]
         assert _backend_pids(sql).isdisjoint(pids)
+
+
+def test_an_unreachable_postgres_is_unavailable_and_names_no_secret(tmp_path: Path) -> None:
+    # The tables are never created: nothing answers on port 1. The store's own connections
+    # fail like the engine's, as StateUnavailableError, whose text holds neither URL nor password.
+    sql = SqlState("postgresql://toolbox:s3cret-pw@127.0.0.1:1/state", prefix=unique() + "_", timeout=1)
+    sql._ready = True  # past the set-up: the admission's own connection is what fails
+    try:
+        for attempt in (lambda: sql.admit([_budget("t", 5)], []), sql.engaged):
+            with pytest.raises(StateUnavailableError) as raised:
+                attempt()
+            assert "s3cret" not in str(raised.value) and "127.0.0.1" not in str(raised.value)
+    finally:
+        sql.close()
 
 
 def test_postgres_cleanup_never_waits_for_a_row_another_process_holds(tmp_path: Path) -> None:
@@ -258,6 +397,6 @@ def test_cleanup_forgets_expired_rate_limits_with_their_admissions(sql: SqlState
     assert sql.admit([_budget("tenant:live", 10)], [_rate("tenant:live", 5, 3600.0)]) is None
     with sql._engine.connect() as check:
         counters = {row[0] for row in check.execute(select(sql._counters.c.key))}
-        admissions = sorted(row[0] for row in check.execute(select(sql._events.c.key)))
+        admissions = sorted(row[0] for row in check.execute(select(sql._log.c.key)))
     assert counters == {"b:tenant:live", "r:tenant:live"}
     assert admissions == ["r:tenant:live", "r:tenant:live"]  # the live window keeps both

@@ -62,6 +62,10 @@ def build(state: Tool, sink: Any, *, full_chain: bool, tmp_path: Any) -> tuple[A
             total = sum(values)
             values.append(999)
             return total
+        if isinstance(values, dict):
+            total = sum(v for v in values.values() if isinstance(v, int))
+            values["n"] = 999
+            return total
         return values
 
     trail = AuditTrail(sink, fallback_path=tmp_path / f"fallback-{full_chain}.jsonl")
@@ -129,6 +133,36 @@ def test_arguments_that_can_change_are_redacted_before_the_call(tmp_path):
     assert inline["outcome"] == 3
     # The tool appended 999 to the list it was given; the audit shows what it was called with.
     assert json.loads(inline["events"][0]["payload_summary"]) == {"label": "total", "values": [1, 2]}
+
+
+def test_a_dict_of_scalars_is_recorded_as_called_and_redacted_when_read(tmp_path):
+    """A flat dict argument (toolbox-sql's params) is copied, not redacted, before the call: the
+    tool's later change does not reach the record, and its secret keys are masked when it is read."""
+
+    def scenario(bound: Any, state: Tool, sink: Any) -> Any:
+        return bound.call({"n": 2, "password": "hunter22"}).purpose("Tally the order").execute()
+
+    inline, _ = both(tmp_path, scenario)
+    assert inline["outcome"] == 2
+    assert json.loads(inline["events"][0]["payload_summary"]) == {
+        "label": "total",
+        "values": {"n": 2, "password": "[REDACTED]"},
+    }
+    assert "hunter22" not in repr(inline["events"])
+
+
+def test_only_flat_dicts_of_immutable_values_are_kept_for_later():
+    from toolbox.audit._batch import immutable_copy
+
+    given = {"sql": "SELECT 1", "params": {"id": 7, "name": "x"}}
+    copied = immutable_copy(given)
+    assert copied == given and copied is not None and copied["params"] is not given["params"]
+    assert immutable_copy({"a": 1}) == {"a": 1}
+    # Anything a caller could still change inside is redacted at once instead (None here).
+    assert immutable_copy({"params": {"ids": [1, 2]}}) is None
+    assert immutable_copy({"params": {"nested": {"id": 1}}}) is None
+    assert immutable_copy({"params": {1: "not a text key"}}) is None
+    assert immutable_copy({"rows": [1]}) is None
 
 
 def test_an_unwritable_trail_refuses_the_typed_call(tmp_path):

@@ -98,7 +98,8 @@ def test_writes_outside_scratch_fail(sandbox, host: Host):
     code = (
         PROBE
         + """
-targets = ["/evil", "/usr/lib/evil", "/sandbox/main.py", "/proc/sys/kernel/hostname", "/dev/evil"]
+targets = ["/evil", "/usr/lib/evil", "/sandbox/main.py", "/sandbox/init.pyc", "/sandbox/new"]
+targets += ["/proc/sys/kernel/hostname", "/dev/evil"]
 print(json.dumps({t: attempt(lambda t=t: open(t, "w").write("x")) for t in targets}))
 print(json.dumps(attempt(lambda: open("/scratch/fine.txt", "w").write("x"))))
 """
@@ -108,6 +109,13 @@ print(json.dumps(attempt(lambda: open("/scratch/fine.txt", "w").write("x"))))
     attempts = json.loads(lines[0])
     assert all(not value.startswith("OK") for value in attempts.values()), attempts
     assert attempts["/evil"] == attempts["/dev/evil"] == "OSError:30"  # EROFS
+    # The code and the init are files of the root (not mounts of their own): read-only with it.
+    assert (
+        attempts["/sandbox/main.py"]
+        == attempts["/sandbox/init.pyc"]
+        == attempts["/sandbox/new"]
+        == "OSError:30"
+    )
     assert json.loads(lines[1]) == "OK:1"
 
 

@@ -276,10 +276,120 @@ def test_run_reports_a_program_ended_by_a_signal_in_the_shell_convention(sandbox
     assert (result.exit_code, result.limit) == (128 + 15, None)
 
 
-def test_without_setpriv_popen_switches_to_the_fresh_user_itself(sandbox, host, monkeypatch):
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "",  # no answer
+        '{"stdlib": "/usr/lib/python3.11"}',  # facts but no compiled init
+        '{"stdlib": "/usr/lib", "multiarch": "", "libdir": "", "ldlibrary": "", "shared": false, '
+        '"version": [3, 11], "init": "00"}',  # an init too short to be a .pyc
+        '{"init": "not hex"}',
+    ],
+    ids=["silent", "no init", "short init", "garbage"],
+)
+def test_an_interpreter_that_cannot_compile_the_init_is_reported_and_runs_nothing(
+    sandbox_tools, tmp_path, answer
+):
+    fake = tmp_path / "python3"
+    fake.write_text(f"#!/bin/sh\ncat > /dev/null\nprintf '%s' '{answer}'\n")
+    fake.chmod(0o755)
+    tools = sandbox_tools({"default": {"python": str(fake)}})
+    with pytest.raises(SandboxUnavailableError, match="could not be asked where its library is, or compile"):
+        tools.get(SandboxTool).run_python("print(1)").audit_as("Nothing").execute()
+
+
+@pytest.mark.parametrize(
+    "missing",
+    [(), ("UNSHARE",), ("UNSHARE", "SETPRIV")],
+    ids=["unshare", "setpriv where unshare is missing", "Popen where both are missing"],
+)
+def test_the_run_is_the_fresh_host_user_whichever_program_switches_to_it(
+    sandbox_tools, host, monkeypatch, request, missing
+):
     from toolbox_sandbox import _supervisor
 
-    monkeypatch.setattr(_supervisor, "SETPRIV", "/nonexistent/setpriv")
-    result = run(sandbox, "import os\nprint(os.getuid())")
-    assert (result.exit_code, result.stdout) == (0, "1000\n")
-    assert len(host.uids) == 1  # a fresh host user all the same (the fixture checks none is left)
+    for name in missing:
+        monkeypatch.setattr(_supervisor, name, f"/nonexistent/{name.lower()}")
+    # What the code writes to a read_write directory is owned, on the host, by the user it ran as.
+    shared = Path(tempfile.mkdtemp(prefix="sandbox-rw-"))
+    shared.chmod(0o777)
+    request.addfinalizer(lambda: shutil.rmtree(shared))
+    tool = sandbox_tools({"default": {"read_write": [str(shared)]}}).get(SandboxTool)
+    code = f"import os\nprint(os.getuid(), os.getgid(), os.getgroups())\nopen({str(shared / 'f')!r}, 'w')"
+    result = run(tool, code)
+    assert (result.exit_code, result.stdout) == (0, "1000 1000 []\n")
+    owner = (shared / "f").stat()
+    assert len(host.uids) == 1  # a fresh host user (the fixture checks no process of it is left)
+    assert (owner.st_uid, owner.st_gid) == (next(iter(host.uids)),) * 2
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "stderr"),
+    [
+        ("import sys\nsys.exit()", 0, ""),
+        ("import sys\nsys.exit(3)", 3, ""),
+        ("import sys\nsys.exit(259)", 3, ""),
+        ("import sys\nsys.exit(-1)", 255, ""),
+        ("import sys\nsys.exit('stopped: bad input')", 1, "stopped: bad input\n"),
+        ("raise SystemExit(None)", 0, ""),
+    ],
+)
+def test_sys_exit_ends_the_run_with_the_status_python_gives_it(sandbox, host, code, status, stderr):
+    result = run(sandbox, code)
+    assert (result.exit_code, result.stderr, result.limit) == (status, stderr, None)
+
+
+def test_the_end_of_the_code_is_an_ordinary_python_exit(sandbox_tools, host, request):
+    # The init ends the process without the interpreter's teardown; what a program sees of its exit
+    # stays: non-daemon threads finish, atexit handlers run, a file a global still holds open is
+    # flushed, and unflushed output (no newline) reaches stdout and stderr.
+    shared = Path(tempfile.mkdtemp(prefix="sandbox-rw-"))
+    shared.chmod(0o777)
+    request.addfinalizer(lambda: shutil.rmtree(shared))
+    tool = sandbox_tools({"default": {"read_write": [str(shared)]}}).get(SandboxTool)
+    code = f"""
+import atexit, sys, threading
+log = open({str(shared / "log.txt")!r}, "w")
+log.write("kept")
+release = threading.Event()
+def late():
+    release.wait()
+    print("thread done", flush=True)
+threading.Thread(target=late).start()
+atexit.register(lambda: print("atexit ran"))
+release.set()
+sys.stdout.write("no newline")
+sys.stderr.write("err no newline")
+"""
+    result = run(tool, code)
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.startswith("thread done\n") or result.stdout.startswith("no newline")
+    assert sorted(result.stdout.replace("no newline", "no newline\n").split("\n")) == [
+        "",
+        "atexit ran",
+        "no newline",
+        "thread done",
+    ]
+    assert result.stderr == "err no newline"
+    assert (shared / "log.txt").read_text() == "kept"
+
+
+def test_an_atexit_handler_that_fails_is_reported_and_the_status_kept(sandbox, host):
+    code = "import atexit\natexit.register(lambda: 1 / 0)\nprint('done')"
+    result = run(sandbox, code)
+    assert (result.exit_code, result.stdout) == (0, "done\n")
+    assert "ZeroDivisionError" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import sys\nsys.modules['__main__'] = None\nprint('replaced')",
+        "import sys\ndel sys.modules['__main__']\nprint('replaced')",
+        "import sys\nsys.stdout.close()\nprint('gone', file=sys.stderr)",
+    ],
+)
+def test_code_that_breaks_what_the_end_uses_still_ends_cleanly(sandbox, host, code):
+    result = run(sandbox, code)
+    assert result.exit_code == 0, result.stderr
+    assert result.limit is None

@@ -112,6 +112,71 @@ def test_the_trails_payload_mode_applies(reads: TestDatabase, mode: str, summary
     assert (response.payload_hash is not None) is (mode != "NONE")
 
 
+def test_the_typed_door_records_the_statement_params_and_rows_summary(reads: TestDatabase) -> None:
+    """Typed calls after the first take the inline path: the same records, the params as called
+    (a later change to the caller's dict is not recorded), a secret parameter masked."""
+    sink = MemorySink()
+    trail = AuditTrail(sink, fallback_path=None)
+    sql = "SELECT customer FROM orders WHERE customer = :api_key OR id = :id"
+    with Tools.load(
+        ACME, policy=reads.policy(), env=reads.env(), governance=Governance(audit=trail)
+    ) as tools:
+        shop = tools.get("sql.shop")
+        results = []
+        for _ in range(3):
+            params = {"api_key": "sk-live-9f8e7d", "id": 2}
+            results.append(shop.query(sql, params).purpose("Look up").execute())
+            params["id"] = 999  # after the call: what was recorded stays as it was called
+    events = sink.read_trace(ACME.run_id)
+    intents = [json.loads(e.payload_summary or "{}") for e in events if e.type is EventType.INTENT_DECLARED]
+    assert [i["params"] for i in intents] == [{"api_key": "[REDACTED]", "id": 2}] * 3
+    responses = [e for e in events if e.type is EventType.INVOCATION_RESPONSE]
+    assert [(e.payload_summary, e.payload_hash) for e in responses] == [
+        (f"rows={r.row_count} columns=1 bytes={r.result_bytes}", r.result_sha256) for r in results
+    ]
+    assert "sk-live-9f8e7d" not in json.dumps(_events(sink))
+    assert verify_chain(events) == []
+
+
+def test_rows_are_hashed_as_the_standard_json_encoder_writes_them() -> None:
+    """The encoder made once writes what `json.JSONEncoder` writes; the cached column digest is the same."""
+    from toolbox_sql._result import _ENCODE, collect, json_value
+
+    standard = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+    values = [1, -(2**70), 1.5, 1e300, 'é " \n \u2028 \ud7ff', True, None, [1, [2, "x"]], {"k": {"v": 1}}]
+    for value in (values, tuple(values), [json_value(v) for v in values], []):
+        assert _ENCODE(value) == standard(value)
+    with pytest.raises(ValueError, match="Out of range"):
+        _ENCODE([float("nan")])
+    rows = [(1, "a"), (2, "b")]
+    for _ in range(2):  # the second call copies the cached digest of the columns
+        result = collect(["id", "name"], rows, max_rows=10, max_bytes=1000)
+        digest = hashlib.sha256(standard(["id", "name"]).encode())
+        for row in rows:
+            digest.update(b"\n" + standard(list(row)).encode())
+        assert result.result_sha256 == digest.hexdigest()
+
+
+def test_a_result_is_built_as_model_construct_builds_it() -> None:
+    """`collect` sets a result's fields directly: the same model as `SqlResult.model_construct`'s."""
+    from pydantic import ValidationError
+
+    from toolbox_sql._result import SqlResult, collect
+
+    made = collect(["id", "name"], [(1, "a"), (2, "b")], max_rows=1, max_bytes=1000, rows_affected=3)
+    fields = {name: getattr(made, name) for name in SqlResult.model_fields}
+    assert fields["truncated"] == "max_rows" and fields["rows"] == ((1, "a"),)
+    constructed = SqlResult.model_construct(**fields)
+    assert made == constructed and repr(made) == repr(constructed)
+    assert made.model_fields_set == constructed.model_fields_set
+    assert made.model_dump() == constructed.model_dump()  # the hash and size are excluded
+    assert made.model_dump_json() == constructed.model_dump_json()
+    assert made.model_copy(update={"row_count": 5}).row_count == 5 and made.row_count == 1
+    assert made.__toolbox_audit_summary__() == constructed.__toolbox_audit_summary__()
+    with pytest.raises(ValidationError):
+        made.row_count = 2  # frozen, as a validated result is
+
+
 def test_an_approval_request_shows_the_statement_and_masks_secrets(db: TestDatabase) -> None:
     """The approver reads the formatted statement, the tables and kind; a secret parameter is masked."""
     policy = db.policy(allow=("sql.shop", "sql_write.shop"), writes={})

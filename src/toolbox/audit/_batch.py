@@ -62,11 +62,27 @@ IMMUTABLE_TYPES = frozenset(
 
 
 def immutable_copy(arguments: Mapping[str, Any]) -> dict[str, Any] | None:
-    """A shallow copy of ``arguments`` when every value is of an `IMMUTABLE_TYPES` type, else None."""
-    for value in arguments.values():
-        if type(value) not in IMMUTABLE_TYPES:
+    """A copy of ``arguments`` nobody else can change, else None.
+
+    Every value is of an `IMMUTABLE_TYPES` type, or a dict of such values
+    under text keys (toolbox-sql's ``params``), which is copied too: the
+    caller may change its own dict after the call.
+    """
+    copied: dict[str, Any] | None = None
+    for name, value in arguments.items():
+        if type(value) in IMMUTABLE_TYPES:
+            continue
+        if type(value) is not dict or not _flat(value):
             return None
-    return dict(arguments)
+        if copied is None:
+            copied = dict(arguments)
+        copied[name] = dict(value)
+    return dict(arguments) if copied is None else copied
+
+
+def _flat(value: dict[Any, Any]) -> bool:
+    """Whether ``value`` holds only `IMMUTABLE_TYPES` values under text keys."""
+    return all(type(key) is str and type(item) in IMMUTABLE_TYPES for key, item in value.items())
 
 
 class CallContext(Protocol):

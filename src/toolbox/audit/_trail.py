@@ -27,18 +27,19 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, final
 
-from toolbox.audit._batch import CallSubject, Closing, LazyBatch, Opening, call_event, immutable_copy
-from toolbox.audit._events import AuditEvent, AuditRecord, EventType
+from toolbox.audit._batch import CallSubject, Closing, LazyBatch, Opening, immutable_copy
+from toolbox.audit._events import AuditEvent, AuditRecord
 from toolbox.audit._fallback import FallbackFile, FallbackReplay
 from toolbox.audit._handoff import Handoff
 from toolbox.audit._queued import QueuedCalls, queued
 from toolbox.audit._redaction import Redaction
+from toolbox.audit._refusals import call_arguments, decided_by, denial_event, refusal_events, untrusted_event
 from toolbox.audit._sink import AuditQuery, AuditSink
 from toolbox.audit._verify import ChainProblem, TraceHeads, verify_chain, verify_heads
 from toolbox.errors import ConfigurationError
 from toolbox.foundations._context import ExecutionContext
 from toolbox.pipeline._audit_hooks import audit_unavailable
-from toolbox.pipeline._result import Status, ToolResult
+from toolbox.pipeline._result import ToolResult
 from toolbox.pipeline._result_summary import result_summary
 
 if TYPE_CHECKING:
@@ -47,7 +48,6 @@ if TYPE_CHECKING:
 __all__ = ["AuditMode", "AuditTrail", "audit_unavailable"]
 
 LOGGER = logging.getLogger("toolbox.audit")
-UNATTRIBUTED = "unattributed"
 _CACHED_SUBJECTS = 4096
 _STOP = object()
 #: The most queued batches the ASYNC writer stores in one append (one transaction).
@@ -248,14 +248,26 @@ class AuditTrail:
         opening.rules = rules
         return opening if self.store_opening(opening) else None
 
-    def close_call(self, opening: Opening, status: str, duration: float, attempts: int, ended: float) -> bool:
-        """Store the response event of a call the chain's fast path opened; False means it is missing."""
-        if self._hold_twice is not None and status == "SUCCESS" and attempts == 1:
+    def close_call(  # noqa: PLR0917 - positional on purpose: the fast paths' hot path
+        self,
+        opening: Opening,
+        status: str,
+        duration: float,
+        attempts: int,
+        ended: float,
+        summary: tuple[str, str] | None = None,
+    ) -> bool:
+        """Store the response event of a call a fast path opened (``summary``: the result's own
+        ``(summary, sha256)``, stored as `on_response` stores it); False means it is missing."""
+        if summary is None and self._hold_twice is not None and status == "SUCCESS" and attempts == 1:
             # The sink keeps the opening a second time as the response: one object per call.
             opening.close_in_place(duration, ended)
             self._hold_twice(opening)
             return True
-        return self.store_closing(Closing(opening, status, None, duration, attempts, ended))
+        closing = Closing(opening, status, None, duration, attempts, ended)
+        if summary is not None:
+            closing.payload = self.redaction.summary_fields(*summary)
+        return self.store_closing(closing)
 
     @property
     def direct_hold(self) -> Callable[[LazyBatch], None] | None:
@@ -296,9 +308,9 @@ class AuditTrail:
 
     def on_request(self, invocation: Invocation) -> ToolResult | None:
         """Before dispatch: intent, decision and request. A failed write refuses the call."""
-        rules = _decided_by(invocation)
+        rules = decided_by(invocation)
         subject, text = self.subject(invocation), invocation.record.intent_text
-        opening = self.open_call(subject, invocation.context, text, _arguments(invocation), rules)
+        opening = self.open_call(subject, invocation.context, text, call_arguments(invocation), rules)
         if opening is None:
             return audit_unavailable(invocation)
         invocation.opening = opening
@@ -311,7 +323,7 @@ class AuditTrail:
         opening = invocation.opening
         if opening is not None:
             # A spend after the opening may add a warning (a fail-open rate limit): its rule goes here.
-            late = _decided_by(invocation) if invocation.warnings else ()
+            late = decided_by(invocation) if invocation.warnings else ()
             late = tuple(rule for rule in late if rule not in opening.rules) if late else late
             closing = Closing(opening, status, reason, record.duration, record.attempts, time.time(), late)
             summary = result_summary(result.content) if result.content is not None else None
@@ -333,66 +345,20 @@ class AuditTrail:
 
     def _refusal(self, invocation: Invocation, result: ToolResult) -> list[AuditEvent]:
         """The events of a call refused before its opening was stored."""
-        summary, digest = self.redaction.payload_fields(_arguments(invocation))
-        rules = _decided_by(invocation)
-        if result.rule and result.rule not in rules:
-            rules = (*rules, result.rule)
-        record = invocation.record
-        at = (self.subject(invocation), invocation.context, record.intent_text, time.time())
-        return [
-            call_event(EventType.INTENT_DECLARED, *at, payload_summary=summary, payload_hash=digest),
-            call_event(
-                EventType.GOVERNANCE_DECISION,
-                *at,
-                decision=_decision(result),
-                reason_code=result.reason_code,
-                rule_ids=rules,
-                status=result.status.value,
-            ),
-            call_event(
-                EventType.INVOCATION_RESPONSE,
-                *at,
-                status=result.status.value,
-                reason_code=result.reason_code or result.error_code,
-                duration=record.duration,
-                attempt=record.attempts,
-            ),
-        ]
+        summary, digest = self.redaction.payload_fields(call_arguments(invocation))
+        return refusal_events(self.subject(invocation), invocation, result, summary, digest)
 
     def on_denial(
         self, context: ExecutionContext, tool: str, reason_code: str, rule: str, *, operation: str = ""
     ) -> None:
         """A denial outside the chain: ``Tools.get`` (no operation yet), or a name outside a toolset."""
-        event = AuditEvent(
-            EventType.GOVERNANCE_DECISION,
-            trace_id=context.run_id,
-            correlation_id=context.correlation_id,
-            name=f"{tool}.{operation}" if operation else tool,
-            tool=tool,
-            operation=operation,
-            decision="DENY",
-            reason_code=reason_code,
-            rule_ids=(rule,),
-            tenant=context.tenant,
-            principal=context.principal,
-            status=Status.DENIED.value,
-            parent_run_id=context.parent_run_id,
-            credential=context.credential,
-        )
+        event = denial_event(context, tool, reason_code, rule, operation)
         if not self._store([event]):
             self._keep([event])
 
     def on_untrusted(self, name: str) -> None:
         """A by-name call refused for lack of a trusted context."""
-        event = AuditEvent(
-            EventType.SYSTEM_ERROR,
-            trace_id=UNATTRIBUTED,
-            name=name,
-            decision="DENY",
-            reason_code="NO_TRUSTED_CONTEXT",
-            rule_ids=("context",),
-            status=Status.DENIED.value,
-        )
+        event = untrusted_event(name)
         if not self._store([event]):
             self._keep([event])
 
@@ -493,22 +459,3 @@ class AuditTrail:
         if isinstance(self.sink, TraceHeads):
             problems += verify_heads(records, self.sink.trace_heads(trace_id), trace_id=trace_id)
         return problems
-
-
-def _arguments(invocation: Invocation) -> Mapping[str, Any]:
-    """What the payload describes: the call's bound arguments (`toolbox.foundations._binding`)."""
-    return invocation.bound_arguments()
-
-
-def _decided_by(invocation: Invocation) -> tuple[str, ...]:
-    """The rules behind a call's governance decision: warning guardrails, then determining policies."""
-    rules = tuple(w.split(":", 1)[0] for w in invocation.warnings)
-    return (*rules, *invocation.authorization_rules) if invocation.authorization_rules else rules
-
-
-def _decision(result: ToolResult) -> str:
-    if result.status is Status.INVALID_ARGUMENTS:
-        return "INVALID"
-    if result.status is Status.APPROVAL_REQUIRED:
-        return "APPROVAL_REQUIRED"
-    return "DENY" if result.status is Status.DENIED else "ALLOW"

@@ -39,8 +39,16 @@ class CallRecorder(AuditHook, Protocol):
     ) -> Any | None:
         """Store the opening events of a call about to run; None means refuse the call."""
 
-    def close_call(self, opening: Any, status: str, duration: float, attempts: int, ended: float) -> bool:
-        """Store the response event of an opened call; False means it is missing."""
+    def close_call(  # noqa: PLR0917 - the trail's signature
+        self,
+        opening: Any,
+        status: str,
+        duration: float,
+        attempts: int,
+        ended: float,
+        summary: tuple[str, str] | None = None,
+    ) -> bool:
+        """Store the response event of an opened call (with the result's own summary); False: missing."""
 
 
 def audit_unavailable(invocation: Invocation) -> ToolResult:

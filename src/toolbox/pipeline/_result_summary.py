@@ -7,16 +7,17 @@ The audit trail stores both in the call's INVOCATION_RESPONSE event
 record shows how much came back and can prove what it was, while the rows
 themselves are stored nowhere. toolbox-sql's ``SqlResult`` is one.
 
-The fast paths (the typed door's inline path and the by-name routes) do not
-record summaries: a call that returns such a result continues in the full
-chain, whose audit hook records it (`settled_inline`).
+The typed door's inline path records the summary itself when the result is
+not transient (`inline_summary`); the by-name routes do not: a call that
+returns such a result continues in the full chain, whose audit hook records
+it (`settled_inline`).
 """
 
 from __future__ import annotations
 
 from toolbox.pipeline._retry import is_transient_result
 
-__all__ = ["PLAIN_RESULTS", "result_summary", "settled_inline"]
+__all__ = ["PLAIN_RESULTS", "inline_summary", "result_summary", "settled_inline"]
 
 #: Results of these types can neither declare themselves transient nor summarise themselves.
 PLAIN_RESULTS = frozenset({int, float, str, bool, bytes, dict, list, tuple, type(None)})
@@ -51,3 +52,15 @@ def settled_inline(content: object) -> bool:
     return not is_transient_result(content) and not callable(
         getattr(type(content), "__toolbox_audit_summary__", None)
     )
+
+
+def inline_summary(content: object) -> tuple[str, str] | None:
+    """The summary a fast path records itself for ``content``, which `settled_inline` did not settle.
+
+    None when the chain must finish the call: the result is transient (the
+    chain may retry it) or its summary cannot be taken (the chain records it
+    without one).
+    """
+    if is_transient_result(content):
+        return None
+    return result_summary(content)

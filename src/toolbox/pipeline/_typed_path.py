@@ -7,6 +7,9 @@ records the call through the audit trail itself and runs it, and hands any
 failure, transient result or unrecordable response to the chain
 (`Pipeline.continue_failed` / `continue_returned`), so the result, trace
 record and audit events are the full chain's (``tests/test_typed_audit.py``).
+A result that summarises itself for the audit trail (toolbox-sql's rows) is
+recorded here with its summary, as the chain's audit hook would
+(``tests/test_result_summary.py``).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from toolbox.pipeline._invocation import TYPED, Invocation
 from toolbox.pipeline._paths import Plan, gates_open
 from toolbox.pipeline._ports import CallRuntime
 from toolbox.pipeline._result import Status, ToolResult
-from toolbox.pipeline._result_summary import settled_inline
+from toolbox.pipeline._result_summary import inline_summary, settled_inline
 
 __all__ = ["NOT_INLINE", "Fallback", "run_inline"]
 
@@ -81,13 +84,16 @@ def run_inline(  # noqa: PLR0917 - positional on purpose: the typed hot path
         content = run_dispatched(record.tool, call) if runtime.guarded else call()
     except Exception as exc:  # noqa: BLE001 - continue in the full chain, which classifies it
         return Fallback(pipeline.continue_failed(_opened(build(), opening), plan, exc))
+    summary = None
     if not settled_inline(content):  # transient, or a result the audit trail summarises
-        return Fallback(pipeline.continue_returned(_opened(build(), opening), plan, content))
+        summary = inline_summary(content)
+        if summary is None:  # transient (the chain may retry it), or a summary that failed
+            return Fallback(pipeline.continue_returned(_opened(build(), opening), plan, content))
     record.end("SUCCESS")
     if trail is not None and opening is not None:
         duration, ended = record.duration, record.ended_at
         assert duration is not None and ended is not None  # set by end(), after start()
-        if not trail.close_call(opening, "SUCCESS", duration, 1, ended):
+        if not trail.close_call(opening, "SUCCESS", duration, 1, ended, summary):
             # It ran, but its response is not recorded: the typed door raises AuditIncompleteError.
             result = _opened(build(), opening).result(Status.SUCCESS, content=content)
             result.audit_failed = True

@@ -1,12 +1,14 @@
 """The SQL backend: governance state in SQLite (several processes on one host) or PostgreSQL.
 
-SQLAlchemy Core, four tables named ``<prefix>kill``, ``<prefix>counters``,
-``<prefix>rate_events`` and ``<prefix>approvals`` (default prefix
-``toolbox_state_``), created on first use. Every check-and-count is one
-transaction that first locks what it reads: SQLite's ``BEGIN IMMEDIATE``
-(one writer at a time), on PostgreSQL an upsert that locks each quota's row in
-key order (no deadlock between racing processes); `toolbox.state._sql_limits`
-holds those statements. A single-use grant is one conditional ``UPDATE``.
+SQLAlchemy Core, the tables of `toolbox.state._sql_schema` (default prefix
+``toolbox_state_``), created, or migrated from an earlier schema, on first
+use. Every check-and-count is one transaction that first locks what it reads:
+SQLite's ``BEGIN IMMEDIATE`` (one writer at a time), on PostgreSQL one call of
+the store's admission function, whose upsert locks each quota's row in key
+order (no deadlock between racing processes); `toolbox.state._sql_limits`
+sends them on the store's own autocommit connections
+(`toolbox.state._sql_pool`), as do the kill-switch reads. A single-use grant
+is one conditional ``UPDATE``.
 Times are this host's clock (keep the fleet's clocks in sync, as for any TTL);
 any database error is `StateUnavailableError`.
 """
@@ -23,15 +25,8 @@ from contextlib import contextmanager
 from typing import Any, final
 
 from sqlalchemy import (
-    Column,
     Connection,
-    Float,
-    Index,
-    Integer,
-    MetaData,
-    String,
     Table,
-    Text,
     and_,
     create_engine,
     delete,
@@ -56,53 +51,12 @@ from toolbox.pipeline._state_ports import (
 )
 from toolbox.state._approval_rules import GRANT_TTL, RETAIN, check_listing, decided, effective
 from toolbox.state._sql_limits import SqlLimits
+from toolbox.state._sql_pool import Connections, postgres_connections, sqlite_connections
+from toolbox.state._sql_schema import drop, migrate, tables
 
 __all__ = ["SqlState"]
 
 _PREFIX = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
-
-
-def _tables(prefix: str) -> tuple[MetaData, Table, Table, Table, Table]:
-    meta = MetaData()
-    kill = Table(
-        f"{prefix}kill",
-        meta,
-        Column("switch", String(300), primary_key=True),  # "*" or "t:<tool>"
-        Column("reason", Text, nullable=False),
-        Column("who", Text, nullable=False),
-        Column("at", Float, nullable=False),
-    )
-    counters = Table(
-        f"{prefix}counters",
-        meta,
-        Column("key", String(900), primary_key=True),
-        Column("calls", Integer, nullable=False),
-        Column("expires_at", Float, nullable=False),
-    )
-    events = Table(
-        f"{prefix}rate_events",
-        meta,
-        Column("id", Integer, primary_key=True, autoincrement=True),
-        Column("key", String(900), nullable=False),
-        Column("at", Float, nullable=False),
-        Index(f"{prefix}rate_key_at", "key", "at"),
-    )
-    approvals = Table(
-        f"{prefix}approvals",
-        meta,
-        Column("id", String(300), primary_key=True),
-        Column("tenant", Text, nullable=False),
-        Column("principal", Text, nullable=False),
-        Column("state", String(16), nullable=False),
-        Column("fingerprint", String(128), nullable=False),
-        Column("created_at", Float, nullable=False),
-        Column("expires_at", Float, nullable=False),
-        Column("forget_at", Float, nullable=False),
-        Column("data", Text, nullable=False),
-        Index(f"{prefix}approvals_created", "created_at"),
-        Index(f"{prefix}approvals_queue", "tenant", "principal", "state"),
-    )
-    return meta, kill, counters, events, approvals
 
 
 def _storable(*texts: str | None) -> bool:
@@ -129,16 +83,18 @@ class SqlState:
     __slots__ = (
         "_approvals",
         "_clock",
+        "_connections",
         "_counters",
         "_engine",
-        "_events",
         "_grant_ttl",
         "_kill",
+        "_kill_sql",
         "_limits",
-        "_meta",
+        "_log",
         "_postgres",
         "_ready",
         "_retain",
+        "_schema",
     )
 
     def __init__(
@@ -168,6 +124,8 @@ class SqlState:
                 connect_args={"connect_timeout": max(1, int(timeout))},
             )
             self._postgres = True
+            libpq = parsed.set(drivername="postgresql").render_as_string(hide_password=False)
+            self._connections: Connections[Any] = postgres_connections(libpq, timeout=timeout)
         elif backend == "sqlite":
             if parsed.database in (None, "", ":memory:"):
                 raise ValueError("the sql state backend needs a SQLite file (memory is the memory backend)")
@@ -177,6 +135,7 @@ class SqlState:
                 connect_args={"check_same_thread": False, "timeout": timeout},
             )
             self._postgres = False
+            self._connections = sqlite_connections(str(parsed.database), timeout=timeout)
             busy_ms = int(timeout * 1000)
 
             @event.listens_for(self._engine, "connect")
@@ -198,12 +157,19 @@ class SqlState:
 
         else:
             raise ValueError("the sql state backend supports sqlite:// and postgresql:// URLs")
-        self._meta, self._kill, self._counters, self._events, self._approvals = _tables(prefix)
+        self._schema = schema = tables(prefix)
+        self._kill, self._counters, self._log, self._approvals = (
+            schema.kill,
+            schema.counters,
+            schema.log,
+            schema.approvals,
+        )
+        self._kill_sql = f'SELECT switch, reason, who, at FROM "{schema.kill.name}"'  # noqa: S608 - validated
         self._grant_ttl = grant_ttl
         self._retain = retain
         self._ready = False
         self._clock = clock
-        self._limits = SqlLimits(self._counters, self._events, postgres=self._postgres, clock=clock)
+        self._limits = SqlLimits(schema, self._connections, postgres=self._postgres, clock=clock)
 
     # -- plumbing --------------------------------------------------------------------
 
@@ -221,10 +187,18 @@ class SqlState:
     def _create(self) -> None:
         with self._engine.begin() as conn:
             if self._postgres:
-                # Workers starting together must not race to create the same tables.
+                # Workers starting together must not race to create (or migrate) the same tables.
                 conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:name))"), {"name": self._kill.name})
-            self._meta.create_all(conn, checkfirst=True)
+            migrate(conn, self._schema, postgres=self._postgres)
         self._ready = True
+
+    def _ensure(self) -> None:
+        """The tables exist and are this schema (once per store)."""
+        if not self._ready:
+            try:
+                self._create()
+            except SQLAlchemyError as exc:
+                raise StateUnavailableError(f"the SQL state store failed ({type(exc).__name__})") from None
 
     def _insert(self, table: Table) -> Any:
         return (postgresql if self._postgres else sqlite).insert(table)
@@ -236,11 +210,14 @@ class SqlState:
 
     def drop(self) -> None:
         """Drop the tables (tests and teardown)."""
-        self._meta.drop_all(self._engine, checkfirst=True)
+        self._connections.clear()
+        with self._engine.begin() as conn:
+            drop(conn, self._schema, postgres=self._postgres)
         self._ready = False
 
     def close(self) -> None:
-        """Close the engine's connections."""
+        """Close the engine's connections and the store's own."""
+        self._connections.close()
         self._engine.dispose()
 
     # -- kill switches ---------------------------------------------------------------
@@ -250,9 +227,19 @@ class SqlState:
         return "*" if tool is None else "t:" + tool
 
     def engaged(self) -> Mapping[str | None, KillEntry]:
-        """Every engaged switch, one query."""
-        with self._transaction() as conn:
-            rows = conn.execute(select(self._kill)).all()
+        """Every engaged switch: one query (one round trip) on the store's own connections."""
+        self._ensure()
+        pool = self._connections
+        conn = pool.take()
+        try:
+            rows = conn.execute(self._kill_sql).fetchall()
+        except Exception as exc:  # noqa: BLE001 - any failure of the driver: the store is unavailable
+            pool.drop(conn)
+            raise StateUnavailableError(f"the SQL state store failed ({type(exc).__name__})") from None
+        except BaseException:
+            pool.drop(conn)
+            raise
+        pool.give(conn)
         entries: dict[str | None, KillEntry] = {}
         for switch, reason, who, at in rows:
             tool = None if switch == "*" else switch[2:]
@@ -285,8 +272,8 @@ class SqlState:
 
     def admit(self, budgets: Sequence[Quota], rates: Sequence[Quota]) -> Refusal | None:
         """One transaction: hold every quota's row, refuse if one is spent, else count in all."""
-        with self._transaction() as conn:
-            return self._limits.admit(conn, budgets, rates)
+        self._ensure()
+        return self._limits.admit(budgets, rates)
 
     # -- approvals -------------------------------------------------------------------
 

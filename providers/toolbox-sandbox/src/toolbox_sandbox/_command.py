@@ -10,57 +10,17 @@ place (unless the profile lists ``read_write`` directories).
 
 from __future__ import annotations
 
-import ast
 import posixpath
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal, final
 
+from toolbox_sandbox._init import INIT_PATH
 from toolbox_sandbox._profile import SandboxProfile
 from toolbox_sandbox._root import RootView
 
-__all__ = ["INSIDE_SOURCE", "PROXY_PORT", "Inputs", "bwrap_command"]
+__all__ = ["PROXY_PORT", "Inputs", "bwrap_command"]
 
 
-class _Bare(ast.NodeTransformer):
-    """Strips docstrings, annotations and the ``__future__`` import: less for every run to compile,
-    and nothing a Python older than the host's could refuse."""
-
-    def _body(self, body: list[ast.stmt]) -> list[ast.stmt]:
-        first = body[0] if body else None
-        if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
-            body = body[1:]
-        return body or [ast.Pass()]
-
-    def visit_Module(self, node: ast.Module) -> ast.Module:
-        node.body = [
-            n
-            for n in self._body(node.body)
-            if not (isinstance(n, ast.ImportFrom) and n.module == "__future__")
-        ]
-        self.generic_visit(node)
-        return node
-
-    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.FunctionDef:
-        node.body, node.returns = self._body(node.body), None
-        for argument in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs):
-            argument.annotation = None
-        self.generic_visit(node)
-        return node
-
-    def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.stmt:
-        if node.value is None:  # pragma: no cover - the init declares no bare annotations
-            return ast.Pass()
-        return ast.copy_location(ast.Assign(targets=[node.target], value=node.value), node)
-
-
-def _init_source() -> str:
-    tree = ast.parse(Path(__file__).with_name("_inside.py").read_text(encoding="utf-8"))
-    return ast.unparse(ast.fix_missing_locations(_Bare().visit(tree)))
-
-
-#: The init's source (``_inside.py`` without docstrings and annotations), passed with ``-c``.
-INSIDE_SOURCE = _init_source()
 #: The port of the egress relay on the sandbox's own loopback.
 PROXY_PORT = 3128
 _SANDBOX_ID = "1000"
@@ -78,6 +38,7 @@ _DEV += ["--symlink", "/proc/self/fd", "/dev/fd"]
 class Inputs:
     """Descriptors bubblewrap reads while it builds the sandbox, and where the export stream goes."""
 
+    init_fd: int
     code_fd: int | None
     files: tuple[tuple[int, str], ...]
     seccomp_fd: int | None
@@ -111,7 +72,7 @@ def bwrap_command(
     mode: Literal["python", "run"],
     argv: tuple[str, ...] = (),
 ) -> list[str]:
-    """The full argv: bubblewrap's options, then the interpreter running the init."""
+    """The full argv: bubblewrap's options, then the interpreter running the compiled init."""
     limits = profile.limits
     environment = dict(profile.env)
     if inputs.proxy_socket is not None:
@@ -146,8 +107,10 @@ def bwrap_command(
     command += ["--proc", "/proc", *_DEV]
     command += ["--size", str(limits.scratch_bytes), "--tmpfs", "/scratch"]
     command += _file_mounts(inputs.files)
+    # Copied into the root (a tmpfs), which is remounted read-only below: no mount of their own.
+    command += ["--file", str(inputs.init_fd), INIT_PATH]
     if inputs.code_fd is not None:
-        command += ["--ro-bind-data", str(inputs.code_fd), "/sandbox/main.py"]
+        command += ["--file", str(inputs.code_fd), "/sandbox/main.py"]
     if inputs.proxy_socket is not None:
         command += ["--ro-bind", inputs.proxy_socket, "/run/egress.sock"]
     if inputs.seccomp_fd is not None:
@@ -168,8 +131,7 @@ def bwrap_command(
         "-I",
         "-S",
         "-B",
-        "-c",
-        INSIDE_SOURCE,
+        INIT_PATH,
         mode,
         ",".join(str(v) for v in rlimits),
         f"{limits.export_files},{limits.export_bytes}",

@@ -3,9 +3,9 @@
 Nothing else of the host is mounted: no ``/etc`` (so no ``/etc/shadow``, no
 resolver configuration), no home directory, no ``/tmp``, no virtual environment
 and no site-packages. The interpreter is asked once where its standard library
-is (``python -I -S``, cached per interpreter file), and its site-packages
-directory, where it lies inside the standard library, is hidden by an empty
-tmpfs.
+is (``python -I -S``, cached per interpreter file), and compiles the init in
+the same question (`toolbox_sandbox._init`); its site-packages directory, where
+it lies inside the standard library, is hidden by an empty tmpfs.
 """
 
 from __future__ import annotations
@@ -18,15 +18,18 @@ import subprocess
 from dataclasses import dataclass
 from typing import final
 
+from toolbox_sandbox._init import COMPILE_INIT, INSIDE_SOURCE
+
 __all__ = ["Interpreter", "RootView", "interpreter", "root_view"]
 
 _ASK = (
-    "import json, os, sys, sysconfig\n"
-    "v = sysconfig.get_config_var\n"
+    "import json, os, sys, sysconfig\n" + COMPILE_INIT + "v = sysconfig.get_config_var\n"
     "print(json.dumps({'stdlib': os.path.dirname(os.__file__), 'multiarch': v('MULTIARCH') or '',"
     " 'libdir': v('LIBDIR') or '', 'ldlibrary': v('LDLIBRARY') or '', 'shared': bool(v('Py_ENABLE_SHARED')),"
-    " 'version': list(sys.version_info[:2])}))"
+    " 'version': list(sys.version_info[:2]), 'init': init.hex()}))"
 )
+# A compiled init is a few kilobytes; a .pyc header is 16 bytes.
+_INIT_BYTES = (17, 1024 * 1024)
 # Library directories the dynamic loader searches, mounted where they exist (a symbolic link is
 # recreated as a link: on merged-/usr systems /lib -> usr/lib).
 _LIBRARY_DIRS = ("/lib", "/lib64", "/usr/lib64")
@@ -47,17 +50,29 @@ class Interpreter:
     library: str | None
     multiarch: str
     version: tuple[int, int]
+    init: bytes = dataclasses.field(repr=False)
+    """The init compiled by this interpreter: the bytes of a ``.pyc`` file (`toolbox_sandbox._init`)."""
 
 
 @functools.lru_cache(maxsize=16)
 def _ask(real: str, mtime_ns: int) -> Interpreter:
     try:
         done = subprocess.run(  # noqa: S603 - the operator's interpreter, asked a fixed question
-            [real, "-I", "-S", "-c", _ASK], capture_output=True, env={}, timeout=30, check=True
+            [real, "-I", "-S", "-c", _ASK],
+            input=INSIDE_SOURCE.encode("utf-8"),
+            capture_output=True,
+            env={},
+            timeout=30,
+            check=True,
         )
         facts = json.loads(done.stdout)
-    except (OSError, subprocess.SubprocessError, ValueError) as exc:
-        raise SandboxSetupError(f"the interpreter {real} could not be asked where its library is") from exc
+        init = bytes.fromhex(facts["init"])
+        if not _INIT_BYTES[0] <= len(init) <= _INIT_BYTES[1]:
+            raise ValueError("unexpected size of the compiled init")
+    except (OSError, subprocess.SubprocessError, ValueError, KeyError, TypeError) as exc:
+        raise SandboxSetupError(
+            f"the interpreter {real} could not be asked where its library is, or compile the init"
+        ) from exc
     library = None
     if facts["shared"] and facts["libdir"] and facts["ldlibrary"]:
         candidate = os.path.realpath(os.path.join(facts["libdir"], facts["ldlibrary"]))
@@ -70,6 +85,7 @@ def _ask(real: str, mtime_ns: int) -> Interpreter:
         library=library,
         multiarch=str(facts["multiarch"]),
         version=(int(major), int(minor)),
+        init=init,
     )
 
 
@@ -94,6 +110,8 @@ class RootView:
     programs: frozenset[str]
     masks: tuple[str, ...] = ()
     """Empty tmpfs mounts that hide a directory (site-packages); remounted read-only at the end."""
+    init: bytes = dataclasses.field(default=b"", repr=False)
+    """The init compiled by the profile's interpreter, mounted at ``/sandbox/init.pyc``."""
 
 
 def _mount_path(path: str, seen: set[str], arguments: list[str], *, whole_directories: bool = True) -> None:
@@ -153,4 +171,4 @@ def root_view(python: str, programs: tuple[str, ...], read_only: tuple[str, ...]
         if not os.path.exists(path):
             raise SandboxSetupError(f"the profile's read_only path {path} does not exist")
         _mount_path(path, seen, arguments)
-    return RootView(tuple(arguments), frozenset(allowed), tuple(masked))
+    return RootView(tuple(arguments), frozenset(allowed), tuple(masked), found.init)

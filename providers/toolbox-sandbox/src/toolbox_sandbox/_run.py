@@ -65,8 +65,20 @@ def _sealed(name: str, data: bytes, descriptors: list[int]) -> int:
 
 
 @functools.lru_cache(maxsize=32)
-def _view(python: str, programs: tuple[str, ...], read_only: tuple[str, ...]) -> RootView:
+def _cached_view(
+    python: str, version: tuple[str, int], programs: tuple[str, ...], read_only: tuple[str, ...]
+) -> RootView:
     return root_view(python, programs, read_only)
+
+
+def _view(python: str, programs: tuple[str, ...], read_only: tuple[str, ...]) -> RootView:
+    """The profile's root, built once per version of its interpreter file (a new one is asked again)."""
+    real = os.path.realpath(python)
+    try:
+        version = os.stat(real).st_mtime_ns
+    except OSError:
+        version = -1  # root_view names the missing interpreter
+    return _cached_view(python, (real, version), programs, read_only)
 
 
 @contextlib.contextmanager
@@ -127,6 +139,7 @@ def execute(request: Request) -> SandboxResult:
         _descriptors() as child_side,
         EgressProxy.for_profile(profile, identity) as proxy,
     ):
+        init_fd = _sealed("init", view.init, opened)
         stdin_fd = _sealed("stdin", request.stdin, opened)
         code_fd = _sealed("code", request.code, opened) if request.code is not None else None
         files = tuple((_sealed("file", data, opened), name) for name, data in request.files)
@@ -138,6 +151,7 @@ def execute(request: Request) -> SandboxResult:
         opened.append(export_read)
         child_side.append(export_write)
         inputs = Inputs(
+            init_fd=init_fd,
             code_fd=code_fd,
             files=files,
             seccomp_fd=seccomp_fd,
@@ -146,7 +160,7 @@ def execute(request: Request) -> SandboxResult:
             proxy_socket=proxy.socket_path if proxy is not None else None,
         )
         command = bwrap_command(request.bwrap, profile, view, inputs, mode=request.mode, argv=request.argv)
-        passed = [fd for fd in (code_fd, seccomp_fd, status_write, export_write) if fd is not None]
+        passed = [fd for fd in (init_fd, code_fd, seccomp_fd, status_write, export_write) if fd is not None]
         passed += [fd for fd, _ in files]
         pipes = Pipes(status_read, export_read, child_side=child_side)
         finished = supervise(

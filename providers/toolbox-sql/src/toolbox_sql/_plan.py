@@ -10,7 +10,7 @@ or more, a governed query of one row a fraction of that.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final, final
 
 from sqlglot import exp
@@ -53,12 +53,13 @@ class Plan:
     """Whether it binds the tenant from the context."""
     calls: frozenset[str]
     """Names it calls as functions (SQLite's authorizer allows these only)."""
+    reviewed: str = field(init=False)
+    """What an approval binds and shows and the audit trail records as ``sql``: a line naming the
+    kind and tables, then the formatted normalised statement (made once: it is bound on every call)."""
 
-    @property
-    def reviewed(self) -> str:
-        """What an approval binds and shows and the audit trail records as ``sql``: a line naming the
-        kind and tables, then the formatted normalised statement."""
-        return f"-- {self.kind} {', '.join(self.tables) or '(no table)'}\n{self.statement}"
+    def __post_init__(self) -> None:
+        reviewed = f"-- {self.kind} {', '.join(self.tables) or '(no table)'}\n{self.statement}"
+        object.__setattr__(self, "reviewed", reviewed)
 
 
 _Refusal = tuple[str, str, str]  # message, reason code, rule

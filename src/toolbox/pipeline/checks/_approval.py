@@ -74,6 +74,7 @@ __all__ = [
 ]
 
 _MAX_ID = 256
+_NO_REQUEST = "the approval names no approval request"
 
 
 def fingerprint(invocation: Invocation, key: bytes) -> str:
@@ -262,7 +263,7 @@ class ApprovalCheck:
         """APPROVAL_REQUIRED; the request is submitted once the audit trail recorded it (`_Submission`)."""
         request = self._request(invocation, rules, fp)
         invocation.commit = _Submission(self, self._pending(invocation, request) if self._store else None)
-        return self._required(invocation, request, rules, request.id)
+        return self._required(invocation, request, rules)
 
     def _request(self, invocation: Invocation, rules: tuple[str, ...], fp: str) -> ApprovalRequest:
         ctx = invocation.context
@@ -284,12 +285,8 @@ class ApprovalCheck:
         return store.submit(pending, max_pending=self._max_pending)
 
     @staticmethod
-    def _required(
-        invocation: Invocation, request: ApprovalRequest, rules: tuple[str, ...], stored: str
-    ) -> ToolResult:
-        if stored != request.id:
-            # The identical request already waits: the caller resumes with that one.
-            request = dataclasses.replace(request, id=stored)
+    def _required(invocation: Invocation, request: ApprovalRequest, rules: tuple[str, ...]) -> ToolResult:
+        # An identical request already waiting renames this one once it is submitted (`_naming`).
         return invocation.result(
             Status.APPROVAL_REQUIRED,
             reason_code="APPROVAL_REQUIRED",
@@ -358,8 +355,8 @@ class ApprovalCheck:
         """Whether the store holds an approved, unexpired grant for this call; consumes nothing."""
         store = self._store
         assert store is not None
-        if not isinstance(grant.request_id, str) or len(grant.request_id) > _MAX_ID:
-            return "the approval names no approval request"
+        if _names_no_request(grant):
+            return _NO_REQUEST
         pending = store.get(grant.request_id)
         return _why_not(pending, fp, self._clock(), approved_ok=True)
 
@@ -367,16 +364,21 @@ class ApprovalCheck:
         """Consume the store's grant for this call: None exactly once, else why not."""
         store = self._store
         assert store is not None
-        if not isinstance(grant.request_id, str) or len(grant.request_id) > _MAX_ID:
-            return "the approval names no approval request"
+        if _names_no_request(grant):  # `_inspect` refused it already; kept for a direct `_consume`
+            return _NO_REQUEST
         if store.consume(grant.request_id, fp):
             return None
         return _why_not(store.get(grant.request_id), fp, self._clock(), approved_ok=False)
 
 
+def _names_no_request(grant: Approval) -> bool:
+    """Whether ``grant``'s id cannot name a stored request (not text, or longer than any id)."""
+    return not isinstance(grant.request_id, str) or len(grant.request_id) > _MAX_ID
+
+
 def _why_not(pending: PendingApproval | None, fp: str, now: float, *, approved_ok: bool) -> str | None:
     if pending is None:
-        return "the approval names no approval request"
+        return _NO_REQUEST
     if not hmac.compare_digest(pending.request.fingerprint, fp):
         return "the approval was granted for other arguments, another tool or another principal"
     if approved_ok and pending.state == "approved" and pending.expires_at > now:
