@@ -26,6 +26,7 @@ from pydantic import Json
 
 from audit_faults import FlakySink
 from toolbox import (
+    Acknowledgement,
     Budget,
     Effect,
     ExecutionContext,
@@ -378,14 +379,16 @@ def test_defaults_are_filled_in_as_the_full_chain_does(kind, monkeypatch):
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_a_route_is_per_name_and_a_new_context_first_takes_the_full_chain(kind, monkeypatch):
+def test_a_new_context_is_served_by_the_route_with_the_full_chains_outcome(kind, monkeypatch):
+    """A service builds a context per request: its first call builds the tool and stays on the route."""
+
     def other_context(side: Side) -> Any:
         fresh = ExecutionContext(tenant="tenant-b", principal="bob")
         return door_of(kind)(VALID)(Side(side.gateway, side.behaviour, side.env, side.sink, fresh)), fresh
 
     seen, side = compare(monkeypatch, kind=kind, call=other_context)
     assert seen["result"]["status"] == "SUCCESS"
-    assert side.full_chain_runs == 1  # the tool was not built for this context yet
+    assert side.full_chain_runs == 0  # the route built the tool for this context (Tools.acquire)
 
 
 # -- anything unusual takes the full chain, with the same outcome ---------------------------------
@@ -463,9 +466,9 @@ def test_a_budget_in_the_context_is_spent_by_the_full_chain(door, kind, monkeypa
     seen, side = compare(monkeypatch, kind=kind, call=third_call)
     assert (seen["result"]["status"], seen["result"]["reason_code"]) == ("DENIED", "BUDGET_EXHAUSTED")
     assert seen["executions"] == 2
-    # A class-based tool's route runs the budget check itself: only the first call (tool not built yet)
-    # took the full chain. A @tool function's route hands every budgeted context to the full chain.
-    assert side.full_chain_runs == (1 if kind in ("class", "aclass") else 3)
+    # A class-based tool's route runs the budget check itself, from the first call of the context on.
+    # A @tool function's route hands every budgeted context to the full chain.
+    assert side.full_chain_runs == (0 if kind in ("class", "aclass") else 3)
 
 
 @pytest.mark.parametrize(("door", "kind"), DOORS)
@@ -857,3 +860,135 @@ def test_a_mutated_route_is_caught_by_the_comparison(kind, mutate, scenario, mon
     arguments = {"a": "x", "purpose": "Sum"} if scenario == "invalid" else VALID
     with pytest.raises(AssertionError):
         compare(monkeypatch, door_of(kind)(arguments), prepare=engage, kind=kind, mutate=mutate)
+
+
+# -- a context the route has not seen: the tool is built with the access check's own decision ------
+
+
+def test_a_withdrawn_acknowledgement_refuses_a_new_context_with_zero_executions():
+    """An acknowledged tool's calls are decided afresh: once the acknowledgement is gone, refused."""
+    ran: list[int] = []
+
+    @tool(
+        name="payments.refund",
+        risk=RiskClass.MEMORY_ONLY,
+        effect=Effect.READ_ONLY,
+        acknowledgement=Acknowledgement(env="REFUND_ACK", value="yes"),
+    )
+    def refund(amount: int) -> int:
+        """Refund an amount."""
+        ran.append(amount)
+        return amount
+
+    env = {"REFUND_ACK": "yes"}
+    sink = MemorySink()
+    gateway = Gateway.load(
+        providers=[refund], discover=False, env=env, governance=Governance(audit=AuditTrail(sink))
+    )
+    first = ExecutionContext(tenant="t", principal="p")
+    arguments = {"amount": 5, "purpose": "Refund"}
+    assert gateway.invoke("payments.refund", arguments, context=first).status is Status.SUCCESS
+    assert gateway.invoke("payments.refund", arguments, context=first).status is Status.SUCCESS
+    del env["REFUND_ACK"]
+    fresh = ExecutionContext(tenant="t", principal="p")
+    result = gateway.invoke("payments.refund", arguments, context=fresh)
+    assert (result.status, result.reason_code) == (Status.DENIED, "NOT_ACKNOWLEDGED")
+    assert ran == [5, 5]  # nothing ran for the new context
+    (decision,) = [
+        e
+        for e in sink.read_trace(fresh.run_id)
+        if e.type is EventType.GOVERNANCE_DECISION and e.decision == "DENY"
+    ]
+    assert decision.reason_code == "NOT_ACKNOWLEDGED"
+
+
+@pytest.mark.parametrize("door", ["invoke", "ainvoke"])
+def test_many_new_contexts_at_once_each_get_their_own_tool_and_record(door: str) -> None:
+    """Concurrent first calls of many contexts: every call runs once, each context's trace has it."""
+    sink = MemorySink()
+
+    @tool(name="math.add", risk=RiskClass.MEMORY_ONLY, effect=Effect.READ_ONLY)
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    gateway = Gateway.load(
+        providers=[add], discover=False, env={}, governance=Governance(audit=AuditTrail(sink))
+    )
+    warm = ExecutionContext(tenant="t", principal="p")
+    assert gateway.invoke("math.add", {"a": 1, "b": 2, "purpose": "Sum"}, context=warm).content == 3
+    contexts = [ExecutionContext(tenant="t", principal=f"p{i}") for i in range(64)]
+
+    async def all_at_once() -> list[Any]:
+        if door == "invoke":
+            return await asyncio.gather(
+                *(
+                    asyncio.to_thread(
+                        gateway.invoke, "math.add", {"a": i, "b": 1, "purpose": "Sum"}, context=c
+                    )
+                    for i, c in enumerate(contexts)
+                )
+            )
+        return await asyncio.gather(
+            *(
+                gateway.ainvoke("math.add", {"a": i, "b": 1, "purpose": "Sum"}, context=c)
+                for i, c in enumerate(contexts)
+            )
+        )
+
+    results = asyncio.run(all_at_once())
+    assert [r.content for r in results] == [i + 1 for i in range(64)]
+    for context in contexts:
+        assert [r.status for r in context.trace.records()] == ["SUCCESS"]
+        kinds = [e.type.value for e in sink.read_trace(context.run_id)]
+        assert kinds == [
+            "INTENT_DECLARED",
+            "GOVERNANCE_DECISION",
+            "INVOCATION_REQUEST",
+            "INVOCATION_RESPONSE",
+        ]
+
+
+def test_a_tool_that_cannot_be_built_for_a_new_context_fails_as_without_a_route():
+    """A provider that refuses to build for a context: the routed gateway answers as a fresh one does."""
+    built: list[str] = []
+
+    class Ledger:
+        """A class-based tool its provider refuses to build for one tenant."""
+
+        def __init__(self, runtime: ToolRuntime) -> None:
+            if runtime.context.tenant == "blocked":
+                raise ValueError("this tenant has no ledger")
+            built.append(runtime.context.tenant)
+            self._runtime = runtime
+
+        def lookup(self, key: str) -> Any:
+            """Intent to read one entry."""
+            return self._runtime.read_intent("lookup", key.upper, arguments={"key": key})
+
+    descriptor = ToolDescriptor(
+        name="ledger",
+        version="1",
+        summary="A ledger.",
+        risk=RiskClass.MEMORY_ONLY,
+        operations=(OperationDescriptor(name="lookup", effect=Effect.READ_ONLY, summary="Read one entry."),),
+    )
+
+    def gateway() -> Gateway:
+        provider = ToolProvider(tool_type=Ledger, descriptor=descriptor)
+        return Gateway.load(providers=[provider], discover=False, env={}, governance=Governance())
+
+    arguments = {"key": "k", "purpose": "Read"}
+    routed = gateway()
+    for tenant in ("a", "a", "b"):  # the route is learned, then serves a new context
+        context = ExecutionContext(tenant=tenant, principal="p")
+        assert routed.invoke("ledger.lookup", arguments, context=context).content == "K"
+    assert routed._routes.get("ledger.lookup") is not None
+    outcomes = []
+    for made in (routed, gateway()):
+        blocked = ExecutionContext(tenant="blocked", principal="p")
+        result = made.invoke("ledger.lookup", arguments, context=blocked)
+        outcomes.append((result.status, result.reason_code, result.attempts, result.message))
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[0][:3] == (Status.DENIED, "GOVERNANCE_EVALUATION_FAILED", 0)
+    assert built == ["a", "a", "b"]  # one build per context; none for the blocked one

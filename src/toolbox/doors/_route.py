@@ -181,7 +181,7 @@ class Route(CompiledName):
         """
         if not gates_open(context, self._engaged, self.tool) or not flat_and_small(arguments, self._limits):
             return None
-        runtime = tools.ready_runtimes.get(self.tool)
+        runtime = tools.ready_runtimes.get(self.tool) or tools.route_runtime(self.tool)
         if runtime is None:
             return None
         try:

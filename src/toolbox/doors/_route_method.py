@@ -91,7 +91,7 @@ class MethodRoute(CompiledName):
 
     def _begin(self, context: ExecutionContext, arguments: object, tools: Tools) -> Invocation | None:
         """The call's invocation, its trace record appended; None: take the full chain."""
-        runtime = tools.ready_runtimes.get(self.tool)
+        runtime = tools.ready_runtimes.get(self.tool) or tools.route_runtime(self.tool)
         if runtime is None:
             return None
         record = declared_record(self.tool, self.operation, self._intent_field, arguments, self.name)
