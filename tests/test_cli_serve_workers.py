@@ -145,7 +145,13 @@ def success_responses(served: dict[str, Any]) -> int:
         engine.dispose()
 
 
-def test_two_workers_serve_concurrent_calls_into_one_audit_store(served: dict[str, Any]) -> None:
+def test_two_workers_share_one_audit_store_and_one_kill_switch(served: dict[str, Any]) -> None:
+    """One `toolbox serve --workers 2` per store (starting one costs seconds of CPU): both promises."""
+    _concurrent_calls_land_in_one_audit_store(served)
+    _a_kill_switch_engaged_through_one_worker_stops_every_worker(served)
+
+
+def _concurrent_calls_land_in_one_audit_store(served: dict[str, Any]) -> None:
     url, key = served["url"], served["key"]
     assert len(worker_pids(served["pid"])) == 2
     with ThreadPoolExecutor(8) as pool:
@@ -164,7 +170,7 @@ def test_two_workers_serve_concurrent_calls_into_one_audit_store(served: dict[st
         assert len(events["events"]) == 4
 
 
-def test_a_kill_switch_engaged_through_one_worker_stops_every_worker(served: dict[str, Any]) -> None:
+def _a_kill_switch_engaged_through_one_worker_stops_every_worker(served: dict[str, Any]) -> None:
     url, key = served["url"], served["key"]
     headers = {"Authorization": f"Bearer {key}"}
     engaged = httpx.put(
