@@ -40,6 +40,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
+from toolbox.foundations._sqlite_wal import enter_wal
 from toolbox.pipeline._grants import PendingApproval
 from toolbox.pipeline._state_ports import (
     ApprovalQueueFullError,
@@ -144,7 +145,7 @@ class SqlState:
                 cursor = dbapi_connection.cursor()
                 try:
                     cursor.execute(f"PRAGMA busy_timeout = {busy_ms}")
-                    cursor.execute("PRAGMA journal_mode = WAL")
+                    enter_wal(cursor.execute, timeout)
                     cursor.execute("PRAGMA synchronous = NORMAL")
                 finally:
                     cursor.close()

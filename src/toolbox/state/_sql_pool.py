@@ -20,6 +20,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar, final
 
+from toolbox.foundations._sqlite_wal import enter_wal
 from toolbox.pipeline._state_ports import StateUnavailableError
 
 __all__ = ["Connections", "postgres_connections", "socket_idle", "sqlite_connections"]
@@ -165,7 +166,7 @@ def sqlite_connections(path: str, *, timeout: float) -> Connections[sqlite3.Conn
     def connect() -> sqlite3.Connection:
         conn = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)
         conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
-        conn.execute("PRAGMA journal_mode = WAL")
+        enter_wal(conn.execute, timeout)
         conn.execute("PRAGMA synchronous = NORMAL")
         return conn
 

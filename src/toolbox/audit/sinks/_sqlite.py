@@ -15,6 +15,7 @@ from sqlalchemy.engine import URL, Connection
 from toolbox.audit._events import FIELDS, GENESIS_HASH
 from toolbox.audit._sink import AuditSinkError, chain_dicts
 from toolbox.audit.sinks._sql import SqlSink, events_table, heads_table, pending_table, storage_values
+from toolbox.foundations._sqlite_wal import enter_wal
 
 __all__ = ["SqliteSink"]
 
@@ -276,7 +277,7 @@ def _configure_connection(connection: sqlite3.Connection, busy_ms: int) -> None:
     cursor = connection.cursor()
     try:
         cursor.execute(f"PRAGMA busy_timeout = {busy_ms}")
-        cursor.execute("PRAGMA journal_mode = WAL")
+        enter_wal(cursor.execute, busy_ms / 1000)
         cursor.execute("PRAGMA synchronous = FULL")
     finally:
         cursor.close()
