@@ -22,6 +22,7 @@ __all__ = [
     "UNATTRIBUTED",
     "call_arguments",
     "decided_by",
+    "decision_of",
     "denial_event",
     "refusal_events",
     "untrusted_event",
@@ -62,7 +63,7 @@ def refusal_events(
         call_event(
             EventType.GOVERNANCE_DECISION,
             *at,
-            decision=_decision(result),
+            decision=decision_of(result),
             reason_code=result.reason_code,
             rule_ids=rules,
             status=result.status.value,
@@ -113,7 +114,8 @@ def untrusted_event(name: str) -> AuditEvent:
     )
 
 
-def _decision(result: ToolResult) -> str:
+def decision_of(result: ToolResult) -> str:
+    """The governance decision the audit trail records for ``result``."""
     if result.status is Status.INVALID_ARGUMENTS:
         return "INVALID"
     if result.status is Status.APPROVAL_REQUIRED:

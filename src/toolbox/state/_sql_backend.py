@@ -230,17 +230,8 @@ class SqlState:
     def engaged(self) -> Mapping[str | None, KillEntry]:
         """Every engaged switch: one query (one round trip) on the store's own connections."""
         self._ensure()
-        pool = self._connections
-        conn = pool.take()
-        try:
+        with self._connections.lease() as conn:  # any failure of the driver: the store is unavailable
             rows = conn.execute(self._kill_sql).fetchall()
-        except Exception as exc:  # noqa: BLE001 - any failure of the driver: the store is unavailable
-            pool.drop(conn)
-            raise StateUnavailableError(f"the SQL state store failed ({type(exc).__name__})") from None
-        except BaseException:
-            pool.drop(conn)
-            raise
-        pool.give(conn)
         entries: dict[str | None, KillEntry] = {}
         for switch, reason, who, at in rows:
             tool = None if switch == "*" else switch[2:]

@@ -84,18 +84,8 @@ class SqlLimits:
             forget,
             cleanup,
         )
-        pool = self._connections
-        conn = pool.take()
-        try:
+        with self._connections.lease() as conn:  # any failure of the driver: the store is unavailable
             answer = conn.execute(self._sql, arguments).fetchone()[0]
-        except Exception as exc:  # noqa: BLE001 - any failure of the driver: the store is unavailable
-            pool.drop(conn)
-            # The exception text can hold the URL or parameters: only its type is passed on.
-            raise StateUnavailableError(f"the SQL state store failed ({type(exc).__name__})") from None
-        except BaseException:
-            pool.drop(conn)
-            raise
-        pool.give(conn)
         if answer is None:
             return None
         index, rate, wait = answer
@@ -106,26 +96,16 @@ class SqlLimits:
     ) -> Refusal | None:
         sql = _sqlite_sql(self._schema.counters.name, self._schema.log.name, len(budget_of), len(rate_of))
         quotas = (*budget_of.items(), *rate_of.items())
-        pool = self._connections
-        conn: sqlite3.Connection = pool.take()
-        try:
+        conn: sqlite3.Connection
+        with self._connections.lease(sqlite3.Error) as conn:
             if not careful:
                 try:
                     conn.execute(sql["count"], _counted(quotas, self._clock()))
                 except sqlite3.IntegrityError:  # a quota looks spent: the statement changed nothing
                     pass
                 else:
-                    pool.give(conn)
                     return None
-            refusal = self._locked(conn, sql, budget_of, rate_of, cleanup)
-        except sqlite3.Error as exc:
-            pool.drop(conn)
-            raise StateUnavailableError(f"the SQL state store failed ({type(exc).__name__})") from None
-        except BaseException:
-            pool.drop(conn)
-            raise
-        pool.give(conn)
-        return refusal
+            return self._locked(conn, sql, budget_of, rate_of, cleanup)
 
     def _locked(
         self,

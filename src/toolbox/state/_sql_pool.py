@@ -17,7 +17,8 @@ import os
 import select
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, Generic, TypeVar, final
 
 from toolbox.foundations._sqlite_wal import enter_wal
@@ -108,6 +109,26 @@ class Connections(Generic[C]):
         except BaseException:
             self._release()
             raise
+
+    @contextmanager
+    def lease(
+        self, failures: type[BaseException] | tuple[type[BaseException], ...] = Exception
+    ) -> Iterator[C]:
+        """A connection for one use: given back after it, dropped when the use fails.
+
+        A failure of a ``failures`` type is `StateUnavailableError` naming only its type: the
+        driver's text can hold the URL or the statement's parameters.
+        """
+        conn = self.take()
+        try:
+            yield conn
+        except failures as exc:
+            self.drop(conn)
+            raise StateUnavailableError(f"the SQL state store failed ({type(exc).__name__})") from None
+        except BaseException:
+            self.drop(conn)
+            raise
+        self.give(conn)
 
     def give(self, conn: C) -> None:
         """Return a connection that is fine (its transaction ended) for the next call."""

@@ -45,8 +45,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, final
 
 from toolbox.audit._redaction import Redaction
+from toolbox.audit._refusals import decision_of
 from toolbox.foundations._wire_names import to_wire_name
-from toolbox.pipeline._result import Status, ToolResult
+from toolbox.pipeline._result import ToolResult
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
@@ -65,15 +66,6 @@ INSTALL_HINT = (
     "OtelHook needs the OpenTelemetry API. Please install it: "
     'pip install "toolbox-registry[otel]" (or pip install opentelemetry-api)'
 )
-
-
-def _decision(result: ToolResult) -> str:
-    """The governance decision the audit trail records for ``result``."""
-    if result.status is Status.INVALID_ARGUMENTS:
-        return "INVALID"
-    if result.status is Status.APPROVAL_REQUIRED:
-        return "APPROVAL_REQUIRED"
-    return "DENY" if result.status is Status.DENIED else "ALLOW"
 
 
 def _nanoseconds(seconds: float) -> int:
@@ -161,7 +153,7 @@ class OtelHook:
             "operation": invocation.operation,
             "name": invocation.name,
             "status": result.status.value,
-            "decision": _decision(result),
+            "decision": decision_of(result),
             "reason_code": result.reason_code,
             "error_code": result.error_code,
             "rule_ids": rules or None,
