@@ -42,8 +42,16 @@ def shown(value: Any) -> Any:
     return str(value)
 
 
+#: Contents that are strict JSON values as they are (ints within 64 bits: see `json_content`).
+_PLAIN = frozenset({str, bool, type(None)})
+_INT_BOUND = 2**63
+
+
 def json_content(content: Any) -> Any:
     """``content`` as strict JSON values (see the module): what a door may serialise as it is."""
+    kind = type(content)
+    if kind in _PLAIN or (kind is int and -_INT_BOUND < content < _INT_BOUND):
+        return content  # what the round trip below gives back, without it (most tools' results)
     try:
         return json.loads(json.dumps(content, default=shown), parse_constant=str)
     except (ValueError, TypeError, RecursionError):  # a cycle, or a hook that fails
