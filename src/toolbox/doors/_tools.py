@@ -240,19 +240,16 @@ class Tools:
         return self.ready_runtimes.get(name)
 
     def route_runtime(self, name: str) -> ToolRuntime | None:
-        """The runtime of ``name`` for a compiled by-name route, building the tool on its first call.
+        """For a compiled by-name route that found no `ready_runtimes` entry: build the tool, its runtime.
 
         None: the route takes the full chain, whose access check makes the same decision
         (`acquire`) and records any refusal. A tool with an acknowledgement is never ready.
         """
-        runtime = self.ready_runtimes.get(name)
-        if runtime is None:
-            try:
-                self.acquire(name)
-            except Exception:  # noqa: BLE001 - the full chain decides again, and reports it
-                return None
-            runtime = self.ready_runtimes.get(name)
-        return runtime
+        try:
+            self.acquire(name)
+        except Exception:  # noqa: BLE001 - the full chain decides again, and reports it
+            return None
+        return self.ready_runtimes.get(name)
 
     def runtime_of(self, name: str) -> ToolRuntime:
         """The runtime of the built tool ``name`` (after a successful `get`)."""
