@@ -19,6 +19,7 @@ from toolbox.pipeline._shown import json_content
 from toolbox.service._access import AsCaller, as_caller, route_of
 from toolbox.service._approvals import approval_document
 from toolbox.service._body import read_json_object
+from toolbox.service._direct_route import DirectRoute
 from toolbox.service._problems import Problem
 from toolbox.service._service import Service, service_of
 from toolbox.service._statuses import result_problem
@@ -106,7 +107,6 @@ def _arguments(body: dict[str, Any], trace_id: str) -> dict[str, Any]:
     return merged
 
 
-@router.post("/{name}/invoke", status_code=200)
 async def invoke(name: str, request: Request) -> Response:
     """One governed call of ``name`` (``tool.operation`` or its wire name).
 
@@ -127,6 +127,12 @@ async def invoke(name: str, request: Request) -> Response:
     )
     await service.toolsets.check(caller.identity, name, context)
     return await _call(service, name, arguments, context, approval)
+
+
+# Called directly (`DirectRoute`): FastAPI has nothing to solve here; `as_caller` authenticates.
+router.add_api_route(
+    "/{name}/invoke", invoke, methods=["POST"], status_code=200, route_class_override=DirectRoute
+)
 
 
 async def _call(
