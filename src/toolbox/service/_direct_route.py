@@ -1,9 +1,10 @@
 """`DirectRoute`: a FastAPI route whose endpoint takes only the request and its path's strings.
 
 FastAPI's request handler solves an endpoint's parameters on every request: for the
-governed invoke, a path string and the request, it was a quarter of the service's own
-CPU per call. Starlette has matched the path already, so such an endpoint is called with
-``request.path_params`` as they are (strings, as FastAPI would validate them). The route
+governed invoke (a path string, the request, the authentication dependency) about 26 µs
+of CPU in process, a fifth of the invoke's. Starlette has matched the path already, so
+such an endpoint is called with ``request.path_params`` as they are (strings, as FastAPI
+would validate them). The route
 is still an `APIRoute` built from the endpoint's signature: matching, ``scope["route"]``,
 the exception handlers and the OpenAPI document are FastAPI's. An endpoint asking for
 anything FastAPI would have to solve (a query, header or body parameter, a dependency)
