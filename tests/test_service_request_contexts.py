@@ -3,9 +3,9 @@
 The service builds one `ExecutionContext` per request and releases it after the call
 (`Gateway.release`): its tools are closed and freed at once, so no context, tool or
 runtime waits for the garbage collector, and none outlives its request in the gateway's
-recent contexts. Attacks: a key revoked or its toolset changed between two requests,
-concurrent requests of many credentials, every kind of answer (success, denial, approval,
-failure, a name outside the toolset).
+recent contexts; a turn's context likewise. Attacks: a key revoked or its toolset
+changed between two requests, concurrent requests of many credentials, every kind of
+answer (success, denial, approval, failure, a name outside the toolset).
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 from starlette.testclient import TestClient
 
 from service_support import RUNS, USERS, Deployment, deployment, echo, write_keys_again
@@ -197,3 +199,22 @@ def test_concurrent_requests_of_many_credentials_keep_their_own_identity(service
         assert events and {(e.tenant, e.principal) for e in events} == {(callers[user], principal[user])}
     assert len(traces) == len(results) and RUNS["echo"] == len(results)
     assert held_contexts(gateway_of(service)) == 0
+
+
+def test_a_turns_context_is_released_after_the_turn(tmp_path: Path) -> None:
+    """A turn's calls share one context, released once the turn is answered, success or failure."""
+    steps = [[ToolCallPart("echo", {"text": "hi", "purpose": "Answer"}, "c1")], [TextPart("done")]]
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if not steps:
+            raise RuntimeError("the model is gone")
+        return ModelResponse(parts=steps.pop(0))
+
+    with deployment(tmp_path, turn_model=FunctionModel(model)) as service:
+        answered = service.post("/v1/turns", "alice", json={"message": "say hi"})
+        assert answered.status_code == 200 and answered.json()["tool_calls"] == 1
+        assert held_contexts(gateway_of(service)) == 0
+        failed = service.post("/v1/turns", "alice", json={"message": "again"})
+        assert failed.status_code == 502 and failed.json()["reason_code"] == "MODEL_ERROR"
+        assert held_contexts(gateway_of(service)) == 0
+        assert RUNS["echo"] == 1
