@@ -477,7 +477,7 @@ class Tools:
         """`close`, then forget the built tools (a later `get` builds them again).
 
         For a context that makes no more calls: each tool's runtime refers back to this
-        `Tools`, so without it the two wait for the garbage collector's next full pass.
+        `Tools`, so without it the two are freed only by the garbage collector.
         """
         self.close()
         with self._lock:
