@@ -186,7 +186,7 @@ class Route(CompiledName):
             return None
         try:
             # The chain's model's own validation, without the model instance (`field_values`).
-            values: dict[str, Any] = self._validate(arguments)[0]
+            values: dict[str, Any] = self._validate(arguments)
             text = values.pop(self._intent_field)
             if type(text) is not str or text not in VALID_TEXTS:  # validate_intent_text's own shortcut
                 text = validate_intent_text(text)
@@ -201,7 +201,9 @@ class Route(CompiledName):
             # Immutable values (compile_route checked the field types): safe to redact when read.
             hold_call = self._hold_call
             if hold_call is not None:
-                opening = held_call(HELD_OPENING, self._key, context, text, declared, None, values.values())
+                opening = held_call(
+                    HELD_OPENING, self._key, runtime.held_context, text, declared, None, values.values()
+                )
                 hold_call(opening)
             else:
                 assert self._subject is not None  # set whenever the trail is

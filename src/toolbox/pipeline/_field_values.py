@@ -3,10 +3,11 @@
 A by-name route (`toolbox.doors._route`) validates with the same model as the
 chain's argument validation (`toolbox.pipeline.checks._arguments`), then throws the
 model instance away and keeps its field values. `field_values` compiles that
-validation from the model's own core schema (its fields and its config:
-``extra="forbid"``, ``allow_inf_nan=False``): the same checks and conversions,
-without the instance and its private slots on every call. ``tests/test_gate.py`` holds
-it to the model's answers for every kind of input a model may send.
+validation from the model's own core schema (its fields' schemas and its config:
+``extra="forbid"``, ``allow_inf_nan=False``) as a typed dict's: the same checks and
+conversions, without the instance, its private slots and its set of fields on
+every call. ``tests/test_gate.py`` holds it to the model's answers for every kind
+of input a model may send.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ __all__ = ["field_values"]
 _FIELD_KEYS = frozenset({"type", "schema", "metadata"})
 
 
-def field_values(model: type[BaseModel]) -> Callable[[object], tuple[Any, ...]]:
-    """``validate(arguments)``: a tuple whose first item is the dict of ``model``'s validated field values.
+def field_values(model: type[BaseModel]) -> Callable[[object], dict[str, Any]]:
+    """``validate(arguments)``: the dict of ``model``'s validated field values, in the model's field order.
 
     Raises pydantic's `ValidationError` (a `ValueError`) where ``model`` would.
     A model whose schema is not a plain one (a custom ``__init__``, a root model,
@@ -42,9 +43,19 @@ def field_values(model: type[BaseModel]) -> Callable[[object], tuple[Any, ...]]:
         and all(set(field) <= _FIELD_KEYS for field in fields_schema["fields"].values())
     )
     if plain:
+        # Each field's own schema, required unless it has a default (its schema says so), as the model's.
+        fields = {
+            name: {
+                "type": "typed-dict-field",
+                "schema": field["schema"],
+                "required": field["schema"]["type"] != "default",
+            }
+            for name, field in fields_schema["fields"].items()
+        }
+        config = core.get("config")
+        typed_dict = {"type": "typed-dict", "fields": fields, "config": config}
         try:
-            # (values, extra, fields set): what the model would set on its instance.
-            return SchemaValidator(fields_schema, core.get("config")).validate_python
+            return SchemaValidator(typed_dict, config).validate_python  # type: ignore[arg-type]
         except Exception:  # noqa: BLE001, S110 - a schema pydantic-core does not take alone: the model's own
             pass
-    return lambda arguments: (validate(arguments).__dict__,)
+    return lambda arguments: validate(arguments).__dict__

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, final
 
+from toolbox.audit._held import held_context
 from toolbox.errors import ToolDeniedError
 from toolbox.foundations._binding import called_with, transformed
 from toolbox.foundations._context import DenialRecord, ExecutionContext
@@ -38,6 +39,7 @@ class ToolRuntime:
         "descriptor",
         "executions",
         "guarded",
+        "held_context",
         "options",
         "pipeline",
         "plans",
@@ -63,6 +65,9 @@ class ToolRuntime:
         # The provider's ``bind`` mapping (`toolbox.ToolProvider`): what a parameter is bound as.
         self._bind = bind or {}
         self.context = context
+        #: What the audit trail's held calls repeat from the context (`toolbox.audit._held.held_context`):
+        #: taken once, as the context is immutable, for the by-name route's calls.
+        self.held_context = held_context(context)
         #: The `Tools` that built this tool; intents execute through its governed chain.
         self.tools = tools
         self.pipeline: Pipeline = tools.catalog.pipeline
