@@ -223,9 +223,8 @@ class Route(CompiledName):
         ended = _now()
         duration = ended - declared
         runtime.record_finished(self._row(declared, duration, ended, text))
-        result = succeeded(
-            self.name, self.tool, self.operation, content, context.run_id, context.correlation_id
-        )
+        ids = runtime.held_context  # the context's run and correlation ids first, read once
+        result = succeeded(self.name, self.tool, self.operation, content, ids[0], ids[1])
         hold_call = self._hold_call
         if hold_call is not None and type(opening) is tuple:
             # The response names the held opening (plain values too): nothing more to read.

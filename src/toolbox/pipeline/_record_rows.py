@@ -61,13 +61,16 @@ def first_success_row(
             values.append(f"_{index}")
         else:
             values.append("None")
-    # Generated like dataclasses' __init__: one tuple display, its constants bound as defaults (locals).
-    defaults = ", ".join(f"{constant}={constant}" for constant in constants)
+    # Generated like dataclasses' __init__: one tuple display; its constants are the cells of a closure
+    # (a keyword-only default per constant made each call fill them in: twice the time).
+    parameters = ", ".join(constants)
     source = (
-        f"def row(declared, duration, ended, intent_text, *, {defaults}):\n"
-        f"    return ({', '.join(values)},)\n"
+        f"def make({parameters}):\n"
+        f"    def row(declared, duration, ended, intent_text):\n"
+        f"        return ({', '.join(values)},)\n"
+        f"    return row\n"
     )
-    namespace: dict[str, Any] = dict(constants)
+    namespace: dict[str, Any] = {}
     exec(source, namespace)  # noqa: S102 - the source is built above from field names and local names only
-    row: Callable[[float, float, float, str], tuple[Any, ...]] = namespace["row"]
+    row: Callable[[float, float, float, str], tuple[Any, ...]] = namespace["make"](**constants)
     return row

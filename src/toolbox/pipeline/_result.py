@@ -133,6 +133,8 @@ class ToolResult:
 
 
 _new_result = object.__new__
+#: Read once: an enum member read from its class costs more than the rest of `succeeded`.
+_SUCCESS = Status.SUCCESS
 
 
 def succeeded(  # noqa: PLR0917 - positional on purpose: the by-name hot path builds one per call
@@ -140,7 +142,7 @@ def succeeded(  # noqa: PLR0917 - positional on purpose: the by-name hot path bu
 ) -> ToolResult:
     """A SUCCESS result after one attempt, built without keyword checks (the hot path's form)."""
     result: ToolResult = _new_result(ToolResult)
-    result.status = Status.SUCCESS
+    result.status = _SUCCESS
     result.name = name
     result.tool = tool
     result.operation = operation
