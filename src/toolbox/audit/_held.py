@@ -2,8 +2,9 @@
 
 An `Opening` or `Closing` object kept by a sink is walked by every full
 collection for as long as the sink keeps it; a held call (`held_call`, and
-`held_response` for its response) holds strings, numbers and None only, so
-the garbage collector stops tracking it at its first pass.
+`held_response` for its response) holds strings, numbers, None and tuples of
+them only, so the garbage collector stops tracking it at its first pass. Until
+then, a young collection walks each of its items: the fewer, the cheaper.
 """
 
 from __future__ import annotations
@@ -14,13 +15,13 @@ from typing import Any
 from toolbox.audit._batch import CallContext, CallSubject
 from toolbox.audit._events import AuditEvent, EventType
 
-__all__ = ["HELD_OPENING", "HELD_RESPONSE", "held_call", "held_context", "held_events", "held_response"]
+__all__ = ["HELD_OPENING", "HELD_RESPONSE", "held_call", "held_context", "held_events", "held_response", "held_trace_id"]
 
 #: A held call's first field: its opening (3 events) or its response (1 event).
 HELD_OPENING = 0
 HELD_RESPONSE = 1
 #: The index of a held opening's first argument value (the fields before it: `held_call`'s).
-_FIRST_VALUE = 11
+_FIRST_VALUE = 6
 
 
 def held_context(context: CallContext) -> tuple[str | None, ...]:
@@ -49,7 +50,7 @@ def held_call(  # noqa: PLR0917 - the tuple's fields, in order
 ) -> tuple[Any, ...]:
     """A call's opening as a tuple of plain values, for a sink that holds calls (`held_response` closes it).
 
-    ``context`` is the call's `held_context`. Strings, numbers and None only (the
+    ``context`` is the call's `held_context`, kept as that one tuple. Plain values only (the
     argument values last, in the order of the names the sink registered with
     ``subject_key``), so the garbage collector stops tracking the tuple at its
     first pass when the arguments are scalars: a held call costs later
@@ -57,7 +58,15 @@ def held_call(  # noqa: PLR0917 - the tuple's fields, in order
     collection for as long as the sink keeps it. The by-name route holds its
     calls this way.
     """
-    return (kind, subject_key, *context, intent_text, timestamp, duration, *values)
+    # The context's fields as one shared tuple: a tuple the collector walks is one item longer per value.
+    return (kind, subject_key, context, intent_text, timestamp, duration, *values)
+
+
+def held_trace_id(held: tuple[Any, ...]) -> str:
+    """The trace of a held call (its opening or its response)."""
+    opening = held if held[0] == HELD_OPENING else held[1]
+    trace_id: str = opening[2][0]
+    return trace_id
 
 
 def held_response(opening: tuple[Any, ...], ended: float, duration: float) -> tuple[Any, ...]:
@@ -69,12 +78,11 @@ def held_events(held: tuple[Any, ...], subject: CallSubject, names: tuple[str, .
     """The events of a held call (`held_call`, `held_response`): its `Opening`'s, or its `Closing`'s."""
     if held[0] == HELD_RESPONSE:
         _, opening, timestamp, duration = held
-        _, _, run_id, correlation_id, tenant, principal, parent_run_id, credential, text = opening[:9]
+        context, text = opening[2:4]
         kind = HELD_RESPONSE
     else:
-        kind, _, run_id, correlation_id, tenant, principal, parent_run_id, credential, text, timestamp, _ = (
-            held[:_FIRST_VALUE]
-        )
+        kind, _, context, text, timestamp, _ = held[:_FIRST_VALUE]
+    run_id, correlation_id, tenant, principal, parent_run_id, credential = context
     common = {
         "trace_id": run_id,
         "correlation_id": correlation_id,

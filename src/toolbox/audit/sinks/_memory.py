@@ -9,7 +9,7 @@ from typing import Any, final
 from toolbox.audit._batch import LAZY_BATCHES, CallSubject, Closing, LazyBatch, Opening
 from toolbox.audit._events import AuditEvent, AuditRecord, EventType, storable_text
 from toolbox.audit._filtering import select
-from toolbox.audit._held import HELD_OPENING, held_events
+from toolbox.audit._held import HELD_OPENING, held_events, held_trace_id
 from toolbox.audit._sink import AuditQuery, ChainState, chain_dicts
 
 __all__ = ["MemorySink"]
@@ -135,7 +135,7 @@ class MemorySink:
 def _unstorable(batch: LazyBatch | tuple[Any, ...] | list[dict[str, Any]]) -> AuditEvent:
     """The event that stands for a batch that could not be stored, in the batch's trace."""
     if type(batch) is tuple:
-        trace_id = batch[2] if batch[0] == HELD_OPENING else batch[1][2]
+        trace_id = held_trace_id(batch)
     elif isinstance(batch, Opening):
         trace_id = batch.context.run_id
     elif isinstance(batch, Closing):
