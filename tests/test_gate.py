@@ -64,8 +64,19 @@ def test_the_compact_row_is_the_record_the_chain_keeps() -> None:
     record.attempts = 1
     record.ended_at, record.duration, record.status = 12.5, 2.5, "SUCCESS"
     compact = row(10.0, 2.5, 12.5, "Sum the order")
-    assert compact == tuple(getattr(record, name) for name in OperationRecord.FIELDS)
+    assert len(compact) == 5  # the shape, then the call's own four values: few items to walk
     assert OperationRecord._revived(compact).as_dict() == record.as_dict()
+    assert compact[0] is row(11.0, 1.0, 12.0, "Again")[0]  # one shape for every call of the name
+
+
+@pytest.mark.parametrize(
+    ("shared", "own"),
+    [({"tool": "calc", "nope": 1}, ()), ({"tool": "calc"}, (("tool",),)), ({}, (("duration", "duration"),))],
+    ids=["unknown", "shared-and-own", "twice"],
+)
+def test_a_compact_shape_names_each_record_field_at_most_once(shared: Any, own: Any) -> None:
+    with pytest.raises(ValueError, match="distinct OperationRecord fields"):
+        OperationRecord.compact_shape(shared, own)
 
 
 Arguments = create_model(

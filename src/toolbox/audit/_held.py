@@ -15,7 +15,15 @@ from typing import Any
 from toolbox.audit._batch import CallContext, CallSubject
 from toolbox.audit._events import AuditEvent, EventType
 
-__all__ = ["HELD_OPENING", "HELD_RESPONSE", "held_call", "held_context", "held_events", "held_response", "held_trace_id"]
+__all__ = [
+    "HELD_OPENING",
+    "HELD_RESPONSE",
+    "held_call",
+    "held_context",
+    "held_events",
+    "held_response",
+    "held_trace_id",
+]
 
 #: A held call's first field: its opening (3 events) or its response (1 event).
 HELD_OPENING = 0

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from datetime import datetime
 from typing import Annotated, Any, final
@@ -129,11 +129,36 @@ class OperationRecord:
         return {"kind": "operation", **{k: getattr(self, k) for k in self.FIELDS}}
 
     @classmethod
-    def _revived(cls, values: tuple[Any, ...]) -> OperationRecord:
-        """The record a `Trace` kept compact (its ``FIELDS`` values), as an object again."""
+    def compact_shape(cls, shared: Mapping[str, object], own: tuple[tuple[str, ...], ...]) -> tuple[Any, ...]:
+        """The shape of compact records (see `Trace`): the ``shared`` values, and where each own value goes.
+
+        A compact record is ``(shape, *values)``, its i-th value set in each of
+        the fields ``own[i]`` names; a field in neither is None. The shape is one
+        flat tuple of plain values (the field values, then for each field the
+        index of the own value it takes, or -1): the garbage collector stops
+        tracking it at its first pass, and a record holding it at the next.
+
+        Raises:
+            ValueError: a field is not one of ``FIELDS``, or is named twice.
+        """
+        placed = {field: index for index, fields in enumerate(own) for field in fields}
+        named = [*shared, *(field for fields in own for field in fields)]
+        if not set(named) <= set(cls.FIELDS) or len(set(named)) != len(named):
+            raise ValueError(f"compact fields must be distinct OperationRecord fields, got {named}")
+        return (
+            *(shared.get(field) for field in cls.FIELDS),
+            *(placed.get(field, -1) for field in cls.FIELDS),
+        )
+
+    @classmethod
+    def _revived(cls, compact: tuple[Any, ...]) -> OperationRecord:
+        """The record a `Trace` kept compact (a `compact_shape`, then its own values), as an object."""
+        shape, *own = compact
         record = cls.__new__(cls)
-        for name, value in zip(cls.FIELDS, values, strict=True):
-            setattr(record, name, value)
+        count = len(cls.FIELDS)
+        for index, name in enumerate(cls.FIELDS):
+            source = shape[count + index]
+            setattr(record, name, shape[index] if source < 0 else own[source])
         return record
 
     def __repr__(self) -> str:
@@ -190,9 +215,12 @@ class Trace:
     ``deque.append`` is atomic, so no lock is needed on the hot path; a snapshot
     that an append interrupts is taken again.
 
-    A record whose call has already ended may be kept compact: the tuple of its
-    `OperationRecord.FIELDS` values, plain values which the garbage collector stops tracking, where a
-    record object kept for the trace's lifetime costs every full collection.
+    A record whose call has already ended may be kept compact: a tuple of its
+    shape (`OperationRecord.compact_shape`: the values every call of its name
+    shares, made once) and its own values. Plain values, which the garbage
+    collector stops tracking, where a record object kept for the trace's
+    lifetime costs every full collection; and few of them, as a young
+    collection walks each item of a tuple before it stops tracking it.
     The by-name fast path records its successful calls that way, when they end.
     `records` reads such a record back as an equal `OperationRecord` (a new
     object at each read).
@@ -221,7 +249,7 @@ class Trace:
 
     @property
     def finished_appender(self) -> Callable[[tuple[Any, ...]], None]:
-        """Appends a compact record (its `OperationRecord.FIELDS` values, in order), for the hot path."""
+        """Appends a compact record (its shape, then its own values), for the hot path."""
         return self._records.append
 
     def records(self) -> list[OperationRecord | DenialRecord]:

@@ -1,11 +1,12 @@
-"""The compact trace record of a call that succeeded at its first attempt, made from `OperationRecord.FIELDS`.
+"""The compact trace record of a call that succeeded at its first attempt (`OperationRecord.compact_shape`).
 
-A `toolbox.foundations._context.Trace` keeps a finished call as the tuple of its
-`OperationRecord.FIELDS` values, in order (plain values the garbage collector
-stops tracking). A by-name route (`toolbox.doors._route`) records its successful calls
-that way; the function that builds the tuple is generated here from ``FIELDS``,
-so the order is written once, in `OperationRecord`, and a new field cannot be
-left out or misplaced (a field this module does not know fails at compile time).
+A `toolbox.foundations._context.Trace` may keep a finished call as a tuple of
+its shape (the values every call of its name shares, made once) and its own
+values. A by-name route (`toolbox.doors._route`) records its successful calls
+that way: ``(shape, declared, duration, ended, intent_text)``, five items where
+the record has eighteen fields, so a young collection has few to walk. Which
+field takes which value is written here once; `OperationRecord` checks the
+names, and reads the record back whole.
 """
 
 from __future__ import annotations
@@ -17,14 +18,13 @@ from toolbox.foundations._context import OperationRecord
 
 __all__ = ["first_success_row"]
 
-#: The fields a call's row takes per call, and the parameter of the generated function that holds each.
-_PER_CALL = {
-    "declared_at": "declared",
-    "started_at": "declared",  # a route dispatches as soon as the intent is declared
-    "duration": "duration",
-    "ended_at": "ended",
-    "intent_text": "intent_text",
-}
+#: The fields each of a row's own values sets, in the order `first_success_row`'s function takes them.
+_OWN = (
+    ("declared_at", "started_at"),  # a route dispatches as soon as the intent is declared
+    ("duration",),
+    ("ended_at",),
+    ("intent_text",),
+)
 #: The fields that stay None after a plain success.
 _UNSET = frozenset({"error_code", "error_type", "field_path", "reason_code", "rule", "target"})
 
@@ -34,12 +34,12 @@ def first_success_row(
 ) -> Callable[[float, float, float, str], tuple[Any, ...]]:
     """``row(declared, duration, ended, intent_text)``: the compact record of a call of ``name``.
 
-    One attempt, status ``SUCCESS``, no warnings; the values in `OperationRecord.FIELDS`' order.
+    One attempt, status ``SUCCESS``, no warnings.
 
     Raises:
         RuntimeError: ``FIELDS`` holds a field this module does not fill.
     """
-    fixed: dict[str, object] = {
+    shared: dict[str, object] = {
         "attempts": 1,
         "intent_kind": intent_kind,
         "name": name,
@@ -48,29 +48,12 @@ def first_success_row(
         "tool": tool,
         "warnings": (),
     }
-    unknown = set(OperationRecord.FIELDS) - set(_PER_CALL) - set(fixed) - _UNSET
+    unknown = set(OperationRecord.FIELDS) - {f for fields in _OWN for f in fields} - set(shared) - _UNSET
     if unknown:  # pragma: no cover - a new OperationRecord field must be given its value here
         raise RuntimeError(f"first_success_row does not fill OperationRecord fields {sorted(unknown)}")
-    values: list[str] = []
-    constants: dict[str, object] = {}
-    for index, field in enumerate(OperationRecord.FIELDS):
-        if field in _PER_CALL:
-            values.append(_PER_CALL[field])
-        elif field in fixed:
-            constants[f"_{index}"] = fixed[field]
-            values.append(f"_{index}")
-        else:
-            values.append("None")
-    # Generated like dataclasses' __init__: one tuple display; its constants are the cells of a closure
-    # (a keyword-only default per constant made each call fill them in: twice the time).
-    parameters = ", ".join(constants)
-    source = (
-        f"def make({parameters}):\n"
-        f"    def row(declared, duration, ended, intent_text):\n"
-        f"        return ({', '.join(values)},)\n"
-        f"    return row\n"
-    )
-    namespace: dict[str, Any] = {}
-    exec(source, namespace)  # noqa: S102 - the source is built above from field names and local names only
-    row: Callable[[float, float, float, str], tuple[Any, ...]] = namespace["make"](**constants)
+    shape = OperationRecord.compact_shape(shared, _OWN)
+
+    def row(declared: float, duration: float, ended: float, intent_text: str) -> tuple[Any, ...]:
+        return (shape, declared, duration, ended, intent_text)
+
     return row
