@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError, c
 from toolbox import Budget, ExecutionContext
 from toolbox.foundations._context import OperationRecord
 from toolbox.pipeline._field_values import field_values
-from toolbox.pipeline._paths import gates_open
+from toolbox.pipeline._paths import context_gated, gates_open
 from toolbox.pipeline._record_rows import first_success_row
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "toolbox"
@@ -45,7 +45,7 @@ def _never(tool: str) -> bool:
     ids=["open", "deadline", "budget", "scope", "kill-switch"],
 )
 def test_the_gate_closes_on_each_per_call_state(context: ExecutionContext, engaged: Any, open_: bool) -> None:
-    assert gates_open(context, engaged, "add") is open_
+    assert gates_open(context_gated(context), engaged, "add") is open_
 
 
 def test_the_gate_is_written_once() -> None:

@@ -10,7 +10,7 @@ then, a young collection walks each of its items: the fewer, the cheaper.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypeAlias
 
 from toolbox.audit._batch import CallContext, CallSubject
 from toolbox.audit._events import AuditEvent, EventType
@@ -18,6 +18,7 @@ from toolbox.audit._events import AuditEvent, EventType
 __all__ = [
     "HELD_OPENING",
     "HELD_RESPONSE",
+    "HeldContext",
     "held_call",
     "held_context",
     "held_events",
@@ -25,6 +26,8 @@ __all__ = [
     "held_trace_id",
 ]
 
+#: A context's fields in a held call: run, correlation, tenant, principal, parent run, credential.
+HeldContext: TypeAlias = tuple[str, str, str, str, str | None, str | None]
 #: A held call's first field: its opening (3 events) or its response (1 event).
 HELD_OPENING = 0
 HELD_RESPONSE = 1
@@ -32,7 +35,7 @@ HELD_RESPONSE = 1
 _FIRST_VALUE = 6
 
 
-def held_context(context: CallContext) -> tuple[str | None, ...]:
+def held_context(context: CallContext) -> HeldContext:
     """What every held call in ``context`` repeats, in `held_call`'s order: take it once per context.
 
     A context is immutable, and reading its fields costs more than the rest of a held call.
@@ -50,7 +53,7 @@ def held_context(context: CallContext) -> tuple[str | None, ...]:
 def held_call(  # noqa: PLR0917 - the tuple's fields, in order
     kind: int,
     subject_key: int,
-    context: tuple[str | None, ...],
+    context: HeldContext,
     intent_text: str,
     timestamp: float,
     duration: float | None,

@@ -179,7 +179,9 @@ class Route(CompiledName):
 
         One method on purpose: this is the hot path, and each call level costs.
         """
-        if not gates_open(context, self._engaged, self.tool) or not flat_and_small(arguments, self._limits):
+        if not gates_open(tools.context_gated, self._engaged, self.tool) or not flat_and_small(
+            arguments, self._limits
+        ):
             return None
         runtime = tools.ready_runtimes.get(self.tool) or tools.route_runtime(self.tool)
         if runtime is None:

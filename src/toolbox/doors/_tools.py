@@ -25,6 +25,7 @@ from toolbox.foundations._binding import bind_operations
 from toolbox.foundations._context import DenialRecord, ExecutionContext
 from toolbox.foundations._descriptor import Acknowledgement, RiskClass, ToolDescriptor
 from toolbox.governance import Governance
+from toolbox.pipeline._paths import context_gated
 from toolbox.registry._discovery import BrokenProvider
 
 if TYPE_CHECKING:
@@ -118,7 +119,16 @@ class Tools:
     `explain` with a tool type (``HttpTool``) or a tool name (``"http"``).
     """
 
-    __slots__ = ("_catalog", "_context", "_instances", "_lock", "_ready", "_runtimes", "ready_runtimes")
+    __slots__ = (
+        "_catalog",
+        "_context",
+        "_instances",
+        "_lock",
+        "_ready",
+        "_runtimes",
+        "context_gated",
+        "ready_runtimes",
+    )
 
     def __init__(self, catalog: Catalog, context: ExecutionContext) -> None:
         if not isinstance(context, ExecutionContext):
@@ -128,6 +138,8 @@ class Tools:
             )
         self._catalog = catalog
         self._context = context
+        #: Whether the context has a deadline, budget or delegation scope: the fast paths' gate, taken once.
+        self.context_gated = context_gated(context)
         self._lock = threading.Lock()
         self._instances: dict[str, object] = {}
         self._runtimes: dict[str, ToolRuntime] = {}

@@ -55,7 +55,7 @@ def field_values(model: type[BaseModel]) -> Callable[[object], dict[str, Any]]:
         config = core.get("config")
         typed_dict = {"type": "typed-dict", "fields": fields, "config": config}
         try:
-            return SchemaValidator(typed_dict, config).validate_python  # type: ignore[arg-type]
+            return SchemaValidator(typed_dict, config).validate_python
         except Exception:  # noqa: BLE001, S110 - a schema pydantic-core does not take alone: the model's own
             pass
     return lambda arguments: validate(arguments).__dict__

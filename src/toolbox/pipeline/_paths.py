@@ -46,7 +46,15 @@ from toolbox.pipeline.checks._builtin import (
     KillSwitch,
 )
 
-__all__ = ["CONTEXT_GATES", "ROUTABLE_CHECKS", "Plan", "by_name_route", "gates_open", "typed_fast_path"]
+__all__ = [
+    "CONTEXT_GATES",
+    "ROUTABLE_CHECKS",
+    "Plan",
+    "by_name_route",
+    "context_gated",
+    "gates_open",
+    "typed_fast_path",
+]
 
 #: The checks the typed fast path performs itself: the kill switch and the context's own gates.
 CONTEXT_GATES = frozenset({KillSwitch, DelegationCheck, DeadlineCheck, BudgetCheck})
@@ -56,15 +64,24 @@ ROUTABLE_CHECKS = frozenset(
 )
 
 
-def gates_open(context: ExecutionContext, engaged: Callable[[str], bool], tool: str) -> bool:
+def context_gated(context: ExecutionContext) -> bool:
+    """Whether ``context`` has a deadline, a budget or a delegation scope (the `CONTEXT_GATES` checks act).
+
+    Constant for a context, which is immutable: `toolbox.Tools` takes it once, when it
+    is built for the context, and the fast paths pass it to `gates_open`.
+    """
+    return context.deadline is not None or context.budget is not None or context.scope is not None
+
+
+def gates_open(gated: bool, engaged: Callable[[str], bool], tool: str) -> bool:
     """The per-call gate of every fast path: the plan's checks that read per-call state have nothing to do.
 
-    No deadline, budget or delegation scope on ``context`` (the `CONTEXT_GATES` checks would
-    act) and the kill switch not ``engaged`` for ``tool``. A check that starts reading other
-    state (say, a shared budget) joins here: the typed fast path and the by-name routes call
+    The call's context is not `context_gated` (``gated``: taken once per context) and the
+    kill switch is not ``engaged`` for ``tool``. A check that starts reading other state
+    (say, a shared budget) joins here: the typed fast path and the by-name routes call
     this, and nothing else decides it.
     """
-    return context.deadline is None and context.budget is None and context.scope is None and not engaged(tool)
+    return not gated and not engaged(tool)
 
 
 @final

@@ -40,6 +40,10 @@ class CallRuntime(Protocol):
     def plans(self) -> dict[str, Any]:
         """The chain's plans of the tool's typed operations, cached per operation."""
 
+    @property
+    def tools(self) -> CallTools:
+        """The tools that built the tool (for the context's `CallTools.context_gated`)."""
+
     def effect_of(self, operation: str) -> Effect:
         """The declared effect of ``operation``."""
 
@@ -50,6 +54,10 @@ class CallTools(Protocol):
     @property
     def catalog(self) -> Any:  # toolbox.Catalog, a higher layer: its schemas, pipeline and env
         """The shared catalog."""
+
+    @property
+    def context_gated(self) -> bool:
+        """`toolbox.pipeline._paths.context_gated` of the context the tools are built for."""
 
     def acquire(self, ref: object) -> object:
         """The built tool ``ref``; raises the denial `get` would, without recording it."""

@@ -66,7 +66,7 @@ def run_inline(  # noqa: PLR0917 - positional on purpose: the typed hot path
             return NOT_INLINE
         runtime.plans[record.operation] = plan
     context = runtime.context
-    if not plan.inline or not gates_open(context, pipeline.engaged, record.tool):
+    if not plan.inline or not gates_open(runtime.tools.context_gated, pipeline.engaged, record.tool):
         return NOT_INLINE
     trail = pipeline.recorder
     opening = None
