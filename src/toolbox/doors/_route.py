@@ -179,9 +179,8 @@ class Route(CompiledName):
 
         One method on purpose: this is the hot path, and each call level costs.
         """
-        if not gates_open(tools.context_gated, self._engaged, self.tool) or not flat_and_small(
-            arguments, self._limits
-        ):
+        gated = tools.context_gated  # the context's deadline, budget and scope, read once (`context_gated`)
+        if not gates_open(gated, self._engaged, self.tool) or not flat_and_small(arguments, self._limits):
             return None
         runtime = tools.ready_runtimes.get(self.tool) or tools.route_runtime(self.tool)
         if runtime is None:
