@@ -31,6 +31,8 @@ from toolbox import Effect, ExecutionContext, Gateway, Governance, RiskClass, St
 from toolbox.audit import AuditTrail, MemorySink
 
 TARGET = 4.0
+#: Issue 30, item 4: the sync by-name call within 3x of the pydantic call (the async rows keep 4x).
+BY_NAME_TARGET = 3.0
 ASYNC_DEF_TARGET = 1.2
 ARGS = '{"a": 1, "b": 2, "purpose": "Sum"}'
 
@@ -137,7 +139,7 @@ def bench_real_use(table: Table, *, repeat: int, calls: int, retain: int, alloc_
     _kept(sync_ns["def"], 1 + retain + repeat * calls)
     _kept(typed_ns, 1 + retain + repeat * calls)
     _row(table, "P", base)
-    _row(table, None, by_name, base, "P", TARGET)
+    _row(table, None, by_name, base, "P", BY_NAME_TARGET)
     _row(table, None, typed, base, "P")
 
     async def run() -> list[Sampled]:
