@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 import state_worker
+import zygote
 from state_support import POSTGRES_URL, REDIS_URL, free_port, start_redis, unique
 from tiers import sized
 from toolbox import ExecutionContext, Gateway, Status
@@ -102,8 +103,10 @@ def counting_fleet(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[F
 
 
 def start(mode: str, policy: Path, *args: str) -> subprocess.Popen[str]:
+    """A worker process: ``python state_worker.py MODE POLICY ARGS``, forked by a zygote that
+    imported toolbox and the backends once (tests/zygote.py says what stays real)."""
     return subprocess.Popen(
-        [sys.executable, WORKER, mode, str(policy), *args],
+        zygote.shared(*state_worker.PRELOAD).command(WORKER, mode, str(policy), *args),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
