@@ -42,6 +42,7 @@ children's CPU is reaped into the pytest process's like any child's.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import gc
 import importlib
 import json
@@ -63,6 +64,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 LAUNCHER = Path(__file__).with_name("zygote_launcher.py")
+#: A file the zygote appends each child's CPU seconds (user + system) and script name to.
+LOG = os.environ.get("TOOLBOX_ZYGOTE_LOG")
 #: How long the zygote waits for a connected launcher's request before dropping it.
 HANDSHAKE_TIMEOUT = 10.0
 
@@ -86,6 +89,7 @@ class _Server:
     selector: selectors.BaseSelector = field(default_factory=selectors.PollSelector)
     # pidfd of a running child -> (its pid, the connection of its launcher)
     running: dict[int, tuple[int, socket.socket]] = field(default_factory=dict)
+    names: dict[int, str] = field(default_factory=dict)  # pidfd -> the script's name, for LOG
 
     def run(self) -> _Request | None:
         """Serve until stdin closes (None); returns only in a forked child, with its request."""
@@ -118,6 +122,7 @@ class _Server:
             os.close(fd)
         pidfd = os.pidfd_open(child)
         self.running[pidfd] = (child, conn)
+        self.names[pidfd] = os.path.basename(request.argv[0])
         self.selector.register(pidfd, selectors.EVENT_READ, "child")
         return None
 
@@ -155,13 +160,11 @@ class _Server:
         self.selector.unregister(pidfd)
         os.close(pidfd)
         _, status, usage = os.wait4(pid, 0)
-        if os.environ.get("ZYGOTE_LOG"):
-            with open(os.environ["ZYGOTE_LOG"], "a") as log:
-                log.write(f"{usage.ru_utime + usage.ru_stime:.3f}\n")
-        try:
+        if LOG:  # what each child cost, to measure what is left (CONTRIBUTING.md)
+            with open(LOG, "a", encoding="utf-8") as log:
+                log.write(f"{usage.ru_utime + usage.ru_stime:.3f} {self.names.pop(pidfd)}\n")
+        with contextlib.suppress(OSError):  # the launcher is gone; the child saw that and died
             conn.sendall(json.dumps({"code": os.waitstatus_to_exitcode(status)}).encode() + b"\n")
-        except OSError:
-            pass  # the launcher is gone; the child saw that and died
         conn.close()
 
     def forget(self, conn: socket.socket) -> None:
@@ -173,6 +176,7 @@ class _Server:
             os.close(pidfd)
             other.close()
         self.running.clear()
+        self.names.clear()
 
     def stop(self) -> None:
         """Kill and reap what still runs (their launchers fail loudly)."""
@@ -284,6 +288,7 @@ def stop_all() -> None:
 
 
 atexit.register(stop_all)
+
 
 def run(request: _Request) -> None:
     """In a child: run the script as ``__main__``, then exit as the interpreter would."""

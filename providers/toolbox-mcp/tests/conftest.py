@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -21,10 +20,10 @@ from typing import Any
 
 import pytest
 import uvicorn
-import zygote
 from mcp_test_server import build_server
 
 import toolbox_mcp.plugin
+import zygote
 from toolbox import ExecutionContext, Gateway, Governance, ToolPolicy
 from toolbox.audit import AuditTrail, MemorySink
 from toolbox.governance import RetryPolicy
