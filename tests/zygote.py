@@ -29,7 +29,8 @@ environment, directory and ``sys.argv`` and runs SCRIPT as ``__main__`` (``runpy
 - a zygote that is gone fails every launch loudly (`ZYGOTE_GONE` on stderr and exit 70),
   never a hang; a zygote that died is not restarted behind the tests' back.
 
-What differs from a fresh interpreter: what a preloaded module read from the environment when
+What differs from a fresh interpreter: of the ``PYTHON*`` variables only ``PYTHONPATH`` is
+applied (to ``sys.path``), the rest are the zygote's; what a preloaded module read from the environment when
 it was imported is the zygote's (preload libraries that read it when used, not at import);
 the hash seed is shared (``random`` is reseeded at fork by Python itself).
 
@@ -204,7 +205,9 @@ def become(request: _Request) -> None:
     os.environ.update(request.env)
     script = request.argv[0]
     sys.argv = list(request.argv)
-    sys.path[0] = os.path.dirname(os.path.abspath(script))
+    # The path a fresh ``python SCRIPT`` would have: its folder, the launcher's PYTHONPATH, then
+    # the interpreter's own entries (the zygote's, less its folder and its PYTHONPATH).
+    sys.path[:] = [os.path.dirname(os.path.abspath(script)), *_python_path(request.env), *_BASE_PATH]
     # Fresh standard streams over the new descriptors, buffered as at a normal start.
     encoding = sys.stdout.encoding
     sys.stdin = sys.__stdin__ = open(0, encoding=encoding, closefd=False)  # noqa: SIM115
@@ -212,6 +215,13 @@ def become(request: _Request) -> None:
     sys.stderr = sys.__stderr__ = open(  # noqa: SIM115
         2, "w", encoding=encoding, errors="backslashreplace", closefd=False, buffering=1
     )
+
+
+def _python_path(env: dict[str, str]) -> list[str]:
+    return [entry for entry in env.get("PYTHONPATH", "").split(os.pathsep) if entry]
+
+
+_BASE_PATH = [entry for entry in sys.path[1:] if entry not in _python_path(dict(os.environ))]
 
 
 def serve(path: str, preload: Sequence[str]) -> _Request | None:
@@ -264,6 +274,38 @@ class Zygote:
             self.process.kill()
             self.process.wait()
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+#: The ``toolbox`` console script of this environment, and what its commands import (also
+#: lazily, as ``toolbox mcp serve`` runs).
+TOOLBOX = Path(sys.executable).with_name("toolbox")
+TOOLBOX_PRELOAD = (
+    "toolbox.cli",
+    "toolbox.mcp._stdio",
+    "toolbox.mcp._server",
+    "toolbox.audit.sinks._jsonl",
+    "toolbox.cli._serve",
+    "anyio._backends._asyncio",
+    "uvicorn",
+    # `toolbox kill` on the shared state stores
+    "toolbox.state._redis_backend",
+    "toolbox.state._sql_backend",
+    "redis",
+    "psycopg",
+    "sqlalchemy.dialects.postgresql.psycopg",
+    "sqlalchemy.dialects.sqlite.pysqlite",
+    # The providers the commands discover through their entry points.
+    "toolbox_fs.plugin",
+    "toolbox_http.plugin",
+    "toolbox_mcp.plugin",
+    "toolbox_sandbox.plugin",
+    "toolbox_sql.plugin",
+)
+
+
+def toolbox_command(*args: str) -> list[str]:
+    """``toolbox ARGS...``: the console script, run by a child of the zygote preloading the CLI."""
+    return shared(*TOOLBOX_PRELOAD).command(TOOLBOX, *args)
 
 
 _SHARED: dict[tuple[str, ...], Zygote] = {}
