@@ -93,10 +93,28 @@ def test_the_child_gets_the_launchers_pipes_environment_directory_and_arguments(
     assert seen["ppid"] == own.process.pid  # forked by the zygote, not executed by the launcher
 
 
+def test_the_launchers_pythonpath_is_on_the_childs_path(own: zygote.Zygote, tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "only_on_that_path.py").write_text("WHERE = 'site'\n", encoding="utf-8")
+    code = "import sys, only_on_that_path; print(only_on_that_path.WHERE, sys.path.index(sys.argv[1]))"
+    launched = subprocess.run(
+        own.command(script(tmp_path, code), str(site)),
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(site)},
+        timeout=60,
+        check=False,
+    )
+    assert launched.returncode == 0, launched.stderr
+    assert launched.stdout.split() == ["site", "1"]  # after the script's folder, as at a start
+
+
 @pytest.mark.parametrize(
     ("code", "status", "stderr"),
     [
         ("import sys; sys.exit(7)", 7, ""),
+        ("import sys; sys.exit(-1)", 255, ""),
         ("raise ValueError('broken')", 1, "ValueError: broken"),
         ("import sys; sys.exit('a message')", 1, "a message"),
         ("import os, signal; os.kill(os.getpid(), signal.SIGTERM)", -signal.SIGTERM, ""),

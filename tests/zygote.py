@@ -30,9 +30,11 @@ environment, directory and ``sys.argv`` and runs SCRIPT as ``__main__`` (``runpy
   never a hang; a zygote that died is not restarted behind the tests' back.
 
 What differs from a fresh interpreter: of the ``PYTHON*`` variables only ``PYTHONPATH`` is
-applied (to ``sys.path``), the rest are the zygote's; what a preloaded module read from the environment when
-it was imported is the zygote's (preload libraries that read it when used, not at import);
-the hash seed is shared (``random`` is reseeded at fork by Python itself).
+applied (to ``sys.path``), the others are the zygote's; what a preloaded module read from the
+environment as it was imported is the zygote's (preload libraries that read it when used); the
+hash seed is shared (``random`` is reseeded at fork by Python itself); and the exit skips the
+interpreter's teardown (`_exit`): objects alive at the end are not finalized, as with
+``os._exit`` (threads are joined, ``atexit`` functions run and the standard streams flushed).
 
 `shared` starts one zygote per preload list per pytest process on first use; the root
 ``conftest.py`` stops them when the session finishes (the zygote also exits, killing what it
@@ -317,6 +319,8 @@ def shared(*preload: str) -> Zygote:
     with _LOCK:
         zygote = _SHARED.get(preload)
         if zygote is None:
+            if not _SHARED:
+                atexit.register(stop_all)  # outside pytest; its session's end calls it first
             zygote = _SHARED[preload] = Zygote(preload)
         return zygote
 
@@ -329,29 +333,26 @@ def stop_all() -> None:
         _SHARED.clear()
 
 
-atexit.register(stop_all)
-
-
 def run(request: _Request) -> None:
     """In a child: run the script as ``__main__``, then exit as the interpreter would."""
     become(request)
+    code, signal_number = 0, 0
     try:
         runpy.run_path(request.argv[0], run_name="__main__")
-        code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
         if not isinstance(exc.code, (int, type(None))):
             print(exc.code, file=sys.stderr)
     except KeyboardInterrupt:
         traceback.print_exc()
-        code = -signal.SIGINT  # the interpreter dies of SIGINT then
+        signal_number = signal.SIGINT  # the interpreter dies of SIGINT then
     except BaseException:
         traceback.print_exc()
         code = 1
-    _exit(code)
+    _exit(code, signal_number)
 
 
-def _exit(code: int) -> None:
+def _exit(code: int, signal_number: int = 0) -> None:
     """Python's shutdown up to the point that matters, then the exit itself.
 
     The threads are joined, the ``atexit`` functions run and the standard streams flushed, as
@@ -365,10 +366,10 @@ def _exit(code: int) -> None:
             stream.flush()
         except OSError:
             code = code or 120  # what the interpreter exits with when the final flush fails
-    if code < 0:
-        signal.signal(-code, signal.SIG_DFL)
-        os.kill(os.getpid(), -code)
-    os._exit(code)
+    if signal_number:
+        signal.signal(signal_number, signal.SIG_DFL)
+        os.kill(os.getpid(), signal_number)
+    os._exit(code & 0xFF)  # as the status the kernel keeps
 
 
 if __name__ == "__main__":
