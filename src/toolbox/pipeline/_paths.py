@@ -15,7 +15,8 @@ run every scenario both ways):
 Both decisions are taken once, from what cannot change between calls. What
 can change is tested on every call where each fast path starts, and sends the
 call to the full chain before anything is recorded: `gates_open` (the
-context's deadline, budget and delegation scope, the kill switch) where the
+context's deadline, budget and delegation scope, taken once per context as
+`context_gated`; the kill switch) where the
 plan's checks are skipped (the typed fast path, a ``@tool`` function's route);
 then what only one path knows (``Ready.execute``: an approval grant or
 warnings; ``Route.run`` / ``MethodRoute.run``: a grant, a context the tool
