@@ -29,7 +29,6 @@ call.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import queue
 import threading
@@ -46,6 +45,8 @@ Item = TypeVar("Item")
 DEFAULT_MAX_GROUP = 256
 _LOCK = type(allocate_lock())
 _STOP: Any = object()  # tells a writer thread to end
+#: The longest a writer thread waits for an event loop to run the callers it woke, in seconds.
+RESUME_WAIT = 0.002
 
 
 @final
@@ -214,7 +215,10 @@ class GroupCommit(Generic[Item]):
 
         The oldest group waiting for a writer is led next: by its first waiting
         thread, or, when all of its callers await futures, by this thread if it
-        is a writer thread (``own_thread``), else by a writer thread.
+        is a writer thread (``own_thread``), else by a writer thread. A writer
+        thread that woke callers on an event loop first lets that loop run them
+        (at most `RESUME_WAIT`): what they store next (a call's response after
+        its opening) joins the group it writes next, not the one after.
         """
         while True:
             try:
@@ -225,23 +229,33 @@ class GroupCommit(Generic[Item]):
                 with self._lock:
                     group.done = True
                     woken = group.waiting
-                    following = self._unled.popleft() if self._unled else None
+                    following = self._unled[0] if self._unled else None
                     if following is None:
                         self._writing -= 1
                     else:  # the oldest waiting group is led next, in this writer's place
-                        if self._forming is following:
-                            self._forming = None
                         leader = _first_thread(following.waiting)
-                        if leader is not None:
-                            woken.append(leader)
-                            following = None
-                _wake(woken, group.error)
+                        if leader is not None or not own_thread:
+                            self._close(following)
+                            if leader is not None:
+                                woken.append(leader)
+                                following = None
+                ran = _wake(woken, group.error, following is not None and own_thread)
             if following is None:
                 return
             if not own_thread:
                 self._hand(following)
                 return
-            group = following
+            if ran is not None:
+                ran.wait(RESUME_WAIT)
+            with self._lock:
+                group = self._unled[0]  # still ``following``: only the writer's place takes it
+                self._close(group)
+
+    def _close(self, group: _Group[Item]) -> None:
+        """(Under the lock.) ``group``, the oldest waiting, is led now: later batches form the next."""
+        self._unled.popleft()
+        if self._forming is group:
+            self._forming = None
 
 
 def _first_thread(waiting: list[Any]) -> Any:
@@ -252,24 +266,40 @@ def _first_thread(waiting: list[Any]) -> Any:
     return None
 
 
-def _wake(waiting: list[Any], error: BaseException | None) -> None:
-    """Wake each thread of ``waiting``; settle its futures with one call into each of their loops."""
+def _wake(waiting: list[Any], error: BaseException | None, signal: bool) -> threading.Event | None:
+    """Wake each thread of ``waiting``; settle its futures with one call into each of their loops.
+
+    With ``signal``, an event set once a loop whose futures were settled has run
+    what was waiting on them (None: no future to settle).
+    """
     loops: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
     for waiter in waiting:
         if type(waiter) is _LOCK:
             waiter.release()
         else:
             loops.setdefault(waiter.get_loop(), []).append(waiter)
+    ran = threading.Event() if signal and loops else None
     for loop, futures in loops.items():
-        with contextlib.suppress(RuntimeError):  # that loop is closed: nothing awaits its futures any more
-            loop.call_soon_threadsafe(_settle, futures, error)
+        try:
+            loop.call_soon_threadsafe(_settle, futures, error, ran)
+        except RuntimeError:  # that loop is closed: nothing awaits its futures any more
+            if ran is not None:
+                ran.set()
+    return ran
 
 
-def _settle(futures: list[asyncio.Future[None]], error: BaseException | None) -> None:
-    """On the futures' loop: each is done, with ``error`` or without (a cancelled one stays cancelled)."""
+def _settle(
+    futures: list[asyncio.Future[None]], error: BaseException | None, ran: threading.Event | None
+) -> None:
+    """On the futures' loop: each is done, with ``error`` or without (a cancelled one stays cancelled).
+
+    ``ran`` is set once the loop has run the callbacks this schedules (they come first).
+    """
     for future in futures:
         if not future.done():
             if error is None:
                 future.set_result(None)
             else:
                 future.set_exception(error)
+    if ran is not None:
+        asyncio.get_running_loop().call_soon(ran.set)
