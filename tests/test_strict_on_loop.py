@@ -288,6 +288,7 @@ def test_a_plain_ainvoke_cancelled_during_its_opening_never_runs_the_tool(
             await caller
 
     asyncio.run(main())
+    wait_until(lambda: len(sink.read_trace(context.run_id)) == 3)  # its group, written after the cancel
     assert len(ledger.runs) == ran_before
     assert [r.type.value for r in sink.read_trace(context.run_id)] == EVENTS[:3]
     sink.close()
