@@ -220,7 +220,10 @@ class GroupCommit(Generic[Item]):
         (at most `RESUME_WAIT`): what they store next (a call's response after
         its opening) joins the group it writes next, not the one after.
         """
+        # Only a lone writer's place waits for the loop: with several, a free one would lead meanwhile.
+        defer = own_thread and self._max_writers == 1
         while True:
+            deferred = False
             try:
                 self._write(group.batches)
             except BaseException as exc:  # noqa: BLE001 - every caller of the group gets it, the leader too
@@ -234,22 +237,25 @@ class GroupCommit(Generic[Item]):
                         self._writing -= 1
                     else:  # the oldest waiting group is led next, in this writer's place
                         leader = _first_thread(following.waiting)
-                        if leader is not None or not own_thread:
+                        deferred = leader is None and defer  # it stays open until the loop ran
+                        if not deferred:
                             self._close(following)
                             if leader is not None:
                                 woken.append(leader)
                                 following = None
-                ran = _wake(woken, group.error, following is not None and own_thread)
+                ran = _wake(woken, group.error, deferred)
             if following is None:
                 return
             if not own_thread:
                 self._hand(following)
                 return
-            if ran is not None:
-                ran.wait(RESUME_WAIT)
-            with self._lock:
-                group = self._unled[0]  # still ``following``: only the writer's place takes it
-                self._close(group)
+            if deferred:
+                if ran is not None:
+                    ran.wait(RESUME_WAIT)
+                with self._lock:  # the lone writer's place: the oldest group is still there
+                    following = self._unled[0]
+                    self._close(following)
+            group = following
 
     def _close(self, group: _Group[Item]) -> None:
         """(Under the lock.) ``group``, the oldest waiting, is led now: later batches form the next."""
