@@ -4,7 +4,10 @@
   DENIED/AUDIT_UNAVAILABLE with zero executions. A failed write *after* it
   never hides that it ran: the result keeps its status and sets
   ``audit_failed``, the typed door raises `AuditIncompleteError`, and the
-  events go to a local fallback file for `replay_fallback`.
+  events go to a local fallback file for `replay_fallback`. On the async
+  door, a sink with an awaitable append (the SQL sinks) is awaited
+  (`awaits_writes`): the call waits for its events on the event loop without
+  blocking it.
 - ``ASYNC``: events go to a bounded queue drained by a background writer. A
   full queue or a dead writer fails closed like STRICT. `flush`, `close` and
   interpreter exit drain the queue: nothing accepted is lost on a normal
@@ -122,6 +125,8 @@ class AuditTrail(TrailReads):
         # (Not in ASYNC mode: held and queued events would then be stored out of order.)
         direct = callable(hold) and self.mode is not AuditMode.ASYNC
         self._hold: Callable[[LazyBatch], None] | None = hold if direct else None
+        if self._hold is not None:  # a held write never waits: nothing to await
+            self._aappend = None
         # A sink that says so reads a closed Opening held a second time as its response.
         twice = self._hold is not None and getattr(sink, "holds_openings_twice", False) is True
         self._hold_twice = self._hold if twice else None
