@@ -2,10 +2,12 @@
 
 Two handlers: ``tools/list`` shows what the caller may use now
 (`toolbox.mcp._listing`) and ``tools/call`` runs `Gateway.ainvoke`, whose
-`ToolResult` becomes a `CallToolResult` (`toolbox.mcp._results`); a call
-whose audit trail writes to a durable sink runs whole on a worker thread
-instead (`Gateway.invoke`, `toolbox.doors._placement`), so concurrent sessions share
-the sink's commits and the loop keeps serving while one waits for the disk. Who the
+`ToolResult` becomes a `CallToolResult` (`toolbox.mcp._results`), where
+`toolbox.doors._placement` runs it: a call whose STRICT trail writes to a SQL
+sink awaits its commits on the loop, to its end even if the client cancels,
+so concurrent sessions share the sink's commits and the loop keeps serving
+while one waits for the disk; a sink that writes only on the calling thread
+has the call run whole on a worker thread (`Gateway.invoke`). Who the
 caller is never comes from the client: a `CallerSource` says, per request.
 For stdio and in-memory connections it is the operator's context, a fresh
 run (new ``run_id``) per connection; over HTTP it is the authenticated
