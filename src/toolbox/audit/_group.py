@@ -23,7 +23,9 @@ future instead, which the group's writer completes with one
 wait that way is written by a writer thread of the group commit's own (at
 most ``max_writers``, started on first use), which goes on to lead the next
 such group itself: one wake-up of the loop per group, not two thread hops per
-call.
+call. A lone writer thread first lets the loop run the callers it woke (at
+most `RESUME_WAIT`), so what they store next (a call's response) joins the
+group it writes next.
 """
 
 from __future__ import annotations
