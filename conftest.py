@@ -14,6 +14,7 @@ example found once is tried first next time, without sharing it across checkouts
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -65,3 +66,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if deselected:
         config.hook.pytest_deselected(items=deselected)
         items[:] = kept
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Stop the zygotes (tests/zygote.py) this process started, reaping their children's CPU."""
+    zygote = sys.modules.get("zygote")
+    if zygote is not None:
+        zygote.stop_all()

@@ -29,7 +29,10 @@ generator: a Python client would be the bottleneck). The rows take turns in
 each of ``--repeat`` repeats; a row reports the median throughput over the
 repeats, its ratio the median of the per-repeat ratios to its baseline
 (measured back to back, under the same load), and the median p50 / p99 of
-wrk's latency distribution. GC stays on; the audit stores keep every event.
+wrk's latency distribution, and the server process's CPU time (user + system,
+from ``/proc``) per request served, the median over the repeats: a figure the
+load of other processes moves less than the throughput (none for the two-worker
+row). GC stays on; the audit stores keep every event.
 The spread (max/min of the [H] rows) says how noisy the machine was. Every
 response must be 200 (wrk counts the others); at the end the script checks
 that each audited store holds exactly four events per successful call.
@@ -169,6 +172,7 @@ class Row:
     throughput: list[float] = field(default_factory=list)
     p50: list[float] = field(default_factory=list)
     p99: list[float] = field(default_factory=list)
+    cpu_us: list[float] = field(default_factory=list)
     requests: int = 0
     non_200: int = 0
     socket_errors: int = 0
@@ -180,6 +184,15 @@ _UNIT = {"us": 1e-3, "ms": 1.0, "s": 1000.0}
 def _millis(text: str) -> float:
     number, unit = re.fullmatch(r"([\d.]+)(us|ms|s)", text).groups()  # type: ignore[union-attr]
     return float(number) * _UNIT[unit]
+
+
+def cpu_seconds(pid: int | None) -> float | None:
+    """User + system CPU time of process ``pid`` so far (Linux ``/proc``), else None."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def script_for(row: Row, key: str, directory: Path) -> Path:
@@ -198,7 +211,9 @@ def script_for(row: Row, key: str, directory: Path) -> Path:
     return path
 
 
-def run_wrk(url: str, row: Row, script: Path, args: argparse.Namespace, *, keep: bool = True) -> None:
+def run_wrk(
+    url: str, row: Row, script: Path, args: argparse.Namespace, *, keep: bool = True, pid: int | None = None
+) -> None:
     command = [
         "wrk",
         f"-t{args.threads}",
@@ -209,7 +224,9 @@ def run_wrk(url: str, row: Row, script: Path, args: argparse.Namespace, *, keep:
         str(script),
         url + row.path,
     ]
+    before = cpu_seconds(pid)
     out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    after = cpu_seconds(pid)
     total = re.search(r"(\d+) requests in", out)
     bad = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
     row.requests += int(total.group(1)) if total else 0
@@ -224,6 +241,8 @@ def run_wrk(url: str, row: Row, script: Path, args: argparse.Namespace, *, keep:
     row.throughput.append(float(rate.group(1)))
     row.p50.append(_millis(p50.group(1)))
     row.p99.append(_millis(p99.group(1)))
+    if before is not None and after is not None and total and int(total.group(1)):
+        row.cpu_us.append((after - before) / int(total.group(1)) * 1e6)
     errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
     row.socket_errors += sum(int(n) for n in errors.groups()) if errors else 0
 
@@ -307,6 +326,7 @@ def main() -> int:
         kinds = ["none", "memory", "sqlite"] + (["postgres"] if postgres is not None else [])
         kinds += ["sqlite2"] if args.workers_row else []
         urls: dict[str, str] = {}
+        pids: dict[str, int] = {}
         processes = []
         health = Row("H", "[H] GET /healthz", "/healthz", post=False, auth=False)
         bare = Row("B", "[B] bare FastAPI endpoint, pydantic body", "/bare", auth=False)
@@ -329,6 +349,8 @@ def main() -> int:
                 command += ["--schema", schema]
                 command += ["--no-postgres"] if postgres is None else ["--postgres-url", postgres]
                 processes.append(subprocess.Popen(command))
+                if kind != "sqlite2":  # two workers: their CPU is in processes of their own
+                    pids[kind] = processes[-1].pid
                 urls[kind] = f"http://127.0.0.1:{port}"
             for kind, process in zip(kinds, processes, strict=True):
                 wait_ready(urls[kind], process)
@@ -342,7 +364,8 @@ def main() -> int:
                 run_wrk(urls[server_of[row.key]], row, scripts[row.key], warm, keep=False)
             for _ in range(args.repeat):
                 for row in rows:
-                    run_wrk(urls[server_of[row.key]], row, scripts[row.key], args)
+                    kind = server_of[row.key]
+                    run_wrk(urls[kind], row, scripts[row.key], args, pid=pids.get(kind))
         finally:
             for process in processes:
                 process.terminate()
@@ -350,7 +373,8 @@ def main() -> int:
                 process.wait(30)
         print()
         print(
-            f"{'row':46} {'req/s':>8} {'p50 ms':>7} {'p99 ms':>7} {'ratio':>12} {'target':>22} {'non-200':>7}"
+            f"{'row':46} {'req/s':>8} {'p50 ms':>7} {'p99 ms':>7} {'CPU µs':>7} {'ratio':>12} "
+            f"{'target':>22} {'non-200':>7}"
         )
         targets: dict[str, tuple[Row, float, str]] = {
             "S": (bare, 0.0, ""),
@@ -382,8 +406,11 @@ def main() -> int:
                 if not ok:
                     missed.append("Q tail")
             figures[row.key] = {"rps": round(statistics.median(row.throughput)), "p50_ms": p50, "p99_ms": p99}
+            cpu = f"{statistics.median(row.cpu_us):7.0f}" if row.cpu_us else f"{'-':>7}"
+            if row.cpu_us:
+                figures[row.key]["cpu_us"] = round(statistics.median(row.cpu_us), 1)
             print(
-                f"{row.label:46} {statistics.median(row.throughput):8.0f} {p50:7.2f} {p99:7.2f} "
+                f"{row.label:46} {statistics.median(row.throughput):8.0f} {p50:7.2f} {p99:7.2f} {cpu} "
                 f"{shown:>12} {verdict:>22} {row.non_200 + row.socket_errors:7d}"
             )
         spread = max(health.throughput) / min(health.throughput)

@@ -273,7 +273,7 @@ __all__ = ["RUNS", "USERS", "Deployment", "LiveServer", "deployment", "write_key
 
 def write_keys_again(deployed: Deployment) -> dict[str, str]:
     """Rotate every key: a new key file (renamed over the old one), the deployment's keys updated."""
-    time.sleep(0.01)  # a distinct modification time on coarse file systems
+    # Renamed over the old file, the new one has another inode: a change however coarse the clock.
     keys = write_api_keys(deployed.key_file, USERS)
     deployed.keys = keys
     return keys

@@ -24,6 +24,20 @@ from toolbox import Effect, ExecutionContext, Gateway, Governance, RiskClass, To
 from toolbox.governance import Approval, HmacApprover
 from toolbox.state._config import state_from_config
 
+#: What a worker imports, at the top and lazily as it runs on each backend: the zygote the fleet
+#: tests fork workers from (tests/zygote.py) imports them once instead of every start.
+PRELOAD = (
+    "toolbox",
+    "toolbox.governance",
+    "toolbox.state._config",
+    "toolbox.state._redis_backend",
+    "toolbox.state._sql_backend",
+    "redis",
+    "opentelemetry.sdk.metrics",
+    "psycopg",
+    "sqlalchemy.dialects.postgresql.psycopg",
+    "sqlalchemy.dialects.sqlite.pysqlite",
+)
 #: Every worker (and the test) shares the fingerprint key through this approver's secret.
 SECRET = b"fleet-test-secret-0123456789abcdef"
 CALL = {"a": 1, "b": 2, "purpose": "Sum the order"}

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import anyio
@@ -19,11 +18,11 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 import mcp_scenario_tools as scenario
+import zygote
 from test_mcp_serve import PURPOSE, SCENARIOS, outcome, trace_of
 from toolbox.cli import main
 
 TESTS = Path(__file__).resolve().parent
-TOOLBOX = str(Path(sys.executable).parent / "toolbox")
 
 # Business outcomes need a mapper in code (not expressible in a policy file): over stdio the
 # settle call simply succeeds, and the failing tool shows ERROR instead.
@@ -50,9 +49,10 @@ class Child:
             "TOOLBOX_POLICY": "",
             **(extra_env or {}),
         }
-        self.params = StdioServerParameters(
-            command=TOOLBOX, args=["mcp", "serve", "--policy", str(self.policy), *args], env=env, cwd=str(tmp)
-        )
+        # The console script in a child forked by a zygote that imported toolbox once
+        # (tests/zygote.py); the child's PYTHONPATH is applied as at a normal start.
+        command, *arguments = zygote.toolbox_command("mcp", "serve", "--policy", str(self.policy), *args)
+        self.params = StdioServerParameters(command=command, args=arguments, env=env, cwd=str(tmp))
 
     def executions(self) -> list[str]:
         return self.log.read_text(encoding="utf-8").split() if self.log.exists() else []
@@ -66,7 +66,7 @@ class Child:
 
     def audit_show(self, trace_id: str) -> dict:
         shown = subprocess.run(
-            [TOOLBOX, "audit", "show", trace_id, "--jsonl", str(self.audit), "--json"],
+            zygote.toolbox_command("audit", "show", trace_id, "--jsonl", str(self.audit), "--json"),
             capture_output=True,
             text=True,
             timeout=60,
@@ -214,7 +214,9 @@ def test_http_transport_from_the_command_line(tmp_path):
     keys = _with_auth(child)
     assert child.params.env is not None
     process = subprocess.Popen(
-        [TOOLBOX, "mcp", "serve", "--policy", str(child.policy), "--transport", "http", "--port", "0"],
+        zygote.toolbox_command(
+            "mcp", "serve", "--policy", str(child.policy), "--transport", "http", "--port", "0"
+        ),
         env={"PATH": "/usr/bin:/bin", **child.params.env},
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,

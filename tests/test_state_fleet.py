@@ -12,9 +12,7 @@ assertions.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -25,6 +23,7 @@ from typing import Any
 import pytest
 
 import state_worker
+import zygote
 from state_support import POSTGRES_URL, REDIS_URL, free_port, start_redis, unique
 from tiers import sized
 from toolbox import ExecutionContext, Gateway, Status
@@ -102,8 +101,10 @@ def counting_fleet(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[F
 
 
 def start(mode: str, policy: Path, *args: str) -> subprocess.Popen[str]:
+    """A worker process: ``python state_worker.py MODE POLICY ARGS``, forked by a zygote that
+    imported toolbox and the backends once (tests/zygote.py says what stays real)."""
     return subprocess.Popen(
-        [sys.executable, WORKER, mode, str(policy), *args],
+        zygote.shared(*state_worker.PRELOAD).command(WORKER, mode, str(policy), *args),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -263,10 +264,10 @@ def test_kill_switch_from_the_cli_stops_every_worker(counting_fleet: Fleet, tmp_
     try:
         for worker, lines in zip(workers, seen, strict=True):
             read_lines(worker, lines, lambda line: line["status"] == "SUCCESS", TIMEOUT)
-        toolbox = shutil.which("toolbox", path=str(Path(sys.executable).parent))
-        assert toolbox is not None
         engaged = subprocess.run(
-            [toolbox, "kill", "engage", "--reason", "incident 7", "--who", "oncall", "--policy", str(policy)],
+            zygote.toolbox_command(
+                "kill", "engage", "--reason", "incident 7", "--who", "oncall", "--policy", str(policy)
+            ),
             capture_output=True,
             text=True,
             timeout=TIMEOUT,
@@ -278,7 +279,7 @@ def test_kill_switch_from_the_cli_stops_every_worker(counting_fleet: Fleet, tmp_
             read_lines(worker, lines, lambda line: line["reason"] == "KILL_SWITCH", 30.0)
         executions_at_kill = [lines[-1]["executions"] for lines in seen]
         status = subprocess.run(
-            [toolbox, "kill", "status", "--json", "--policy", str(policy)],
+            zygote.toolbox_command("kill", "status", "--json", "--policy", str(policy)),
             capture_output=True,
             text=True,
             timeout=TIMEOUT,

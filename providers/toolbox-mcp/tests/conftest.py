@@ -1,6 +1,7 @@
 """Fixtures: real MCP servers (the SDK's `MCPServer`), a policy file configuring them, a lock.
 
-The stdio server is `mcp_test_server.py` run by this interpreter; each tool
+The stdio server is `mcp_test_server.py` run by this interpreter (forked by a zygote,
+tests/zygote.py, that imported the SDK once); each tool
 execution appends a line to ``COUNT_FILE``, so tests count what ran upstream.
 The HTTP server is the same server's streamable-HTTP app under uvicorn on
 127.0.0.1 (a free port), counting in memory and recording request headers.
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 import os
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -23,12 +23,16 @@ import uvicorn
 from mcp_test_server import build_server
 
 import toolbox_mcp.plugin
+import zygote
 from toolbox import ExecutionContext, Gateway, Governance, ToolPolicy
 from toolbox.audit import AuditTrail, MemorySink
 from toolbox.governance import RetryPolicy
 from toolbox.registry._discovery import discover
 
 SERVER_SCRIPT = Path(__file__).parent / "mcp_test_server.py"
+#: What the stdio test server imports (and what its run imports lazily): the zygote that forks
+#: it (tests/zygote.py) imports them once instead of every start.
+SERVER_PRELOAD = ("mcp.server.mcpserver", "mcp.types", "anyio._backends._asyncio", "rich.logging")
 AUDITOR = ExecutionContext(tenant="ops", principal="auditor", roles=frozenset({"auditor"}))
 
 
@@ -53,7 +57,10 @@ def stdio_server(count_file: Path, *, mode: str = "v1", **extra: Any) -> dict[st
     # A child Python importing the MCP SDK can take more than the default 10 s on a loaded
     # 2-core machine; the bound only decides how long a broken start takes to be reported.
     extra.setdefault("connect_timeout", 60)
-    return {"command": sys.executable, "args": [str(SERVER_SCRIPT)], "env": env, **extra}
+    # ``python -I -S zygote_launcher.py SOCKET mcp_test_server.py``: a real child of toolbox-mcp,
+    # forked from a zygote that imported the SDK once (tests/zygote.py says what stays real).
+    command, *args = zygote.shared(*SERVER_PRELOAD).command(SERVER_SCRIPT)
+    return {"command": command, "args": args, "env": env, **extra}
 
 
 def write_policy(

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import SERVER_SCRIPT, executions, free_port, lock, write_policy
 
+import zygote
 from toolbox import ExecutionContext, Status
 
 CTX = ExecutionContext(tenant="tenant-a", principal="alice")
@@ -61,9 +62,6 @@ def test_a_tool_of_another_process_is_governed(tmp_path, remote_process, make_se
     assert executions(Path(count_file)) == ["add"]
 
 
-TOOLBOX = str(Path(sys.executable).parent / "toolbox")
-
-
 def test_a_tool_served_by_toolbox_mcp_serve_is_governed_on_both_sides(tmp_path, make_setup):
     """toolbox-mcp pointing at ``toolbox mcp serve`` of another process (the calculator, over stdio).
 
@@ -73,7 +71,9 @@ def test_a_tool_served_by_toolbox_mcp_serve_is_governed_on_both_sides(tmp_path, 
     served = tmp_path / "served.toml"
     served.write_text("version = 1\n", encoding="utf-8")
     args = ["mcp", "serve", "--policy", str(served), "--tenant", "served", "--principal", "ops"]
-    servers = {"toolbox": {"command": TOOLBOX, "args": args, "operations": {}}}
+    # The console script in a child forked by a zygote that imported toolbox once (tests/zygote.py).
+    command, *arguments = zygote.toolbox_command(*args)
+    servers = {"toolbox": {"command": command, "args": arguments, "operations": {}}}
     policy = write_policy(tmp_path / "policy.toml", servers)
     lines = lock(policy, "toolbox")
     assert any(line.startswith("mcp.toolbox.calculator_evaluate: pinned") for line in lines), lines

@@ -328,6 +328,20 @@ class Gateway:
             correlation_id=context.correlation_id,
         )
 
+    def release(self, context: ExecutionContext) -> None:
+        """Forget ``context``'s `Tools`, closing its tools: it makes no more calls (a request's).
+
+        It leaves the recent contexts at once, not after 256 newer ones, and is freed at
+        once (`Tools.release`), so one context per request leaves no garbage to collect.
+        """
+        with self._lock:
+            cached = self._tools.pop(id(context), None)  # the entry holds the context: its id is its own
+            last = self._last
+            if last is not None and last[0] is context:
+                self._last = None
+        if cached is not None:
+            cached[1].release()
+
     def close(self) -> None:
         """Close the tools built for recent contexts."""
         with self._lock:

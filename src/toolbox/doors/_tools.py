@@ -473,6 +473,17 @@ class Tools:
             if callable(close):
                 close()
 
+    def release(self) -> None:
+        """`close`, then forget the built tools (a later `get` builds them again).
+
+        For a context that makes no more calls: each tool's runtime refers back to this
+        `Tools`, so without it the two are freed only by the garbage collector.
+        """
+        self.close()
+        with self._lock:
+            for built in (self._instances, self._runtimes, self._ready, self.ready_runtimes):
+                built.clear()
+
     def __enter__(self) -> Tools:
         return self
 

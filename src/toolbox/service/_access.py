@@ -112,9 +112,12 @@ def require_role(role: str) -> Callable[[HTTPConnection], Awaitable[Caller]]:
     return dependency
 
 
+#: The caller of a route that authenticates in its body (the `AsCaller` dependency's own check).
+as_caller = require_role("caller")
+
 #: Route parameter types: the authenticated caller, with the role the route needs.
 AnyCaller = Annotated[Caller, Depends(authenticate)]
-AsCaller = Annotated[Caller, Depends(require_role("caller"))]
+AsCaller = Annotated[Caller, Depends(as_caller)]
 AsApprover = Annotated[Caller, Depends(require_role("approver"))]
 AsAuditor = Annotated[Caller, Depends(require_role("auditor"))]
 AsAdmin = Annotated[Caller, Depends(require_role("admin"))]

@@ -28,7 +28,7 @@ def _queue_depth(trail: AuditTrail | None) -> float:
 class ServiceMetrics:
     """The app's collectors."""
 
-    __slots__ = ("_calls", "_latency", "registry")
+    __slots__ = ("_calls", "_children", "_latency", "registry")
 
     def __init__(self, trail: AuditTrail | None) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
@@ -48,11 +48,20 @@ class ServiceMetrics:
             registry=self.registry,
         )
         depth.set_function(lambda: _queue_depth(trail))
+        # (tool, status) -> the two children it counts in: `labels` takes a lock and builds a key on
+        # every call. Bounded: the names are the catalog's (or ``unknown``), the statuses an enum's.
+        self._children: dict[tuple[str, str], tuple[Counter, Histogram]] = {}
 
     def observe(self, tool: str, status: str, seconds: float) -> None:
         """Count one call of ``tool`` (a registered name or ``unknown``) and its latency."""
-        self._calls.labels(tool, status).inc()
-        self._latency.labels(tool).observe(seconds)
+        children = self._children.get((tool, status))
+        if children is None:
+            children = self._children[(tool, status)] = (
+                self._calls.labels(tool, status),
+                self._latency.labels(tool),
+            )
+        children[0].inc()
+        children[1].observe(seconds)
 
     def render(self) -> bytes:
         """The exposition text."""

@@ -16,9 +16,10 @@ from toolbox.foundations._wire_names import dotted_name
 from toolbox.pipeline._grants import Approval
 from toolbox.pipeline._result import Status
 from toolbox.pipeline._shown import json_content
-from toolbox.service._access import AsCaller, route_of
+from toolbox.service._access import AsCaller, as_caller, route_of
 from toolbox.service._approvals import approval_document
 from toolbox.service._body import read_json_object
+from toolbox.service._direct_route import DirectRoute
 from toolbox.service._problems import Problem
 from toolbox.service._service import Service, service_of
 from toolbox.service._statuses import result_problem
@@ -106,13 +107,13 @@ def _arguments(body: dict[str, Any], trace_id: str) -> dict[str, Any]:
     return merged
 
 
-@router.post("/{name}/invoke", status_code=200)
-async def invoke(name: str, request: Request, caller: AsCaller) -> Response:
+async def invoke(name: str, request: Request) -> Response:
     """One governed call of ``name`` (``tool.operation`` or its wire name).
 
     The body is ``{"arguments": {...}, "purpose" | "audit_as": "...", "approval_id": "..."}``;
     anything else in it (a tenant, a principal) is ignored: the credential decides who calls.
     """
+    caller = await as_caller(request)
     service = service_of(request)
     body = await read_json_object(request, service.settings.max_body_bytes, trace_id=caller.trace_id)
     arguments = _arguments(body, caller.trace_id)
@@ -126,6 +127,12 @@ async def invoke(name: str, request: Request, caller: AsCaller) -> Response:
     )
     await service.toolsets.check(caller.identity, name, context)
     return await _call(service, name, arguments, context, approval)
+
+
+# Called directly (`DirectRoute`): FastAPI has nothing to solve here; `as_caller` authenticates.
+router.add_api_route(
+    "/{name}/invoke", invoke, methods=["POST"], status_code=200, route_class_override=DirectRoute
+)
 
 
 async def _call(
@@ -160,6 +167,9 @@ async def _call(
                 "uncertain_effect": True,
             },
         ) from None
+    finally:
+        # The request's context makes no more calls: its tools go now, not 256 requests later.
+        service.served.gateway.release(context)
 
 
 async def _answer(

@@ -65,6 +65,8 @@ async def turn(request: Request, caller: AsCaller) -> Response:
             rule="service:turns",
             trace_id=caller.trace_id,
         ) from None
+    finally:
+        service.served.gateway.release(context)  # the turn's context makes no more calls
     document: dict[str, Any] = {"trace_id": context.run_id, "tool_calls": outcome.tool_calls}
     if outcome.approval_ids:
         store = service.approvals.store

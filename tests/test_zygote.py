@@ -1,0 +1,245 @@
+"""The tests' fork server (tests/zygote.py): a launched child behaves as a child of the launcher.
+
+Each test starts its own zygote (preloading only ``json``), so killing or stopping it touches
+no other test; waits are bounded polls.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import zygote
+
+PROBE = """
+import json, os, sys, time
+print(json.dumps({"pid": os.getpid(), "ppid": os.getppid(), "argv": sys.argv, "cwd": os.getcwd(),
+                  "env": dict(os.environ), "line": sys.stdin.readline()}), flush=True)
+if os.environ.get("SLEEP"):
+    time.sleep(float(os.environ["SLEEP"]))
+"""
+
+
+@pytest.fixture
+def own() -> Iterator[zygote.Zygote]:
+    made = zygote.Zygote(("json",))
+    yield made
+    made.stop()
+
+
+@pytest.fixture
+def probe(tmp_path: Path) -> Path:
+    path = tmp_path / "probe.py"
+    path.write_text(PROBE, encoding="utf-8")
+    return path
+
+
+def script(tmp_path: Path, code: str) -> Path:
+    path = tmp_path / "script.py"
+    path.write_text(code, encoding="utf-8")
+    return path
+
+
+def children_of(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rpartition(")")[2].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def gone(pid: int, limit: float = 15.0) -> bool:
+    """Poll (bounded) until no process ``pid`` exists (zombies included)."""
+    end = time.monotonic() + limit
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < end:
+        time.sleep(0.02)
+    return not Path(f"/proc/{pid}").exists()
+
+
+def test_the_child_gets_the_launchers_pipes_environment_directory_and_arguments(
+    own: zygote.Zygote, probe: Path, tmp_path: Path
+) -> None:
+    launched = subprocess.run(
+        own.command(probe, "one", "two words"),
+        input="hello\n",
+        capture_output=True,
+        text=True,
+        env={"ONLY": "this"},
+        cwd=tmp_path,
+        timeout=60,
+        check=False,
+    )
+    assert launched.returncode == 0, launched.stderr
+    seen = json.loads(launched.stdout)
+    assert seen["argv"] == [str(probe), "one", "two words"]
+    assert seen["cwd"] == str(tmp_path)
+    # Exactly what `env` gave (LC_CTYPE: any Python child coerces the C locale, PEP 538).
+    assert set(seen["env"]) - {"LC_CTYPE"} == {"ONLY"} and seen["env"]["ONLY"] == "this"
+    assert seen["line"] == "hello\n"
+    assert seen["ppid"] == own.process.pid  # forked by the zygote, not executed by the launcher
+
+
+def test_the_launchers_pythonpath_is_on_the_childs_path(own: zygote.Zygote, tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "only_on_that_path.py").write_text("WHERE = 'site'\n", encoding="utf-8")
+    code = "import sys, only_on_that_path; print(only_on_that_path.WHERE, sys.path.index(sys.argv[1]))"
+    launched = subprocess.run(
+        own.command(script(tmp_path, code), str(site)),
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(site)},
+        timeout=60,
+        check=False,
+    )
+    assert launched.returncode == 0, launched.stderr
+    assert launched.stdout.split() == ["site", "1"]  # after the script's folder, as at a start
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "stderr"),
+    [
+        ("import sys; sys.exit(7)", 7, ""),
+        ("import sys; sys.exit(-1)", 255, ""),
+        ("raise ValueError('broken')", 1, "ValueError: broken"),
+        ("import sys; sys.exit('a message')", 1, "a message"),
+        ("import os, signal; os.kill(os.getpid(), signal.SIGTERM)", -signal.SIGTERM, ""),
+        ("import sys; sys.stdout.write('unflushed'); sys.exit(0)", 0, ""),
+    ],
+)
+def test_the_launcher_ends_as_its_child_ended(
+    own: zygote.Zygote, tmp_path: Path, code: str, status: int, stderr: str
+) -> None:
+    launched = subprocess.run(
+        own.command(script(tmp_path, code)), capture_output=True, text=True, timeout=60, check=False
+    )
+    assert launched.returncode == status
+    assert stderr in launched.stderr
+    if "unflushed" in code:
+        assert launched.stdout == "unflushed"  # the exit flushes, as the interpreter's would
+
+
+def test_a_launcher_killed_by_sigkill_leaves_no_child(own: zygote.Zygote, probe: Path) -> None:
+    launcher = subprocess.Popen(
+        own.command(probe),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={"SLEEP": "600"},
+    )
+    assert launcher.stdin is not None and launcher.stdout is not None
+    launcher.stdin.write("go\n")
+    launcher.stdin.flush()
+    child = json.loads(launcher.stdout.readline())["pid"]
+    assert children_of(own.process.pid) == [child]
+    launcher.kill()
+    assert launcher.wait(60) == -signal.SIGKILL
+    assert gone(child)
+    assert children_of(own.process.pid) == []
+    launcher.stdout.close()
+    launcher.stdin.close()
+
+
+def test_concurrent_launches_each_get_their_own_child(own: zygote.Zygote, probe: Path) -> None:
+    results: dict[int, dict[str, object]] = {}
+
+    def launch(n: int) -> None:
+        done = subprocess.run(
+            own.command(probe, str(n)),
+            input=f"{n}\n",
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
+        results[n] = json.loads(done.stdout)
+
+    threads = [threading.Thread(target=launch, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(results) == list(range(8))
+    assert all(r["argv"] == [str(probe), str(n)] and r["line"] == f"{n}\n" for n, r in results.items())
+    assert len({r["pid"] for r in results.values()}) == 8
+    assert children_of(own.process.pid) == []  # every child reaped
+
+
+def test_a_dead_zygote_fails_launches_loudly_and_takes_its_children_along(probe: Path) -> None:
+    dying = zygote.Zygote(("json",))
+    try:
+        running = subprocess.Popen(
+            dying.command(probe),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={"SLEEP": "600"},
+        )
+        assert running.stdin is not None and running.stdout is not None
+        running.stdin.write("go\n")
+        running.stdin.flush()
+        child = json.loads(running.stdout.readline())["pid"]
+        dying.process.kill()
+        dying.process.wait(60)
+        # The launch in flight fails (no hang), and its child dies with its launcher.
+        _, err = running.communicate(timeout=60)
+        assert running.returncode == 70
+        assert "went away before the child's exit status" in err
+        assert gone(child)
+        # A new launch fails at once: the test asking for one, and a launcher started anyway.
+        with pytest.raises(RuntimeError, match="the zygote died"):
+            dying.command(probe)
+        late = [sys.executable, "-I", "-S", str(zygote.LAUNCHER), dying.socket, str(probe)]
+        refused = subprocess.run(late, capture_output=True, text=True, timeout=60, check=False)
+        assert refused.returncode == 70
+        assert "cannot be reached" in refused.stderr
+    finally:
+        dying.stop()
+
+
+def test_stopping_the_zygote_kills_what_it_still_runs(probe: Path) -> None:
+    stopped = zygote.Zygote(("json",))
+    launcher = subprocess.Popen(
+        stopped.command(probe), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env={"SLEEP": "600"}
+    )
+    assert launcher.stdin is not None and launcher.stdout is not None
+    launcher.stdin.write("go\n")
+    launcher.stdin.flush()
+    child = json.loads(launcher.stdout.readline())["pid"]
+    stopped.stop()
+    assert stopped.process.returncode == 0
+    assert launcher.wait(60) == -signal.SIGKILL  # as the child ended
+    assert gone(child)
+    launcher.stdout.close()
+    launcher.stdin.close()
+
+
+def test_a_preload_that_starts_a_thread_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "starts_a_thread.py").write_text(
+        "import threading, time\nthreading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    with pytest.raises(RuntimeError, match="did not start"):
+        zygote.Zygote(("starts_a_thread",))
+
+
+def test_shared_zygotes_are_one_per_preload_list() -> None:
+    assert zygote.shared("json") is zygote.shared("json")
+    assert zygote.shared("json") is not zygote.shared("json", "csv")
+    assert os.path.exists(zygote.shared("json").socket)

@@ -1,0 +1,74 @@
+"""The process a test starts in place of ``python SCRIPT ARGS...`` when a zygote serves SCRIPT.
+
+Run as ``python -I -S zygote_launcher.py SOCKET SCRIPT [ARGS...]`` (standard library only, a
+few milliseconds): it hands its stdin, stdout and stderr, its environment, working directory
+and command line to the zygote listening on SOCKET (``tests/zygote.py``), which forks a child
+running SCRIPT on those very descriptors. The launcher then waits and ends as the child ended:
+the same exit code, or killed by the same signal. If the zygote is gone (nothing listening, or
+the connection drops before the child's status arrives) it says so on stderr and exits 70:
+loudly, never a hang. The child watches this process and is killed when it dies, even by
+SIGKILL, so for whoever started the launcher it is the server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import struct
+import sys
+
+#: The launcher's own exit code when the zygote cannot be reached or goes away (EX_SOFTWARE).
+ZYGOTE_GONE = 70
+
+
+def fail(message: str) -> None:
+    sys.stderr.write(f"zygote launcher: {message}\n")
+    sys.stderr.flush()
+    os._exit(ZYGOTE_GONE)
+
+
+def main() -> None:
+    if len(sys.argv) < 3:
+        fail("usage: zygote_launcher.py SOCKET SCRIPT [ARGS...]")
+    path, argv = sys.argv[1], sys.argv[2:]
+    # Behave like any child on Ctrl-C: die of the signal (the child follows), no traceback.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    request = json.dumps({"argv": argv, "env": dict(os.environ), "cwd": os.getcwd()}).encode()
+    channel = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        channel.connect(path)
+        # One message: its length, the request, and our three standard descriptors.
+        socket.send_fds(channel, [struct.pack("!I", len(request)) + request], [0, 1, 2])
+    except OSError as exc:
+        fail(f"the zygote at {path} cannot be reached ({exc.strerror or exc})")
+    # The child holds stdin and stdout now: drop our copies, so the starter sees end-of-file on
+    # stdout as soon as the child exits, as it would with the child itself. stderr stays, for
+    # the message above; the launcher exits right after the child anyway.
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+    answer = b""
+    while not answer.endswith(b"\n"):
+        try:
+            chunk = channel.recv(64)
+        except InterruptedError:  # pragma: no cover - PEP 475 retries; kept for clarity
+            continue
+        except OSError:
+            chunk = b""
+        if not chunk:
+            fail(f"the zygote at {path} went away before the child's exit status")
+        answer += chunk
+    code = int(json.loads(answer)["code"])  # os.waitstatus_to_exitcode: -N for signal N
+    if code < 0:
+        if -code not in (signal.SIGKILL, signal.SIGSTOP):
+            signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+        os._exit(128 - code)  # a signal whose default is not to terminate
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    main()
