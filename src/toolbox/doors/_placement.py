@@ -20,9 +20,10 @@ each offloading with its own runtime.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 from collections.abc import Awaitable, Callable
-from typing import Any, final
+from typing import final
 
 from toolbox.doors._gateway import Gateway
 from toolbox.errors import InvalidArgumentsError
@@ -40,10 +41,6 @@ _CACHED = 4096
 
 #: How a server runs a sync call on a worker thread, awaited (its own runtime's way).
 Offload = Callable[[Callable[[], ToolResult]], Awaitable[ToolResult]]
-
-# Calls running to their end after their callers were cancelled: held until done (the loop
-# keeps only weak references to tasks).
-_ORPHANS: set[asyncio.Task[Any]] = set()
 
 
 @final
@@ -111,18 +108,16 @@ class CallPlacement:
 
 
 async def run_to_end(call: Awaitable[ToolResult]) -> ToolResult:
-    """Await ``call``; if the caller is cancelled, ``call`` still runs to its end (its audit stays whole)."""
+    """Await ``call``; if the caller is cancelled, ``call`` still runs to its end (its audit stays
+    whole) and the caller waits for it, as for a worker thread, before its cancellation goes on
+    (what it does afterwards, such as releasing the call's context, comes after the call)."""
     task = asyncio.ensure_future(call)
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:
-        if not task.done():
-            _ORPHANS.add(task)
-            task.add_done_callback(_orphan_done)
+        while not task.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait((task,))
+        if not task.cancelled():
+            task.exception()  # retrieved: the caller is cancelled (a denial is a result, not an exception)
         raise
-
-
-def _orphan_done(task: asyncio.Task[Any]) -> None:
-    _ORPHANS.discard(task)
-    if not task.cancelled():
-        task.exception()  # retrieved: its caller is gone (a denial is a result, never an exception)
