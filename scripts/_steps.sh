@@ -5,9 +5,13 @@ step() {
     shift
     echo "== $name"
     started=${EPOCHREALTIME/./}
-    "$@"
+    local status=0
+    # The command's status is returned, not left to `set -e`: a caller that runs `step ... || ...`
+    # turns errexit off inside the function, where a failure would otherwise be forgotten.
+    "$@" || status=$?
     elapsed=$(( (${EPOCHREALTIME/./} - started) / 100000 ))
     echo "   $name: $((elapsed / 10)).$((elapsed % 10)) s"
+    return "$status"
 }
 
 # The uv release the lock was written with (uv.lock's format and `uv sync --frozen` agree).
