@@ -1,8 +1,10 @@
-"""The MCP server with a durable audit sink: calls run off the event loop, so sessions commit together.
+"""The MCP server with a durable audit sink: the loop never waits on a commit, so sessions commit together.
 
-A STRICT trail on SQLite writes on the calling thread. Run on the event loop,
-one session's commit would stop every other session (and no two calls could
-ever share a commit); `toolbox.doors._placement` sends such calls whole to a worker
+A STRICT trail on `SqliteSink` awaits its commits: calls run on the event loop
+and a writer thread of the sink commits their groups (`toolbox.doors._placement`).
+A sink subclass with its own ``append`` writes on the calling thread: run on
+the event loop, one session's commit would stop every other session (and no
+two calls could ever share a commit), so such calls run whole on a worker
 thread. The proof needs no clock: the sink holds the first two calls' first
 writes at a barrier that only two calls in flight at once can pass.
 """
@@ -94,9 +96,9 @@ def test_two_sessions_write_to_a_sqlite_trail_at_the_same_time(tmp_path: Path) -
 def test_sixteen_sessions_all_recorded(tmp_path: Path) -> None:
     sink = SqliteSink(tmp_path / "audit.db")
     runs: list[int] = []
-    results, _ = concurrent_calls(gateway_with(sink, runs), sessions=16)
+    results, loop_thread = concurrent_calls(gateway_with(sink, runs), sessions=16)
     assert all(not r.is_error and r.structured_content == {"result": 3} for r in results)
-    assert len(runs) == 16
+    assert runs == [loop_thread] * 16  # on the loop: each call awaited its commits
     traces = {r.meta["io.toolbox/trace_id"] for r in results}
     assert len(traces) == 16
     for trace in traces:

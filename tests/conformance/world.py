@@ -11,7 +11,9 @@ door starts over it) is built once and every promise runs in it:
 - a shared budget of 2 calls per principal on the ``read`` tool, a rate limit
   of 2 calls per principal a minute on ``ping``, the kill switches and the
   approvals live in the store (memory, SQLite, PostgreSQL or Redis);
-- a STRICT audit trail whose sink can be made to fail (`World.audit_down`).
+- a STRICT audit trail whose sink can be made to fail (`World.audit_down`); its sink
+  offers an awaitable append, as the SQL sinks do, so the async doors await its writes
+  (`AwaitedSink`) and the sync doors write on the calling thread.
 
 Every promise check takes fresh principals (`World.context`): the shared limits
 count per principal, so checks never spend each other's quotas.
@@ -44,6 +46,15 @@ TENANT = "acme"
 PRINCIPALS = 400
 
 
+class AwaitedSink(FlakySink):
+    """`FlakySink` with an awaitable append that suspends before it writes (or fails), as the SQL
+    sinks' does: a STRICT trail over it awaits its writes on the async doors."""
+
+    async def aappend(self, events: Any) -> None:
+        await asyncio.sleep(0)
+        self.append(events)
+
+
 @dataclass
 class World:
     """A style's tools on a store, governed; what the doors call into."""
@@ -53,7 +64,7 @@ class World:
     directory: Path
     gateway: Gateway
     governance: Callable[[], Governance]
-    sink: FlakySink
+    sink: AwaitedSink
     state: GovernanceState
     authorized: list[str] = field(default_factory=list)
     suffix: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
@@ -156,7 +167,7 @@ def world(style: Style, store_kind: str, directory: Path) -> Iterator[World]:
             budgets=(LimitRule("principal", 2, 600.0, style.tool("read")),),
             rate_limits=(LimitRule("principal", 2, 600.0, style.tool("ping")),),
         )
-        sink = FlakySink()
+        sink = AwaitedSink()
         authorized: list[str] = []
 
         def governance() -> Governance:
@@ -179,6 +190,7 @@ def world(style: Style, store_kind: str, directory: Path) -> Iterator[World]:
             env=style.env,
             governance=governance(),
         )
+        assert gateway.audit is not None and gateway.audit.awaits_writes  # the async doors await it
         made = World(style, store_kind, directory, gateway, governance, sink, state, authorized)
         try:
             yield made

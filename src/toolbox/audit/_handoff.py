@@ -13,6 +13,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections import deque
+from collections.abc import Callable
 from typing import Generic, TypeVar, final
 
 __all__ = ["Handoff"]
@@ -70,6 +71,24 @@ class Handoff(Generic[Item]):
             self._idle()
             self._ready.wait()
             self._ready.clear()  # before taking: an item queued from here on sets it again
+
+    def consume(self, handle: Callable[[list[Item]], None], most: int, stop: object) -> None:
+        """The consumer's loop: ``handle`` what has accumulated (up to ``most`` items, never none)
+        until ``stop`` is taken; then `abandon` (a `join` waiting for the consumer returns)."""
+        try:
+            while True:
+                taken = self.take(most)
+                ended = any(item is stop for item in taken)
+                kept = [item for item in taken if item is not stop] if ended else taken
+                try:
+                    if kept:
+                        handle(kept)
+                finally:
+                    self.finished()
+                if ended:
+                    return
+        finally:
+            self.abandon()
 
     def finished(self) -> None:
         """The consumer handled what it took last."""

@@ -4,7 +4,10 @@
   DENIED/AUDIT_UNAVAILABLE with zero executions. A failed write *after* it
   never hides that it ran: the result keeps its status and sets
   ``audit_failed``, the typed door raises `AuditIncompleteError`, and the
-  events go to a local fallback file for `replay_fallback`.
+  events go to a local fallback file for `replay_fallback`. On the async
+  door, a sink with an awaitable append (the SQL sinks) is awaited
+  (`awaits_writes`): the call waits for its events on the event loop without
+  blocking it.
 - ``ASYNC``: events go to a bounded queue drained by a background writer. A
   full queue or a dead writer fails closed like STRICT. `flush`, `close` and
   interpreter exit drain the queue: nothing accepted is lost on a normal
@@ -22,20 +25,19 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, final
 
 from toolbox.audit._batch import CallSubject, Closing, LazyBatch, Opening, immutable_copy
-from toolbox.audit._events import AuditEvent, AuditRecord
+from toolbox.audit._events import AuditEvent
 from toolbox.audit._fallback import FallbackFile, FallbackReplay
 from toolbox.audit._handoff import Handoff
 from toolbox.audit._queued import QueuedCalls, queued
 from toolbox.audit._redaction import Redaction
 from toolbox.audit._refusals import call_arguments, decided_by, denial_event, refusal_events, untrusted_event
-from toolbox.audit._sink import AuditQuery, AuditSink
-from toolbox.audit._verify import ChainProblem, TraceHeads, verify_chain, verify_heads
+from toolbox.audit._sink import AuditSink
+from toolbox.audit._trail_reads import TrailReads
 from toolbox.errors import ConfigurationError
 from toolbox.foundations._context import ExecutionContext
 from toolbox.pipeline._audit_hooks import audit_unavailable
@@ -63,7 +65,7 @@ class AuditMode(str, enum.Enum):
 
 
 @final
-class AuditTrail:
+class AuditTrail(TrailReads):
     """The audit trail of a catalog: an `AuditSink`, a mode, redaction and read-back."""
 
     def __init__(
@@ -100,6 +102,12 @@ class AuditTrail:
         self.sink = sink
         self._best_effort = self.mode is AuditMode.BEST_EFFORT
         self._append = sink.append  # bound once: it runs twice per call
+        # A durable sink's awaitable append (SqlSink.aappend): the async door awaits its writes,
+        # on the event loop. (Not in ASYNC mode: there every write only enqueues.)
+        aappend = getattr(sink, "aappend", None) if self.mode is not AuditMode.ASYNC else None
+        self._aappend: Callable[[Sequence[AuditEvent]], Awaitable[None]] | None = (
+            aappend if callable(aappend) else None
+        )
         # A sink that stores several batches in one call (SqlSink) takes the ASYNC writer's drain as it is.
         append_batches = getattr(sink, "append_batches", None)
         self._append_batches: Callable[[Sequence[Sequence[AuditEvent]]], None] | None = (
@@ -117,6 +125,8 @@ class AuditTrail:
         # (Not in ASYNC mode: held and queued events would then be stored out of order.)
         direct = callable(hold) and self.mode is not AuditMode.ASYNC
         self._hold: Callable[[LazyBatch], None] | None = hold if direct else None
+        if self._hold is not None:  # a held write never waits: nothing to await
+            self._aappend = None
         # A sink that says so reads a closed Opening held a second time as its response.
         twice = self._hold is not None and getattr(sink, "holds_openings_twice", False) is True
         self._hold_twice = self._hold if twice else None
@@ -147,8 +157,18 @@ class AuditTrail:
         try:
             self._append(events)
         except Exception as exc:  # noqa: BLE001 - any sink failure is an audit failure
-            LOGGER.warning("audit write failed (%s); %d event(s) not stored", type(exc).__name__, len(events))
-            return False
+            return _write_failed(exc, events)
+        return True
+
+    async def _astore(self, events: Sequence[AuditEvent]) -> bool:
+        """`_store`, the write awaited on the event loop when the sink can (`awaits_writes`)."""
+        aappend = self._aappend
+        if aappend is None:
+            return self._store(events)
+        try:
+            await aappend(events)
+        except Exception as exc:  # noqa: BLE001 - any sink failure is an audit failure
+            return _write_failed(exc, events)
         return True
 
     def _enqueue(self, events: Sequence[AuditEvent]) -> bool:
@@ -165,25 +185,10 @@ class AuditTrail:
     def _drain(self) -> None:
         """The ASYNC writer: every batch queued so far goes to the sink in one append (one transaction)."""
         assert self._queue is not None
-        pending = self._queue
         calls = QueuedCalls(self.subject_of)
-        try:
-            while True:
-                taken = pending.take(_DRAIN_BATCHES)
-                stop = any(item is _STOP for item in taken)
-                kept = [item for item in taken if item is not _STOP] if stop else taken
-                try:
-                    self._write_drained(kept, calls)
-                finally:
-                    pending.finished()
-                if stop:
-                    return
-        finally:
-            pending.abandon()  # a flush waiting for this writer returns
+        self._queue.consume(lambda items: self._write_drained(items, calls), _DRAIN_BATCHES, _STOP)
 
     def _write_drained(self, items: list[object], calls: QueuedCalls) -> None:
-        if not items:
-            return
         try:
             if self._append_rows is not None:
                 self._append_rows(calls.rows(items))
@@ -240,13 +245,25 @@ class AuditTrail:
         Arguments of immutable values are copied and redacted when the events are
         read; any others are redacted now, as they may change afterwards.
         """
+        opening = self.opening(subject, context, intent_text, arguments, rules)
+        return opening if self.store_opening(opening) else None
+
+    def opening(
+        self,
+        subject: CallSubject,
+        context: ExecutionContext,
+        intent_text: str,
+        arguments: Mapping[str, Any],
+        rules: tuple[str, ...] = (),
+    ) -> Opening:
+        """The opening events of a call about to run, not stored yet (`open_call` stores them)."""
         snapshot = immutable_copy(arguments)
         kept = {} if snapshot is None else snapshot
         opening = Opening(subject, context, intent_text, kept, time.time())
         if snapshot is None:
             opening.payload = self.redaction.payload_fields(arguments)
         opening.rules = rules
-        return opening if self.store_opening(opening) else None
+        return opening
 
     def close_call(  # noqa: PLR0917 - positional on purpose: the fast paths' hot path
         self,
@@ -264,10 +281,22 @@ class AuditTrail:
             opening.close_in_place(duration, ended)
             self._hold_twice(opening)
             return True
+        return self.store_closing(self.closing(opening, status, duration, attempts, ended, summary))
+
+    def closing(  # noqa: PLR0917 - close_call's fields
+        self,
+        opening: Opening,
+        status: str,
+        duration: float,
+        attempts: int,
+        ended: float,
+        summary: tuple[str, str] | None = None,
+    ) -> Closing:
+        """The response event of an opened call, not stored yet (`close_call` stores it)."""
         closing = Closing(opening, status, None, duration, attempts, ended)
         if summary is not None:
             closing.payload = self.redaction.summary_fields(*summary)
-        return self.store_closing(closing)
+        return closing
 
     @property
     def direct_hold(self) -> Callable[[LazyBatch], None] | None:
@@ -276,6 +305,22 @@ class AuditTrail:
         A sink's ``hold`` keeps a lazy batch and cannot fail (the memory sink's).
         """
         return self._hold
+
+    @property
+    def awaits_writes(self) -> bool:
+        """Whether the async door awaits this trail's writes (`astore_opening`, `aon_request`, ...).
+
+        True for a STRICT or BEST_EFFORT trail on a sink with an awaitable append
+        (the SQL sinks): a call on the event loop then waits for its events to be
+        durable without blocking the loop.
+        """
+        return self._aappend is not None
+
+    @property
+    def blocks_callers(self) -> bool:
+        """Whether a write from the sync door may wait on I/O in the calling thread, with no
+        awaitable form: a call recorded in this trail must then not run on an event loop."""
+        return self._hold is None and self._queue is None and self._aappend is None
 
     @property
     def call_hold(self) -> Callable[[tuple[Any, ...]], None] | None:
@@ -293,6 +338,12 @@ class AuditTrail:
             return True
         return self._store(opening) or self._best_effort
 
+    async def astore_opening(self, opening: Opening) -> bool:
+        """`store_opening`, the write awaited: True once the opening is durable (`awaits_writes`)."""
+        if self._aappend is None:
+            return self.store_opening(opening)
+        return await self._astore(opening) or self._best_effort
+
     def store_closing(self, closing: Closing) -> bool:
         """Store the response event of a call whose opening was stored; False means it is missing.
 
@@ -301,7 +352,16 @@ class AuditTrail:
         if self._hold is not None:
             self._hold(closing)
             return True
-        if self._store(closing) or self._best_effort:
+        return self._closing_stored(closing, self._store(closing))
+
+    async def astore_closing(self, closing: Closing) -> bool:
+        """`store_closing`, the write awaited: True once the response is durable (`awaits_writes`)."""
+        if self._aappend is None:
+            return self.store_closing(closing)
+        return self._closing_stored(closing, await self._astore(closing))
+
+    def _closing_stored(self, closing: Closing, stored: bool) -> bool:
+        if stored or self._best_effort:
             return True
         self._keep(closing)
         return False
@@ -311,6 +371,17 @@ class AuditTrail:
         rules = decided_by(invocation)
         subject, text = self.subject(invocation), invocation.record.intent_text
         opening = self.open_call(subject, invocation.context, text, call_arguments(invocation), rules)
+        return self._opened(invocation, opening)
+
+    async def aon_request(self, invocation: Invocation) -> ToolResult | None:
+        """`on_request`, the write awaited (`awaits_writes`): the tool runs only once it is durable."""
+        rules = decided_by(invocation)
+        subject, text = self.subject(invocation), invocation.record.intent_text
+        opening = self.opening(subject, invocation.context, text, call_arguments(invocation), rules)
+        return self._opened(invocation, opening if await self.astore_opening(opening) else None)
+
+    @staticmethod
+    def _opened(invocation: Invocation, opening: Opening | None) -> ToolResult | None:
         if opening is None:
             return audit_unavailable(invocation)
         invocation.opening = opening
@@ -318,35 +389,61 @@ class AuditTrail:
 
     def on_response(self, invocation: Invocation, result: ToolResult) -> None:
         """After the outcome: the response event (after a refusal, the decision events too)."""
-        record = invocation.record
-        status, reason = result.status.value, result.reason_code or result.error_code
-        opening = invocation.opening
-        if opening is not None:
-            # A spend after the opening may add a warning (a fail-open rate limit): its rule goes here.
-            late = decided_by(invocation) if invocation.warnings else ()
-            late = tuple(rule for rule in late if rule not in opening.rules) if late else late
-            closing = Closing(opening, status, reason, record.duration, record.attempts, time.time(), late)
-            summary = result_summary(result.content) if result.content is not None else None
-            if summary is not None:
-                closing.payload = self.redaction.summary_fields(*summary)
+        closing = self._response(invocation, result)
+        if closing is not None:
             if not self.store_closing(closing):
                 result.audit_failed = True
             return
         events = self._refusal(invocation, result)
-        if result.reason_code == "AUDIT_UNAVAILABLE":
-            self._keep(events)
+        if events is not None:
+            self._refusal_stored(invocation, result, events, self._store(events))
+
+    async def aon_response(self, invocation: Invocation, result: ToolResult) -> None:
+        """`on_response`, the write awaited (`awaits_writes`): the result is given once it is durable."""
+        closing = self._response(invocation, result)
+        if closing is not None:
+            if not await self.astore_closing(closing):
+                result.audit_failed = True
             return
-        if not self._store(events) and not self._best_effort:
+        events = self._refusal(invocation, result)
+        if events is not None:
+            self._refusal_stored(invocation, result, events, await self._astore(events))
+
+    def _response(self, invocation: Invocation, result: ToolResult) -> Closing | None:
+        """The response event of a call whose opening was stored; None for a refused call."""
+        opening = invocation.opening
+        if opening is None:
+            return None
+        record = invocation.record
+        status, reason = result.status.value, result.reason_code or result.error_code
+        # A spend after the opening may add a warning (a fail-open rate limit): its rule goes here.
+        late = decided_by(invocation) if invocation.warnings else ()
+        late = tuple(rule for rule in late if rule not in opening.rules) if late else late
+        closing = Closing(opening, status, reason, record.duration, record.attempts, time.time(), late)
+        summary = result_summary(result.content) if result.content is not None else None
+        if summary is not None:
+            closing.payload = self.redaction.summary_fields(*summary)
+        return closing
+
+    def _refusal_stored(
+        self, invocation: Invocation, result: ToolResult, events: list[AuditEvent], stored: bool
+    ) -> None:
+        if not stored and not self._best_effort:
             result.audit_failed = True
             if invocation.commit is None:
                 self._keep(events)
             # else: its effect waits on this record (an approval request): the chain refuses the call
             # as AUDIT_UNAVAILABLE instead, and that outcome is what the fallback file keeps.
 
-    def _refusal(self, invocation: Invocation, result: ToolResult) -> list[AuditEvent]:
-        """The events of a call refused before its opening was stored."""
+    def _refusal(self, invocation: Invocation, result: ToolResult) -> list[AuditEvent] | None:
+        """The events of a call refused before its opening was stored, to store; None when they
+        went to the fallback file (its opening could not be stored: the store is failing)."""
         summary, digest = self.redaction.payload_fields(call_arguments(invocation))
-        return refusal_events(self.subject(invocation), invocation, result, summary, digest)
+        events = refusal_events(self.subject(invocation), invocation, result, summary, digest)
+        if result.reason_code == "AUDIT_UNAVAILABLE":
+            self._keep(events)
+            return None
+        return events
 
     def on_denial(
         self, context: ExecutionContext, tool: str, reason_code: str, rule: str, *, operation: str = ""
@@ -416,46 +513,8 @@ class AuditTrail:
             return FallbackReplay(0)
         return self._fallback.replay(self.sink.append)
 
-    # -- read-back ----------------------------------------------------------------
 
-    def _is_auditor(self, context: ExecutionContext) -> bool:
-        return bool(self.auditor_roles & context.roles)
-
-    def read_trace(self, trace_id: str, *, context: ExecutionContext) -> list[AuditRecord]:
-        """The events of ``trace_id`` in order, limited to ``context``'s tenant unless it is an auditor."""
-        records = self.sink.read_trace(trace_id)
-        if self._is_auditor(context):
-            return records
-        return [r for r in records if r.tenant == context.tenant]
-
-    def query(
-        self,
-        *,
-        context: ExecutionContext,
-        tool: str | None = None,
-        principal: str | None = None,
-        status: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        limit: int = 1000,
-        parent_run_id: str | None = None,
-    ) -> list[AuditRecord]:
-        """Events by tool, principal, status, time range and delegating run; scoped like `read_trace`."""
-        tenant = None if self._is_auditor(context) else context.tenant
-        return self.sink.query(
-            AuditQuery(tenant, tool, principal, status, since, until, limit, parent_run_id)
-        )
-
-    def verify(self, trace_id: str, *, context: ExecutionContext) -> list[ChainProblem]:
-        """Chain problems of ``trace_id`` (auditors only: verification needs every event).
-
-        With a sink that keeps trace heads (SQLite, PostgreSQL), removed last events
-        and a removed trace are problems too.
-        """
-        if not self._is_auditor(context):
-            raise PermissionError("verifying a trace needs an auditor role")
-        records = self.sink.read_trace(trace_id)
-        problems = verify_chain(records)
-        if isinstance(self.sink, TraceHeads):
-            problems += verify_heads(records, self.sink.trace_heads(trace_id), trace_id=trace_id)
-        return problems
+def _write_failed(exc: Exception, events: Sequence[AuditEvent]) -> bool:
+    """A sink failed to store ``events``: the warning names the error's type only; False."""
+    LOGGER.warning("audit write failed (%s); %d event(s) not stored", type(exc).__name__, len(events))
+    return False

@@ -172,12 +172,12 @@ class Route(CompiledName):
 
     # -- the steps: one implementation, both doors -------------------------------------
 
-    def _begin(
-        self, context: ExecutionContext, arguments: object, tools: Tools
-    ) -> ToolResult | Started | None:
-        """Up to the dispatch: None (take the full chain), a `ToolResult` (refused), or the `Started` call.
+    def _begin(self, context: ExecutionContext, arguments: object, tools: Tools) -> Started | None:
+        """Up to the dispatch: None (take the full chain) or the `Started` call.
 
-        One method on purpose: this is the hot path, and each call level costs.
+        Its opening is held already when the sink holds calls; an `Opening` is
+        stored by the door, which may await it (`run`, `arun`). One method on
+        purpose: this is the hot path, and each call level costs.
         """
         gated = tools.context_gated  # the context's deadline, budget and scope, read once (`context_gated`)
         if not gates_open(gated, self._engaged, self.tool) or not flat_and_small(arguments, self._limits):
@@ -209,15 +209,19 @@ class Route(CompiledName):
             else:
                 assert self._subject is not None  # set whenever the trail is
                 opening = Opening(self._subject, context, text, values, declared)
-                if not trail.store_opening(opening):
-                    record = self._record(text, declared, started=False)
-                    invocation = self._invocation(context, tools, runtime, record, values, opening=None)
-                    return self._pipeline.finish(invocation, audit_unavailable(invocation))
-        runtime.executions += 1  # the attempt's count on the tool; its record counts it on handover
         return runtime, declared, text, values, opening
 
-    def _end(self, context: ExecutionContext, started: Started, content: Any) -> ToolResult | None:
-        """After a first attempt that returned ``content``: the result, or None when it is transient."""
+    def _unopened(self, context: ExecutionContext, tools: Tools, started: Started) -> Invocation:
+        """The call of ``started``, whose opening could not be stored: for its AUDIT_UNAVAILABLE refusal."""
+        runtime, declared, text, values, _ = started
+        record = self._record(text, declared, started=False)
+        return self._invocation(context, tools, runtime, record, values, opening=None)
+
+    def _end(
+        self, context: ExecutionContext, started: Started, content: Any
+    ) -> tuple[ToolResult, Closing | None] | None:
+        """After a first attempt that returned ``content``: the result and its response event for the
+        door to store (None when the sink held it), or None when the result is transient."""
         if not settled_inline(content):
             return None
         runtime, declared, text, _, opening = started
@@ -231,11 +235,8 @@ class Route(CompiledName):
             # The response names the held opening (plain values too): nothing more to read.
             hold_call(held_response(opening, ended, duration))
         elif opening is not None:
-            trail = self._trail
-            assert trail is not None  # the opening was stored by it
-            if not trail.store_closing(Closing(opening, "SUCCESS", None, duration, 1, ended)):
-                result.audit_failed = True
-        return result
+            return result, Closing(opening, "SUCCESS", None, duration, 1, ended)
+        return result, None
 
     def _handover(self, context: ExecutionContext, tools: Tools, started: Started) -> Invocation:
         """The full chain's view of a started call, to continue it there after its first attempt."""
@@ -251,21 +252,41 @@ class Route(CompiledName):
         if self._is_async:
             return None  # the full chain refuses it (call it with ainvoke): nothing to speed up
         started = self._begin(context, arguments, tools)
-        if not isinstance(started, tuple):
-            return started
+        if started is None:
+            return None
+        trail = self._trail
+        if type(started[4]) is Opening and not trail.store_opening(started[4]):  # type: ignore[union-attr]
+            invocation = self._unopened(context, tools, started)
+            return self._pipeline.finish(invocation, audit_unavailable(invocation))
+        started[0].executions += 1  # the attempt's count on the tool; its record counts it on handover
         try:
             content = self._function(**started[3])
         except Exception as exc:  # noqa: BLE001 - the full chain classifies it
             return self._pipeline.continue_failed(self._handover(context, tools, started), self._plan, exc)
-        return self._end(context, started, content) or self._pipeline.continue_returned(
-            self._handover(context, tools, started), self._plan, content
-        )
+        ended = self._end(context, started, content)
+        if ended is None:
+            return self._pipeline.continue_returned(
+                self._handover(context, tools, started), self._plan, content
+            )
+        result, closing = ended
+        if closing is not None and not trail.store_closing(closing):  # type: ignore[union-attr]
+            result.audit_failed = True
+        return result
 
     async def arun(self, context: ExecutionContext, arguments: object, tools: Tools) -> ToolResult | None:
-        """Async twin of `run`: an ``async def`` is awaited, a ``def`` runs inline (MEMORY_ONLY)."""
+        """Async twin of `run`: an ``async def`` is awaited, a ``def`` runs inline (MEMORY_ONLY).
+
+        With a trail whose writes are awaited (a durable sink), the opening is
+        durable before the tool runs and the response before the result returns.
+        """
         started = self._begin(context, arguments, tools)
-        if not isinstance(started, tuple):
-            return started
+        if started is None:
+            return None
+        trail = self._trail
+        if type(started[4]) is Opening and not await trail.astore_opening(started[4]):  # type: ignore[union-attr]
+            invocation = self._unopened(context, tools, started)
+            return await self._pipeline.afinish(invocation, audit_unavailable(invocation))
+        started[0].executions += 1  # the attempt's count on the tool; its record counts it on handover
         try:
             content = self._function(**started[3])
             if self._is_async:
@@ -273,9 +294,14 @@ class Route(CompiledName):
         except Exception as exc:  # noqa: BLE001 - the full chain classifies it
             invocation = self._handover(context, tools, started)
             return await self._pipeline.acontinue_failed(invocation, self._plan, exc)
-        return self._end(context, started, content) or await self._pipeline.acontinue_returned(
-            self._handover(context, tools, started), self._plan, content
-        )
+        ended = self._end(context, started, content)
+        if ended is None:
+            invocation = self._handover(context, tools, started)
+            return await self._pipeline.acontinue_returned(invocation, self._plan, content)
+        result, closing = ended
+        if closing is not None and not await trail.astore_closing(closing):  # type: ignore[union-attr]
+            result.audit_failed = True
+        return result
 
     # -- handing a call to the full chain ---------------------------------------------------
 

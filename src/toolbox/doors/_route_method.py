@@ -15,9 +15,10 @@ failure or a warning.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, final
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, TypeAlias, final
 
-from toolbox.audit._batch import CallSubject
+from toolbox.audit._batch import CallSubject, Opening
 from toolbox.audit._trail import AuditTrail, audit_unavailable
 from toolbox.foundations._context import ExecutionContext
 from toolbox.foundations._dispatch import arun_dispatched, run_dispatched
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
 
 __all__ = ["MethodRoute"]
 
+#: What the trail's opening of a call records: its subject, context, intent text and arguments.
+_OpeningFields: TypeAlias = tuple[CallSubject, ExecutionContext, str, Mapping[str, Any]]
 #: `MethodRoute._open`: the intent carries warnings, so the chain goes on from its audit hook.
 _WARNED = ToolResult(Status.SUCCESS, message="the intent carries warnings")
 
@@ -117,50 +120,93 @@ class MethodRoute(CompiledName):
         without warnings; `_WARNED` when the intent carries some (the chain then
         goes on from its audit hook, which records the warning rules).
         """
-        pipeline = self._pipeline
-        refused = pipeline.check(invocation, self._rest)
-        if refused is not None:
-            return pipeline.finish(invocation, refused)
-        if invocation.warnings:
-            return _WARNED
+        refused = self._checked(invocation)
         trail = self._trail
-        if trail is not None:
-            record = invocation.record
-            subject = self._subject
-            assert subject is not None  # set whenever the trail is
-            opening = trail.open_call(
-                subject,
-                invocation.context,
-                record.intent_text,
-                invocation.bound_arguments(),
-            )
-            if opening is None:
-                return pipeline.finish(invocation, audit_unavailable(invocation))
-            invocation.opening = opening
+        if refused is None and trail is not None:
+            refused = self._opened(invocation, trail.open_call(*self._opening_of(invocation)))
+        if refused is None:
+            refused = self._spent(invocation)
+            if refused is None:
+                return None
+        return refused if refused is _WARNED else self._pipeline.finish(invocation, refused)
+
+    async def _aopen(self, invocation: Invocation) -> ToolResult | None:
+        """`_open` for the async door: a trail's writes awaited when it awaits them."""
+        refused = self._checked(invocation)
+        trail = self._trail
+        if refused is None and trail is not None:
+            opening = trail.opening(*self._opening_of(invocation))
+            refused = self._opened(invocation, opening if await trail.astore_opening(opening) else None)
+        if refused is None:
+            refused = self._spent(invocation)
+            if refused is None:
+                return None
+        return refused if refused is _WARNED else await self._pipeline.afinish(invocation, refused)
+
+    def _checked(self, invocation: Invocation) -> ToolResult | None:
+        """The plan's checks but access: a refusal to record, `_WARNED`, or None."""
+        refused = self._pipeline.check(invocation, self._rest)
+        if refused is not None:
+            return refused
+        return _WARNED if invocation.warnings else None
+
+    def _opening_of(self, invocation: Invocation) -> _OpeningFields:
+        """What the trail's opening of ``invocation`` records."""
+        subject = self._subject
+        assert subject is not None  # set whenever the trail is
+        return subject, invocation.context, invocation.record.intent_text, invocation.bound_arguments()
+
+    @staticmethod
+    def _opened(invocation: Invocation, opening: Opening | None) -> ToolResult | None:
+        """After the opening's write: AUDIT_UNAVAILABLE when it was not stored."""
+        if opening is None:
+            return audit_unavailable(invocation)
+        invocation.opening = opening
+        return None
+
+    def _spent(self, invocation: Invocation) -> ToolResult | None:
+        """What the call spends, taken once its request is recorded; then its first attempt counts.
+
+        Returns the spend's refusal, to record, or None.
+        """
         if self._spends:
-            refused = pipeline.check(invocation, self._spends)
+            refused = self._pipeline.check(invocation, self._spends)
             if refused is not None:
-                return pipeline.finish(invocation, refused)
+                return refused
         count_attempt(invocation.record, invocation.runtime)
         return None
 
-    def _close(self, invocation: Invocation, content: Any) -> ToolResult | None:
+    def _succeeded(self, invocation: Invocation, content: Any) -> ToolResult | None:
         """The result of a first attempt that returned ``content``; None when it is transient."""
         if not settled_inline(content):
             return None
-        record = invocation.record
-        record.end("SUCCESS")
+        invocation.record.end("SUCCESS")
         context = invocation.context
-        result = succeeded(
+        return succeeded(
             self.name, self.tool, self.operation, content, context.run_id, context.correlation_id
         )
+
+    def _close(self, invocation: Invocation, content: Any) -> ToolResult | None:
+        """`_succeeded`, its response recorded; None when it is transient."""
+        result = self._succeeded(invocation, content)
         opening = invocation.opening
-        if opening is not None:
-            duration, ended = record.duration, record.ended_at
-            assert duration is not None and ended is not None  # set by end(), after start()
-            trail = self._trail
+        if result is not None and opening is not None:
+            trail, (duration, ended) = self._trail, _timing(invocation)
             assert trail is not None  # the opening was stored by it
             if not trail.close_call(opening, "SUCCESS", duration, 1, ended):
+                result.audit_failed = True
+        return result
+
+    async def _aclose(self, invocation: Invocation, content: Any) -> ToolResult | None:
+        """`_close` for the async door: the response's write awaited when the trail awaits it."""
+        trail = self._trail
+        if trail is None or not trail.awaits_writes:
+            return self._close(invocation, content)
+        result = self._succeeded(invocation, content)
+        opening = invocation.opening
+        if result is not None and opening is not None:
+            duration, ended = _timing(invocation)
+            if not await trail.astore_closing(trail.closing(opening, "SUCCESS", duration, 1, ended)):
                 result.audit_failed = True
         return result
 
@@ -187,7 +233,7 @@ class MethodRoute(CompiledName):
         invocation = self._begin(context, arguments, tools)
         if invocation is None:
             return None
-        ended = self._open(invocation)
+        ended = await self._aopen(invocation)
         if ended is not None:
             return await self._pipeline.arun_from(invocation, self._plan, ()) if ended is _WARNED else ended
         try:
@@ -196,6 +242,14 @@ class MethodRoute(CompiledName):
             content = await arun_dispatched(self.tool, acall) if acall else run_dispatched(self.tool, call)
         except Exception as exc:  # noqa: BLE001 - the full chain classifies it
             return await self._pipeline.acontinue_failed(invocation, self._plan, exc)
-        return self._close(invocation, content) or await self._pipeline.acontinue_returned(
+        return await self._aclose(invocation, content) or await self._pipeline.acontinue_returned(
             invocation, self._plan, content
         )
+
+
+def _timing(invocation: Invocation) -> tuple[float, float]:
+    """The duration and end of ``invocation``'s ended record."""
+    record = invocation.record
+    duration, ended = record.duration, record.ended_at
+    assert duration is not None and ended is not None  # set by end(), after start()
+    return duration, ended

@@ -2,10 +2,12 @@
 
 Two handlers: ``tools/list`` shows what the caller may use now
 (`toolbox.mcp._listing`) and ``tools/call`` runs `Gateway.ainvoke`, whose
-`ToolResult` becomes a `CallToolResult` (`toolbox.mcp._results`); a call
-whose audit trail writes to a durable sink runs whole on a worker thread
-instead (`Gateway.invoke`, `toolbox.doors._placement`), so concurrent sessions share
-the sink's commits and the loop keeps serving while one waits for the disk. Who the
+`ToolResult` becomes a `CallToolResult` (`toolbox.mcp._results`), where
+`toolbox.doors._placement` runs it: a call whose STRICT trail writes to a SQL
+sink awaits its commits on the loop, to its end even if the client cancels,
+so concurrent sessions share the sink's commits and the loop keeps serving
+while one waits for the disk; a sink that writes only on the calling thread
+has the call run whole on a worker thread (`Gateway.invoke`). Who the
 caller is never comes from the client: a `CallerSource` says, per request.
 For stdio and in-memory connections it is the operator's context, a fresh
 run (new ``run_id``) per connection; over HTTP it is the authenticated
@@ -14,7 +16,6 @@ credential's (`toolbox.mcp._http`).
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
@@ -138,11 +139,10 @@ def build_server(
             if refused is not None:
                 return call_result(refused)
             arguments: object = params.arguments if params.arguments is not None else {}
-            if placement.of(gateway, name)[0]:
-                result = await gateway.ainvoke(name, arguments, context=caller.context)
-            else:  # the call runs to its end even if the client cancels: its audit stays whole
-                call = functools.partial(gateway.invoke, name, arguments, context=caller.context)
-                result = await anyio.to_thread.run_sync(call)
+            # A call with a durable trail runs to its end even if the client cancels: its audit stays whole.
+            result, _ = await placement.invoke(
+                gateway, name, arguments, context=caller.context, offload=_on_thread
+            )
             found = served.by_wire(name)
             shape = found.shape if found is not None else _shape_of(served, result)
             return call_result(result, shape)
@@ -205,6 +205,11 @@ def server(
         yield {_CALLER_KEY: Caller(session_context(context), allowed, toolset)}
 
     return build_server(gateway, _Lifespan(), name=name, instructions=instructions, lifespan=per_connection)
+
+
+async def _on_thread(call: Callable[[], ToolResult]) -> ToolResult:
+    """A call whose trail writes on the calling thread, whole on a worker thread (not cancellable)."""
+    return await anyio.to_thread.run_sync(call)
 
 
 def _untrusted(name: str) -> ToolResult:

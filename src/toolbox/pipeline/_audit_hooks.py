@@ -9,7 +9,7 @@ from toolbox.foundations._context import ExecutionContext
 from toolbox.pipeline._invocation import Invocation
 from toolbox.pipeline._result import ToolResult
 
-__all__ = ["AuditHook", "CallRecorder", "audit_unavailable"]
+__all__ = ["AuditHook", "AwaitedAuditHook", "CallRecorder", "audit_unavailable"]
 
 
 class AuditHook(Protocol):
@@ -20,6 +20,24 @@ class AuditHook(Protocol):
 
     def on_response(self, invocation: Invocation, result: ToolResult) -> None:
         """Called with every final result, denials included."""
+
+
+class AwaitedAuditHook(AuditHook, Protocol):
+    """An audit hook whose writes the async door awaits: ``awaits_writes`` is True then.
+
+    The chain's async door (`Pipeline.arun`) awaits ``aon_request`` and
+    ``aon_response`` instead of the sync hook points, so a call on an event
+    loop waits for a durable write without blocking the loop. The trail
+    implements them for a sink with an awaitable append (`toolbox.audit.AuditTrail`).
+    """
+
+    awaits_writes: bool
+
+    async def aon_request(self, invocation: Invocation) -> ToolResult | None:
+        """`on_request`, the write awaited."""
+
+    async def aon_response(self, invocation: Invocation, result: ToolResult) -> None:
+        """`on_response`, the write awaited."""
 
 
 class CallRecorder(AuditHook, Protocol):

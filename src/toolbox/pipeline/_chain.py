@@ -32,7 +32,7 @@ from toolbox.foundations._context import ExecutionContext
 from toolbox.foundations._descriptor import RiskClass
 from toolbox.foundations._dispatch import arun_dispatched, run_dispatched
 from toolbox.pipeline._attempts import PLAIN_RESULTS, AttemptOutcomes, count_attempt
-from toolbox.pipeline._audit_hooks import AuditHook, CallRecorder, audit_unavailable
+from toolbox.pipeline._audit_hooks import AuditHook, AwaitedAuditHook, CallRecorder, audit_unavailable
 from toolbox.pipeline._interceptor import Interceptor, spends
 from toolbox.pipeline._invocation import Invocation
 from toolbox.pipeline._outcomes import OutcomeMappers
@@ -66,8 +66,10 @@ def _never(tool: str) -> bool:
 
 #: What a step of the chain asks its door to do (`Pipeline._steps`), with the door's answer:
 #: run checks (a refusal or None), call the operation ((content, None) or (None, exception)),
-#: sleep before a retry (None), settle a commit ((commit, result): the settled result).
-_CHECK, _CALL, _SLEEP, _SETTLE = "check", "call", "sleep", "settle"
+#: sleep before a retry (None), settle a commit ((commit, result): the settled result); with
+#: hooks whose writes the async door awaits: open (the audit request: a refusal or None) and
+#: finish (a result: the recorded result).
+_CHECK, _CALL, _SLEEP, _SETTLE, _OPEN, _FINISH = "check", "call", "sleep", "settle", "open", "finish"
 Steps: TypeAlias = Generator[tuple[str, Any], Any, ToolResult]
 
 
@@ -77,6 +79,7 @@ class Pipeline:
 
     __slots__ = (
         "_awaited",
+        "_awaited_hooks",
         "_before",
         "_hooks",
         "_mappers",
@@ -112,6 +115,12 @@ class Pipeline:
             id(c): c.acall  # type: ignore[attr-defined]
             for c in self._before
             if getattr(c, "blocks", False) is True and callable(getattr(c, "acall", None))
+        }
+        # Hooks whose writes the async door awaits (a durable audit trail): by id, their hook points.
+        self._awaited_hooks: dict[int, AwaitedAuditHook] = {
+            id(h): h  # type: ignore[misc]
+            for h in self._hooks
+            if getattr(h, "awaits_writes", False) is True
         }
         only = self._hooks[0] if len(self._hooks) == 1 else None
         #: The audit trail, when it is the only hook: the fast paths record through it.
@@ -160,14 +169,28 @@ class Pipeline:
             try:
                 stop = hook.on_request(invocation)
             except Exception as exc:  # noqa: BLE001 - a failing hook fails closed
-                return invocation.denied(
-                    "GOVERNANCE_EVALUATION_FAILED",
-                    type(hook).__name__,
-                    f"an audit hook failed ({type(exc).__name__}), so the call was refused",
-                )
+                return _hook_failed(invocation, hook, exc)
             if stop is not None:
                 return stop
         return None
+
+    async def _aopen(self, invocation: Invocation) -> ToolResult | None:
+        """`_open` for the async door: a hook whose writes are awaited is awaited."""
+        awaited = self._awaited_hooks
+        for hook in self._hooks:
+            try:
+                hooked = awaited.get(id(hook))
+                stop = hook.on_request(invocation) if hooked is None else await hooked.aon_request(invocation)
+            except Exception as exc:  # noqa: BLE001 - a failing hook fails closed
+                return _hook_failed(invocation, hook, exc)
+            if stop is not None:
+                return stop
+        return None
+
+    @property
+    def awaits_audit(self) -> bool:
+        """Whether the async door awaits some audit hook's writes (a durable trail)."""
+        return bool(self._awaited_hooks)
 
     @property
     def hooks(self) -> tuple[AuditHook, ...]:
@@ -230,7 +253,7 @@ class Pipeline:
         """
         result = (yield _CHECK, checks) if checks else None
         if result is None and self._hooks:
-            result = self._open(invocation)
+            result = (yield _OPEN, None) if self._awaited_hooks else self._open(invocation)
         if result is None and plan.spends:
             result = yield _CHECK, plan.spends
         if result is None:
@@ -260,20 +283,27 @@ class Pipeline:
 
     def _recorded(self, invocation: Invocation, result: ToolResult) -> Steps:
         """Record ``result`` as final; then what waited for the record (an approval request's slot)."""
-        result = self._finish(invocation, result)
+        result = yield from self._finished(invocation, result)
         commit = invocation.commit
         if commit is not None:
             # An approval request recorded by the audit trail (or not): now its slot is taken (or not).
             invocation.commit = None
             settled = yield _SETTLE, (commit, result)
             if settled is not result:
-                result = self._finish(invocation, settled)
+                result = yield from self._finished(invocation, settled)
         return result
+
+    def _finished(self, invocation: Invocation, result: ToolResult) -> Steps:
+        """`_finish`, as a step of the door's when it awaits audit writes."""
+        if self._awaited_hooks:
+            recorded: ToolResult = yield _FINISH, result
+            return recorded
+        return self._finish(invocation, result)
 
     def _continued(self, invocation: Invocation, plan: Plan, step: ToolResult | float) -> Steps:
         """The steps after a first attempt made outside the chain, whose outcome is ``step``."""
         result = yield from self._attempts(invocation, plan, step)
-        return self._finish(invocation, result)
+        return (yield from self._finished(invocation, result))
 
     # -- the doors: thin shells over the steps ----------------------------------------
 
@@ -339,6 +369,10 @@ class Pipeline:
             elif kind is _SLEEP:
                 time.sleep(payload)
                 reply = None
+            elif kind is _OPEN:
+                reply = self._open(invocation)
+            elif kind is _FINISH:
+                reply = self._finish(invocation, payload)
             else:
                 commit, result = payload
                 reply = commit.settle(invocation, result)
@@ -362,6 +396,10 @@ class Pipeline:
             elif kind is _SLEEP:
                 await asyncio.sleep(payload)
                 reply = None
+            elif kind is _OPEN:
+                reply = await self._aopen(invocation)
+            elif kind is _FINISH:
+                reply = await self._afinish(invocation, payload)
             else:
                 commit, result = payload
                 reply = await commit.asettle(invocation, result)
@@ -405,9 +443,38 @@ class Pipeline:
         """Record ``result`` as the final outcome of ``invocation`` (trace record and audit hooks)."""
         return self._finish(invocation, result)
 
+    async def afinish(self, invocation: Invocation, result: ToolResult) -> ToolResult:
+        """`finish` for the async door: a hook whose writes are awaited is awaited."""
+        return await self._afinish(invocation, result)
+
     # -- shared decisions -------------------------------------------------------
 
     def _finish(self, invocation: Invocation, result: ToolResult) -> ToolResult:
+        self._end_record(invocation, result)
+        for hook in self._hooks:
+            try:
+                hook.on_response(invocation, result)
+            except Exception:  # noqa: BLE001 - the call happened: flag the gap, never hide the result
+                result.audit_failed = True
+        return result
+
+    async def _afinish(self, invocation: Invocation, result: ToolResult) -> ToolResult:
+        self._end_record(invocation, result)
+        awaited = self._awaited_hooks
+        for hook in self._hooks:
+            try:
+                hooked = awaited.get(id(hook))
+                if hooked is None:
+                    hook.on_response(invocation, result)
+                else:
+                    await hooked.aon_response(invocation, result)
+            except Exception:  # noqa: BLE001 - the call happened: flag the gap, never hide the result
+                result.audit_failed = True
+        return result
+
+    @staticmethod
+    def _end_record(invocation: Invocation, result: ToolResult) -> None:
+        """The trace record of ``invocation`` ends with ``result``."""
         record = invocation.record
         if result.status is not Status.SUCCESS:
             record.reason_code = result.reason_code
@@ -418,12 +485,15 @@ class Pipeline:
             record.warnings = result.warnings
         error = invocation.error
         record.end(result.status.value, type(error).__name__ if error is not None else None)
-        for hook in self._hooks:
-            try:
-                hook.on_response(invocation, result)
-            except Exception:  # noqa: BLE001 - the call happened: flag the gap, never hide the result
-                result.audit_failed = True
-        return result
+
+
+def _hook_failed(invocation: Invocation, hook: AuditHook, exc: Exception) -> ToolResult:
+    """An audit hook raised before the call: it is refused."""
+    return invocation.denied(
+        "GOVERNANCE_EVALUATION_FAILED",
+        type(hook).__name__,
+        f"an audit hook failed ({type(exc).__name__}), so the call was refused",
+    )
 
 
 def _check_failed(invocation: Invocation, check: Interceptor, exc: Exception) -> ToolResult:

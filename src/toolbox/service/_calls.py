@@ -1,13 +1,14 @@
-"""Running one governed call from a request: on the event loop or on a worker thread.
+"""Running one governed call from a request where `toolbox.doors._placement` places it; the metrics.
 
-Where is `toolbox.doors._placement`'s decision (a call whose audit trail writes to a
-durable sink runs whole on a worker thread, so concurrent requests share its
-commits); this module runs it there and counts it in the metrics.
+A call whose trail awaits durable writes (STRICT on SQLite or PostgreSQL) runs
+on the event loop and waits for its group commit without blocking it; a call
+whose trail writes only on the calling thread runs whole on a worker thread.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any, final
 
 from starlette.concurrency import run_in_threadpool
@@ -20,6 +21,10 @@ from toolbox.pipeline._result import ToolResult
 from toolbox.service._metrics import ServiceMetrics
 
 __all__ = ["CallRunner"]
+
+
+async def _on_thread(call: Callable[[], ToolResult]) -> ToolResult:
+    return await run_in_threadpool(call)
 
 
 @final
@@ -41,14 +46,10 @@ class CallRunner:
         approval: Approval | None = None,
     ) -> ToolResult:
         """Invoke ``name`` governed, in ``context``."""
-        inline, tool = self._placement.of(gateway, name)
         started = time.perf_counter()
-        if inline:
-            result = await gateway.ainvoke(name, arguments, context=context, approval=approval)
-        else:
-            result = await run_in_threadpool(
-                gateway.invoke, name, arguments, context=context, approval=approval
-            )
+        result, tool = await self._placement.invoke(
+            gateway, name, arguments, context=context, offload=_on_thread, approval=approval
+        )
         self._metrics.observe(tool, result.status.value, time.perf_counter() - started)
         return result
 

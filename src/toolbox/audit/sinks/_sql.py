@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from operator import itemgetter
@@ -54,6 +54,7 @@ from toolbox.audit.sinks._sql_schema import (
     pending_table,
     version_table,
 )
+from toolbox.pipeline._offload import off_loop
 
 __all__ = [
     "MIGRATIONS",
@@ -157,6 +158,24 @@ class SqlSink:
         if rows:
             self._ensure_ready()
             self._group.submit(rows)
+
+    @property
+    def aappend(self) -> Callable[[Sequence[AuditEvent]], Awaitable[None]] | None:
+        """`append` for a caller on an event loop, awaited: returns once the transaction holding
+        ``events`` is committed, without blocking the loop (`GroupCommit.submit_async`).
+
+        None for a subclass with its own ``append``: that sees every write, on a thread.
+        """
+        return self._aappend if type(self).append is SqlSink.append else None
+
+    async def _aappend(self, events: Sequence[AuditEvent]) -> None:
+        if not events:
+            return
+        rows = rows_of(events)
+        if not self._ready:  # the first write makes or migrates the schema: off the loop
+            await off_loop(self._ensure_ready)
+        self._ensure_ready()
+        await self._group.submit_async(rows)
 
     @property
     def append_rows(self) -> Callable[[list[dict[str, Any]]], None] | None:
@@ -265,6 +284,7 @@ class SqlSink:
     def close(self) -> None:
         """Close every pooled connection; the sink cannot be used afterwards."""
         self._closed = True
+        self._group.close()
         self._engine.dispose()
 
     @contextmanager
