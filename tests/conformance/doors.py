@@ -259,6 +259,36 @@ class Rest(Door):
         return Outcome(status, reason, shown=response.text)
 
 
+class _ClientOut:
+    """The client's end of the pipe the server reads, as `stdio_server` writes to it.
+
+    Each message is written and flushed in one worker-thread call, under a lock that `aclose`
+    takes too: a message can reach the server whole during ``write`` (a 70 KB line fills the
+    pipe's buffer and goes out as it is read), the server answer, and the test close the pipe
+    before the SDK's separate ``flush`` ran, which then failed on a closed file.
+    """
+
+    def __init__(self, fd: int) -> None:
+        self._file = open(fd, "w", encoding="utf-8")  # noqa: SIM115 - closed by aclose
+        self._lock = anyio.Lock()
+
+    def _send(self, text: str) -> None:
+        if not self._file.closed:  # nothing is sent after the test closed the pipe
+            self._file.write(text)
+            self._file.flush()
+
+    async def write(self, text: str) -> None:
+        async with self._lock:
+            await anyio.to_thread.run_sync(self._send, text)
+
+    async def flush(self) -> None:
+        """Each write flushed already."""
+
+    async def aclose(self) -> None:
+        async with self._lock:
+            await anyio.to_thread.run_sync(self._file.close)
+
+
 class McpStdio(Mcp):
     """toolbox's stdio serving (`toolbox.mcp.serve_stdio`, what ``toolbox mcp serve`` runs) over real
     OS pipes, newline-delimited JSON-RPC both ways, the official client's session on the other end."""
@@ -278,8 +308,13 @@ class McpStdio(Mcp):
                 anyio.wrap_file(open(write_end, "w", encoding="utf-8")),
             )
 
+        def pipe_from_client() -> tuple[anyio.AsyncFile[str], int]:
+            read_end, write_end = os.pipe()
+            return anyio.wrap_file(open(read_end, encoding="utf-8")), write_end  # closed in main()
+
         async def main() -> Any:
-            server_in, client_out = pipe()
+            server_in, client_fd = pipe_from_client()
+            client_out = _ClientOut(client_fd)
             client_in, server_out = pipe()
 
             async def serve() -> None:
@@ -291,7 +326,7 @@ class McpStdio(Mcp):
 
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(serve)
-                async with stdio_server(client_in, client_out) as (read, write):
+                async with stdio_server(client_in, client_out) as (read, write):  # type: ignore[arg-type]
                     async with ClientSession(read, write) as session:
                         await session.initialize()
                         result = await _listed_then_called(session, wire, given)
