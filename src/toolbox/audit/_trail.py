@@ -40,7 +40,7 @@ from toolbox.audit._sink import AuditSink
 from toolbox.audit._trail_reads import TrailReads
 from toolbox.errors import ConfigurationError
 from toolbox.foundations._context import ExecutionContext
-from toolbox.pipeline._audit_hooks import audit_unavailable
+from toolbox.pipeline._audit_hooks import audit_unavailable, opened
 from toolbox.pipeline._result import ToolResult
 from toolbox.pipeline._result_summary import result_summary
 
@@ -371,21 +371,14 @@ class AuditTrail(TrailReads):
         rules = decided_by(invocation)
         subject, text = self.subject(invocation), invocation.record.intent_text
         opening = self.open_call(subject, invocation.context, text, call_arguments(invocation), rules)
-        return self._opened(invocation, opening)
+        return opened(invocation, opening)
 
     async def aon_request(self, invocation: Invocation) -> ToolResult | None:
         """`on_request`, the write awaited (`awaits_writes`): the tool runs only once it is durable."""
         rules = decided_by(invocation)
         subject, text = self.subject(invocation), invocation.record.intent_text
         opening = self.opening(subject, invocation.context, text, call_arguments(invocation), rules)
-        return self._opened(invocation, opening if await self.astore_opening(opening) else None)
-
-    @staticmethod
-    def _opened(invocation: Invocation, opening: Opening | None) -> ToolResult | None:
-        if opening is None:
-            return audit_unavailable(invocation)
-        invocation.opening = opening
-        return None
+        return opened(invocation, opening if await self.astore_opening(opening) else None)
 
     def on_response(self, invocation: Invocation, result: ToolResult) -> None:
         """After the outcome: the response event (after a refusal, the decision events too)."""

@@ -18,11 +18,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypeAlias, final
 
-from toolbox.audit._batch import CallSubject, Opening
-from toolbox.audit._trail import AuditTrail, audit_unavailable
+from toolbox.audit._batch import CallSubject
+from toolbox.audit._trail import AuditTrail
 from toolbox.foundations._context import ExecutionContext
 from toolbox.foundations._dispatch import arun_dispatched, run_dispatched
 from toolbox.pipeline._attempts import count_attempt
+from toolbox.pipeline._audit_hooks import opened
 from toolbox.pipeline._chain import Pipeline, Plan
 from toolbox.pipeline._invocation import Invocation, declared_record
 from toolbox.pipeline._result import Status, ToolResult, succeeded
@@ -123,7 +124,7 @@ class MethodRoute(CompiledName):
         refused = self._checked(invocation)
         trail = self._trail
         if refused is None and trail is not None:
-            refused = self._opened(invocation, trail.open_call(*self._opening_of(invocation)))
+            refused = opened(invocation, trail.open_call(*self._opening_of(invocation)))
         if refused is None:
             refused = self._spent(invocation)
             if refused is None:
@@ -136,7 +137,7 @@ class MethodRoute(CompiledName):
         trail = self._trail
         if refused is None and trail is not None:
             opening = trail.opening(*self._opening_of(invocation))
-            refused = self._opened(invocation, opening if await trail.astore_opening(opening) else None)
+            refused = opened(invocation, opening if await trail.astore_opening(opening) else None)
         if refused is None:
             refused = self._spent(invocation)
             if refused is None:
@@ -155,14 +156,6 @@ class MethodRoute(CompiledName):
         subject = self._subject
         assert subject is not None  # set whenever the trail is
         return subject, invocation.context, invocation.record.intent_text, invocation.bound_arguments()
-
-    @staticmethod
-    def _opened(invocation: Invocation, opening: Opening | None) -> ToolResult | None:
-        """After the opening's write: AUDIT_UNAVAILABLE when it was not stored."""
-        if opening is None:
-            return audit_unavailable(invocation)
-        invocation.opening = opening
-        return None
 
     def _spent(self, invocation: Invocation) -> ToolResult | None:
         """What the call spends, taken once its request is recorded; then its first attempt counts.

@@ -9,7 +9,7 @@ from toolbox.foundations._context import ExecutionContext
 from toolbox.pipeline._invocation import Invocation
 from toolbox.pipeline._result import ToolResult
 
-__all__ = ["AuditHook", "AwaitedAuditHook", "CallRecorder", "audit_unavailable"]
+__all__ = ["AuditHook", "AwaitedAuditHook", "CallRecorder", "audit_unavailable", "opened"]
 
 
 class AuditHook(Protocol):
@@ -74,3 +74,12 @@ def audit_unavailable(invocation: Invocation) -> ToolResult:
     return invocation.denied(
         "AUDIT_UNAVAILABLE", "audit", "the audit trail cannot record this call, so it was refused"
     )
+
+
+def opened(invocation: Invocation, opening: object | None) -> ToolResult | None:
+    """After the opening's write (``opening`` None: it was not stored): AUDIT_UNAVAILABLE, else
+    None, the stored opening kept on ``invocation`` for its response to name."""
+    if opening is None:
+        return audit_unavailable(invocation)
+    invocation.opening = opening
+    return None
