@@ -16,16 +16,9 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
+from polling import wait_until
 from toolbox.audit import AuditSinkError
 from toolbox.audit._group import GroupCommit
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
-    """Bounded polling (never an assertion about speed)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.002)
 
 
 class Gated:

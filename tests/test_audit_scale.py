@@ -14,6 +14,7 @@ import pytest
 
 import audit_scale_support as support
 from audit_sql_support import Store, event, make_store
+from polling import wait_until
 from tiers import sized
 from toolbox import ExecutionContext, Status
 from toolbox.audit import (
@@ -43,14 +44,6 @@ def _no_executions() -> Iterator[None]:
     support.EXECUTIONS.clear()
     yield
     support.EXECUTIONS.clear()
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
-    """Bounded polling (never an assertion about speed)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.005)
 
 
 def forming(sink: SqlSink) -> int:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ import pytest
 
 import toolbox.audit._group as group_commit
 from audit_sql_support import Store, make_store
+from polling import wait_until
 from toolbox import Effect, ExecutionContext, Gateway, Governance, RiskClass, Status, tool
 from toolbox.audit import AuditMode, AuditSinkError, AuditTrail, MemorySink, SqliteSink, verify_chain
 from toolbox.audit.sinks._sql import SqlSink
@@ -36,14 +36,6 @@ AUDITOR = ExecutionContext(tenant="ops", principal="auditor", roles={"auditor"})
 @pytest.fixture(params=["sqlite", "postgres"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     yield from make_store(request.param, tmp_path)
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
-    """Bounded polling (never an assertion about speed)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.005)
 
 
 class Ledger:
