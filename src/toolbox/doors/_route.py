@@ -37,7 +37,7 @@ from types import FunctionType, UnionType
 from typing import TYPE_CHECKING, Any, Literal, Union, final, get_args, get_origin
 
 from toolbox.audit._batch import IMMUTABLE_TYPES, Closing, Opening
-from toolbox.audit._held import HELD_OPENING, held_call, held_response
+from toolbox.audit._held import held_call, held_response
 from toolbox.audit._trail import AuditTrail, audit_unavailable
 from toolbox.doors._route_method import CompiledName, MethodRoute
 from toolbox.foundations._context import ExecutionContext, OperationRecord
@@ -225,9 +225,7 @@ class Route(CompiledName):
         opening: object = None  # a held call (a tuple), an Opening, or None without a trail
         if hold_call is not None:
             # Immutable values (compile_route checked the field types): safe to redact when read.
-            opening = held_call(
-                HELD_OPENING, self._key, runtime.held_context, text, declared, None, values.values()
-            )
+            opening = held_call(self._key, runtime.held_context, text, declared, values.values())
             hold_call(opening)
         elif self._trail is not None:
             opening = self._opening(context, text, values, declared)
@@ -281,9 +279,7 @@ class Route(CompiledName):
         hold_call = self._hold_call
         opening: object = None
         if hold_call is not None:
-            opening = held_call(
-                HELD_OPENING, self._key, runtime.held_context, text, declared, None, values.values()
-            )
+            opening = held_call(self._key, runtime.held_context, text, declared, values.values())
             hold_call(opening)
         elif self._trail is not None:
             opening = self._opening(context, text, values, declared)
