@@ -44,7 +44,7 @@ from toolbox.foundations._context import ExecutionContext, OperationRecord
 from toolbox.foundations._intent_text import VALID_TEXTS
 from toolbox.pipeline._attempts import count_attempt
 from toolbox.pipeline._chain import Pipeline, Plan
-from toolbox.pipeline._field_values import field_values
+from toolbox.pipeline._field_values import field_values, known_keys_values
 from toolbox.pipeline._invocation import BY_NAME, Invocation
 from toolbox.pipeline._paths import by_name_route, gates_open
 from toolbox.pipeline._record_rows import first_success_row
@@ -152,6 +152,7 @@ class Route(CompiledName):
         "_hold_call",
         "_is_async",
         "_key",
+        "_known_keys",
         "_limits",
         "_positional",
         "_row",
@@ -171,7 +172,11 @@ class Route(CompiledName):
         trail: AuditTrail | None,
     ) -> None:
         super().__init__(invocation, plan=plan, pipeline=pipeline, trail=trail)
-        self._validate = field_values(schema.model)
+        # The chain's model's own validation, without the model instance; for arguments with no key
+        # but its fields (tested first, `_known_keys`), without pydantic-core's extra-key check.
+        known = known_keys_values(schema.model)
+        self._known_keys: frozenset[str] | None = None if known is None else known[0]
+        self._validate = field_values(schema.model) if known is None else known[1]
         self._function = function
         self._is_async: bool = getattr(invocation.instance, "is_async", False)
         self._engaged = kill_switch.engaged
@@ -203,15 +208,18 @@ class Route(CompiledName):
         """The call's result, or None when it must take the full chain (nothing was recorded then)."""
         if self._is_async:
             return None  # the full chain refuses it (call it with ainvoke): nothing to speed up
-        if not gates_open(tools.context_gated, self._engaged, self.tool) or not flat_and_small(
-            arguments, self._limits
+        known = self._known_keys
+        if (
+            not gates_open(tools.context_gated, self._engaged, self.tool)
+            or not flat_and_small(arguments, self._limits)
+            or (known is not None and not known.issuperset(arguments))  # another key: the model refuses it
         ):
             return None
         runtime = tools.ready_runtimes.get(self.tool) or tools.route_runtime(self.tool)
         if runtime is None:
             return None
         try:
-            # The chain's model's own validation, without the model instance (`field_values`).
+            # The chain's model's own validation, without the model instance (`known_keys_values`).
             values: dict[str, Any] = self._validate(arguments)
             text = values.pop(self._intent_field)
             if type(text) is not str or text not in VALID_TEXTS:  # validate_intent_text's own shortcut
@@ -261,8 +269,11 @@ class Route(CompiledName):
         With a trail whose writes are awaited (a durable sink), the opening is
         durable before the tool runs and the response before the result returns.
         """
-        if not gates_open(tools.context_gated, self._engaged, self.tool) or not flat_and_small(
-            arguments, self._limits
+        known = self._known_keys
+        if (
+            not gates_open(tools.context_gated, self._engaged, self.tool)
+            or not flat_and_small(arguments, self._limits)
+            or (known is not None and not known.issuperset(arguments))
         ):
             return None
         runtime = tools.ready_runtimes.get(self.tool) or tools.route_runtime(self.tool)
