@@ -230,7 +230,7 @@ class Route(CompiledName):
         # ends; a call handed to the full chain gets its record object then (`_handover`).
         declared = _now()
         hold_call = self._hold_call
-        opening: object = None  # a held call (a tuple), an Opening, or None without a trail
+        opening: Any = None  # a held call (a tuple), an Opening, or None without a trail
         if hold_call is not None:
             # Immutable values (compile_route checked the field types): safe to redact when read.
             opening = held_call(self._key, runtime.held_context, text, declared, values.values())
@@ -256,9 +256,9 @@ class Route(CompiledName):
         result = succeeded(self.name, self.tool, self.operation, content, ids[0], ids[1])
         if hold_call is not None:
             # The response names the held opening (plain values too): nothing more to read.
-            hold_call(held_response(opening, ended, duration))  # type: ignore[arg-type]
+            hold_call(held_response(opening, ended, duration))
         elif opening is not None and not self._trail.store_closing(  # type: ignore[union-attr]
-            Closing(opening, "SUCCESS", None, duration, 1, ended)  # type: ignore[arg-type]
+            Closing(opening, "SUCCESS", None, duration, 1, ended)
         ):
             result.audit_failed = True
         return result
@@ -288,7 +288,7 @@ class Route(CompiledName):
             return None
         declared = _now()
         hold_call = self._hold_call
-        opening: object = None
+        opening: Any = None
         if hold_call is not None:
             opening = held_call(self._key, runtime.held_context, text, declared, values.values())
             hold_call(opening)
@@ -314,9 +314,9 @@ class Route(CompiledName):
         ids = runtime.held_context
         result = succeeded(self.name, self.tool, self.operation, content, ids[0], ids[1])
         if hold_call is not None:
-            hold_call(held_response(opening, ended, duration))  # type: ignore[arg-type]
+            hold_call(held_response(opening, ended, duration))
         elif opening is not None and not await self._trail.astore_closing(  # type: ignore[union-attr]
-            Closing(opening, "SUCCESS", None, duration, 1, ended)  # type: ignore[arg-type]
+            Closing(opening, "SUCCESS", None, duration, 1, ended)
         ):
             result.audit_failed = True
         return result
@@ -367,7 +367,7 @@ class Route(CompiledName):
         record.declared_at = declared
         if started:
             record.started_at = declared  # the route dispatched at once: its compact record says so too
-            count_attempt(record, None)  # the tool's runtime counted it in _begin
+            count_attempt(record, None)  # the tool's runtime counted it before the dispatch
         return record
 
     def _invocation(
