@@ -421,6 +421,14 @@ def test_invalid_arguments_are_refused_alike_with_zero_executions(
 
 
 @pytest.mark.parametrize(("door", "kind"), DOORS)
+def test_a_key_that_is_not_a_string_is_refused_alike_with_zero_executions(door, kind, monkeypatch):
+    """No JSON object has one; a program's dict may. The route hands it to the chain, which refuses it."""
+    seen, _ = compare(monkeypatch, kind=kind, call=door({1: 2, "a": 1, "b": 2, "purpose": "Sum"}))
+    assert seen["result"]["status"] == "DENIED"
+    assert seen["executions"] == 0
+
+
+@pytest.mark.parametrize(("door", "kind"), DOORS)
 def test_the_kill_switch_engaged_after_compiling_stops_the_route(door, kind, monkeypatch):
     def engage(side: Side) -> None:
         side.env["TOOLBOX_KILL_SWITCH"] = "1"

@@ -211,8 +211,9 @@ class Route(CompiledName):
         known = self._known_keys
         if (
             not gates_open(tools.context_gated, self._engaged, self.tool)
+            # Another key (a non-string one too, which the guard cannot measure): the model refuses it.
+            or (known is not None and (type(arguments) is not dict or not known.issuperset(arguments)))
             or not flat_and_small(arguments, self._limits)
-            or (known is not None and not known.issuperset(arguments))  # another key: the model refuses it
         ):
             return None
         runtime = tools.ready_runtimes.get(self.tool) or tools.route_runtime(self.tool)
@@ -272,8 +273,8 @@ class Route(CompiledName):
         known = self._known_keys
         if (
             not gates_open(tools.context_gated, self._engaged, self.tool)
+            or (known is not None and (type(arguments) is not dict or not known.issuperset(arguments)))
             or not flat_and_small(arguments, self._limits)
-            or (known is not None and not known.issuperset(arguments))
         ):
             return None
         runtime = tools.ready_runtimes.get(self.tool) or tools.route_runtime(self.tool)

@@ -16,7 +16,7 @@ import threading
 import typing
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeGuard, cast, final
+from typing import Any, cast, final
 
 from pydantic import AllowInfNan, BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.fields import FieldInfo
@@ -141,7 +141,7 @@ def _check_number(value: object, path: str, bound: int, limits: ArgumentLimits, 
         )
 
 
-def flat_and_small(arguments: object, limits: ArgumentLimits) -> TypeGuard[dict[str, Any]]:
+def flat_and_small(arguments: object, limits: ArgumentLimits) -> bool:
     """Whether ``arguments`` is a dict of scalars and strings within ``limits`` (the common case, cheaply)."""
     if type(arguments) is not dict or len(arguments) > limits.max_items:
         return False
