@@ -208,12 +208,9 @@ class Route(CompiledName):
         """The call's result, or None when it must take the full chain (nothing was recorded then)."""
         if self._is_async:
             return None  # the full chain refuses it (call it with ainvoke): nothing to speed up
-        known = self._known_keys
-        if (
-            not gates_open(tools.context_gated, self._engaged, self.tool)
-            # Another key (a non-string one too, which the guard cannot measure): the model refuses it.
-            or (known is not None and (type(arguments) is not dict or not known.issuperset(arguments)))
-            or not flat_and_small(arguments, self._limits)
+        # A key that is not one of the fields (`_known_keys`) takes the chain: the model refuses it.
+        if not gates_open(tools.context_gated, self._engaged, self.tool) or not flat_and_small(
+            arguments, self._limits, self._known_keys
         ):
             return None
         runtime = tools.ready_runtimes.get(self.tool) or tools.route_runtime(self.tool)
@@ -239,7 +236,9 @@ class Route(CompiledName):
         elif self._trail is not None:
             opening = self._opening(context, text, values, declared)
             if not self._trail.store_opening(opening):
-                invocation = self._unopened(context, tools, runtime, declared, text, values)
+                invocation = self._handover(
+                    context, tools, runtime, declared, text, values, None, started=False
+                )
                 return self._pipeline.finish(invocation, audit_unavailable(invocation))
         runtime.executions += 1  # the attempt's count on the tool; its record counts it on handover
         try:
@@ -270,11 +269,8 @@ class Route(CompiledName):
         With a trail whose writes are awaited (a durable sink), the opening is
         durable before the tool runs and the response before the result returns.
         """
-        known = self._known_keys
-        if (
-            not gates_open(tools.context_gated, self._engaged, self.tool)
-            or (known is not None and (type(arguments) is not dict or not known.issuperset(arguments)))
-            or not flat_and_small(arguments, self._limits)
+        if not gates_open(tools.context_gated, self._engaged, self.tool) or not flat_and_small(
+            arguments, self._limits, self._known_keys
         ):
             return None
         runtime = tools.ready_runtimes.get(self.tool) or tools.route_runtime(self.tool)
@@ -296,7 +292,9 @@ class Route(CompiledName):
         elif self._trail is not None:
             opening = self._opening(context, text, values, declared)
             if not await self._trail.astore_opening(opening):
-                invocation = self._unopened(context, tools, runtime, declared, text, values)
+                invocation = self._handover(
+                    context, tools, runtime, declared, text, values, None, started=False
+                )
                 return await self._pipeline.afinish(invocation, audit_unavailable(invocation))
         runtime.executions += 1
         try:
@@ -332,19 +330,6 @@ class Route(CompiledName):
         # Immutable values (compile_route checked the field types): safe to redact when read.
         return Opening(self._subject, context, text, values, declared)
 
-    def _unopened(  # noqa: PLR0917 - the call's own values, as the doors hold them
-        self,
-        context: ExecutionContext,
-        tools: Tools,
-        runtime: ToolRuntime,
-        declared: float,
-        text: str,
-        values: dict[str, Any],
-    ) -> Invocation:
-        """The call whose opening could not be stored: for its AUDIT_UNAVAILABLE refusal."""
-        record = self._record(text, declared, started=False)
-        return self._invocation(context, tools, runtime, record, values, opening=None)
-
     def _handover(  # noqa: PLR0917 - the call's own values, as the doors hold them
         self,
         context: ExecutionContext,
@@ -354,11 +339,13 @@ class Route(CompiledName):
         text: str,
         values: dict[str, Any],
         opening: object,
+        *,
+        started: bool = True,
     ) -> Invocation:
-        """The full chain's view of a started call, to continue it there after its first attempt."""
-        return self._invocation(
-            context, tools, runtime, self._record(text, declared), values, opening=opening
-        )
+        """The full chain's view of the call: to continue it after its first attempt, or (not
+        ``started``, no opening) to refuse it as AUDIT_UNAVAILABLE when its opening could not be stored."""
+        record = self._record(text, declared, started=started)
+        return self._invocation(context, tools, runtime, record, values, opening=opening)
 
     # -- handing a call to the full chain ---------------------------------------------------
 
