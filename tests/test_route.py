@@ -424,8 +424,11 @@ def test_invalid_arguments_are_refused_alike_with_zero_executions(
 def test_a_key_that_is_not_a_string_is_refused_alike_with_zero_executions(door, kind, monkeypatch):
     """No JSON object has one; a program's dict may. The route hands it to the chain, which refuses it."""
     seen, _ = compare(monkeypatch, kind=kind, call=door({1: 2, "a": 1, "b": 2, "purpose": "Sum"}))
-    assert seen["result"]["status"] == "DENIED"
+    result = seen["result"]
+    assert (result["status"], result["reason_code"]) == ("DENIED", "GOVERNANCE_EVALUATION_FAILED")
     assert seen["executions"] == 0
+    decision = next(e for e in seen["events"] if e["type"].value == "GOVERNANCE_DECISION")
+    assert (decision["decision"], decision["reason_code"]) == ("DENY", "GOVERNANCE_EVALUATION_FAILED")
 
 
 @pytest.mark.parametrize(("door", "kind"), DOORS)

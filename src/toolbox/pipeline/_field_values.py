@@ -11,8 +11,8 @@ of input a model may send.
 
 `known_keys_values` is the same validation for arguments whose keys are all the
 model's fields, without pydantic-core's extra-key check (about 120 ns of a call, a
-third of the validation): the caller tests the keys first, in C
-(``keys.issuperset(arguments)``), and hands any other arguments to the model.
+third of the validation): the caller tests the keys first, in C (the route's argument
+guard, `flat_and_small` given the keys), and hands any other arguments to the model.
 """
 
 from __future__ import annotations
