@@ -342,6 +342,33 @@ def test_the_fast_path_passes_flat_arguments_exactly_at_the_limit() -> None:
         assert not flat_and_small(arguments, ArgumentLimits(max_bytes=FRAME + cost - 1))
 
 
+@given(
+    arguments=_FLAT,
+    others=st.frozensets(st.text(max_size=10), max_size=4),
+    known=st.sampled_from(["all", "all but one", "none"]),
+)
+def test_the_fast_path_with_keys_is_the_fast_path_for_known_keys_only(
+    arguments: dict[str, Any], others: frozenset[str], known: str
+) -> None:
+    """A by-name route's form: the same answer when every key is known, else no."""
+    limits = ArgumentLimits()
+    own = (
+        frozenset(arguments)
+        if known == "all"
+        else frozenset(list(arguments)[1:])
+        if known != "none"
+        else frozenset()
+    )
+    keys = own | others
+    expected = flat_and_small(arguments, limits) and keys.issuperset(arguments)
+    assert flat_and_small(arguments, limits, keys) is expected
+
+
+def test_the_fast_path_with_keys_declines_a_key_that_is_not_a_string() -> None:
+    """No JSON object has one; a program's dict may: declined before any key is measured."""
+    assert flat_and_small({1: 2, "purpose": "Look"}, ArgumentLimits(), frozenset({"purpose"})) is False
+
+
 def test_the_largest_digit_limit_message_is_exact() -> None:
     with pytest.raises(ConfigurationError) as caught:
         ArgumentLimits(max_int_digits=100_001)

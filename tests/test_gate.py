@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError, c
 
 from toolbox import Budget, ExecutionContext
 from toolbox.foundations._context import OperationRecord
-from toolbox.pipeline._field_values import field_values
+from toolbox.pipeline._field_values import field_values, known_keys_values
 from toolbox.pipeline._paths import context_gated, gates_open
 from toolbox.pipeline._record_rows import first_success_row
 
@@ -131,6 +131,37 @@ def test_field_values_validate_as_the_chains_model_does(arguments: object) -> No
         assert seen == expected
     else:  # named as a dict's type here, as a model's there: the route hands the call to the chain
         assert isinstance(seen, list) and isinstance(expected, list)
+
+
+@pytest.mark.parametrize("arguments", ATTEMPTS, ids=range(len(ATTEMPTS)))
+def test_known_keys_values_validate_as_the_chains_model_does_once_the_keys_are_tested(
+    arguments: object,
+) -> None:
+    """Keys all fields: the model's answer without its extra-key check; another key: the model refuses."""
+    known = known_keys_values(Arguments)
+    assert known is not None
+    keys, validate = known
+    assert keys == frozenset(Arguments.model_fields)
+    if not isinstance(arguments, dict):
+        return  # the route's flat_and_small hands anything but a dict to the chain first
+    expected = _outcome(lambda raw: Arguments.model_validate(raw).__dict__, arguments)
+    if keys.issuperset(arguments):
+        assert _outcome(validate, arguments) == expected
+    else:  # the caller hands it to the model, which refuses the other key
+        assert isinstance(expected, list)
+        assert any(kind == "extra_forbidden" for kind, _ in expected)
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        create_model("Loose", a=(int, ...)),  # other keys ignored: nothing to test first
+        create_model("Aliased", __config__=ConfigDict(extra="forbid"), a=(int, Field(..., alias="A"))),
+    ],
+    ids=["extra-ignored", "aliased"],
+)
+def test_known_keys_values_only_for_a_plain_model_that_forbids_other_keys(model: type[BaseModel]) -> None:
+    assert known_keys_values(model) is None
 
 
 class _Checked(BaseModel):

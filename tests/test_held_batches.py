@@ -20,7 +20,7 @@ import toolbox.audit.sinks._memory as memory
 from toolbox import Effect, ExecutionContext, Gateway, Governance, RiskClass, Status, tool
 from toolbox.audit import AuditTrail, FanOutSink, MemorySink, Redaction
 from toolbox.audit._batch import CallSubject, Closing, Opening
-from toolbox.audit._held import HELD_OPENING, held_call, held_context, held_response
+from toolbox.audit._held import held_call, held_context, held_response
 from toolbox.doors._route import Route
 
 AUDITOR = ExecutionContext(tenant="ops", principal="auditor", roles=frozenset({"auditor"}))
@@ -353,7 +353,7 @@ def test_held_call_helpers_make_the_events_an_opening_and_a_closing_make():
     held, expected = MemorySink(), MemorySink()
     key = held.subject_key(subject(), ("a", "b"))
     assert held.subject_key(subject(), ("a", "b")) == key + 1  # a new subject object: its own key
-    opening_tuple = held_call(HELD_OPENING, key, held_context(context), "Sum", 100.0, None, (1, 2))
+    opening_tuple = held_call(key, held_context(context), "Sum", 100.0, (1, 2))
     held.hold_call(opening_tuple)
     held.hold_call(held_response(opening_tuple, 100.5, 0.5))
     batch = opening(context)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import functools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -420,6 +421,17 @@ def test_invalid_arguments_are_refused_alike_with_zero_executions(
 
 
 @pytest.mark.parametrize(("door", "kind"), DOORS)
+def test_a_key_that_is_not_a_string_is_refused_alike_with_zero_executions(door, kind, monkeypatch):
+    """No JSON object has one; a program's dict may. The route hands it to the chain, which refuses it."""
+    seen, _ = compare(monkeypatch, kind=kind, call=door({1: 2, "a": 1, "b": 2, "purpose": "Sum"}))
+    result = seen["result"]
+    assert (result["status"], result["reason_code"]) == ("DENIED", "GOVERNANCE_EVALUATION_FAILED")
+    assert seen["executions"] == 0
+    decision = next(e for e in seen["events"] if e["type"].value == "GOVERNANCE_DECISION")
+    assert (decision["decision"], decision["reason_code"]) == ("DENY", "GOVERNANCE_EVALUATION_FAILED")
+
+
+@pytest.mark.parametrize(("door", "kind"), DOORS)
 def test_the_kill_switch_engaged_after_compiling_stops_the_route(door, kind, monkeypatch):
     def engage(side: Side) -> None:
         side.env["TOOLBOX_KILL_SWITCH"] = "1"
@@ -717,6 +729,74 @@ def test_optional_literal_and_enum_parameters_are_routable():
         result = gateway.invoke("paint", {"colour": "red", "purpose": "Describe"}, context=context)
         assert (result.status, result.content) == (Status.SUCCESS, "light red")
     assert isinstance(gateway._routes["paint"], Route)
+
+
+@tool(risk=RiskClass.MEMORY_ONLY, effect=Effect.READ_ONLY)
+def scale(value: int, *, factor: int = 2, offset: int = 0) -> int:
+    """Scale a value (keyword-only parameters: called by keyword)."""
+    return value * factor + offset
+
+
+@tool(risk=RiskClass.MEMORY_ONLY, effect=Effect.READ_ONLY)
+def subtract(a: int, b: int = 0, note: str | None = None) -> int:
+    """Subtract (positional parameters with defaults: called positionally)."""
+    return a - b
+
+
+def _by_keyword(function: Callable[..., int]) -> Callable[..., int]:
+    @functools.wraps(function)  # its signature says (a, b); it binds keywords only
+    def wrapper(**kwargs: int) -> int:
+        return function(**kwargs)
+
+    return wrapper
+
+
+@tool(risk=RiskClass.MEMORY_ONLY, effect=Effect.READ_ONLY)
+@_by_keyword
+def multiply(a: int, b: int) -> int:
+    """Multiply (a wrapper whose signature is its function's: called by keyword)."""
+    return a * b
+
+
+@pytest.mark.parametrize(
+    ("function", "name", "arguments", "content", "positional"),
+    [
+        (scale, "scale", {"factor": 3, "value": 5, "purpose": "Scale"}, 15, False),
+        (scale, "scale", {"offset": 1, "value": 5, "purpose": "Scale"}, 11, False),
+        (subtract, "subtract", {"b": 3, "a": 10, "purpose": "Subtract"}, 7, True),
+        (subtract, "subtract", {"a": 10, "purpose": "Subtract"}, 10, True),
+        (subtract, "subtract", {"note": "n", "b": 4, "a": 1, "purpose": "Subtract"}, -3, True),
+        (multiply, "multiply", {"b": 4, "a": 3, "purpose": "Multiply"}, 12, False),
+    ],
+    ids=[
+        "kw-only",
+        "kw-only-defaults",
+        "positional",
+        "positional-defaults",
+        "positional-reordered",
+        "wrapped",
+    ],
+)
+@pytest.mark.parametrize("door", ["invoke", "ainvoke"])
+def test_the_route_calls_a_function_by_position_only_when_its_parameters_are_its_fields_in_order(
+    function, name, arguments, content, positional, door, monkeypatch
+):
+    """Validated values come with every field, in the signature's order, whatever the arguments' order."""
+    gateway = Gateway.load(providers=[function], discover=False, env={}, governance=Governance())
+    context = ExecutionContext(tenant="t", principal="p")
+    for call in range(2):  # the first call compiles the name; the second takes the route alone
+        if call == 1:
+            monkeypatch.setattr(Pipeline, "run", None)  # the full chain would fail the call
+            monkeypatch.setattr(Pipeline, "arun", None)
+        if door == "invoke":
+            result = gateway.invoke(name, arguments, context=context)
+        else:
+            result = asyncio.run(gateway.ainvoke(name, arguments, context=context))
+        assert (result.status, result.content) == (Status.SUCCESS, content)
+    route = gateway._routes[name]
+    assert isinstance(route, Route)
+    assert route._positional is positional
+    assert [r.status for r in context.trace.operations()] == ["SUCCESS", "SUCCESS"]
 
 
 @pytest.mark.parametrize(

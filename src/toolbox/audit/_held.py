@@ -4,7 +4,10 @@ An `Opening` or `Closing` object kept by a sink is walked by every full
 collection for as long as the sink keeps it; a held call (`held_call`, and
 `held_response` for its response) holds strings, numbers, None and tuples of
 them only, so the garbage collector stops tracking it at its first pass. Until
-then, a young collection walks each of its items: the fewer, the cheaper.
+then, a young collection walks each of its items: the fewer, the cheaper. An
+opening is ``(subject key, context, intent text, timestamp, *argument values)``,
+its response ``(opening, ended, duration)``: what each starts with (an int, a
+tuple) tells them apart.
 """
 
 from __future__ import annotations
@@ -16,23 +19,19 @@ from toolbox.audit._batch import CallContext, CallSubject
 from toolbox.audit._events import AuditEvent, EventType
 
 __all__ = [
-    "HELD_OPENING",
-    "HELD_RESPONSE",
     "HeldContext",
     "held_call",
     "held_context",
     "held_events",
+    "held_key",
     "held_response",
     "held_trace_id",
 ]
 
 #: A context's fields in a held call: run, correlation, tenant, principal, parent run, credential.
 HeldContext: TypeAlias = tuple[str, str, str, str, str | None, str | None]
-#: A held call's first field: its opening (3 events) or its response (1 event).
-HELD_OPENING = 0
-HELD_RESPONSE = 1
 #: The index of a held opening's first argument value (the fields before it: `held_call`'s).
-_FIRST_VALUE = 6
+_FIRST_VALUE = 4
 
 
 def held_context(context: CallContext) -> HeldContext:
@@ -50,14 +49,8 @@ def held_context(context: CallContext) -> HeldContext:
     )
 
 
-def held_call(  # noqa: PLR0917 - the tuple's fields, in order
-    kind: int,
-    subject_key: int,
-    context: HeldContext,
-    intent_text: str,
-    timestamp: float,
-    duration: float | None,
-    values: Iterable[Any] = (),
+def held_call(
+    subject_key: int, context: HeldContext, intent_text: str, timestamp: float, values: Iterable[Any] = ()
 ) -> tuple[Any, ...]:
     """A call's opening as a tuple of plain values, for a sink that holds calls (`held_response` closes it).
 
@@ -70,29 +63,40 @@ def held_call(  # noqa: PLR0917 - the tuple's fields, in order
     calls this way.
     """
     # The context's fields as one shared tuple: a tuple the collector walks is one item longer per value.
-    return (kind, subject_key, context, intent_text, timestamp, duration, *values)
+    # An opening starts with its key (an int), a response with its opening (a tuple): no kind field.
+    return (subject_key, context, intent_text, timestamp, *values)
+
+
+def _opening_of(held: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The held opening ``held`` is, or names (a response)."""
+    return held if type(held[0]) is int else held[0]
+
+
+def held_key(held: tuple[Any, ...]) -> int:
+    """The subject key of a held call (its opening or its response)."""
+    key: int = _opening_of(held)[0]
+    return key
 
 
 def held_trace_id(held: tuple[Any, ...]) -> str:
     """The trace of a held call (its opening or its response)."""
-    opening = held if held[0] == HELD_OPENING else held[1]
-    trace_id: str = opening[2][0]
+    trace_id: str = _opening_of(held)[1][0]
     return trace_id
 
 
 def held_response(opening: tuple[Any, ...], ended: float, duration: float) -> tuple[Any, ...]:
     """The response of a held call that succeeded at its first attempt: it names its held opening."""
-    return (HELD_RESPONSE, opening, ended, duration)
+    return (opening, ended, duration)
 
 
 def held_events(held: tuple[Any, ...], subject: CallSubject, names: tuple[str, ...]) -> list[AuditEvent]:
     """The events of a held call (`held_call`, `held_response`): its `Opening`'s, or its `Closing`'s."""
-    if held[0] == HELD_RESPONSE:
-        _, opening, timestamp, duration = held
-        context, text = opening[2:4]
-        kind = HELD_RESPONSE
+    response = type(held[0]) is not int
+    if response:
+        opening, timestamp, duration = held
+        context, text = opening[1:3]
     else:
-        kind, _, context, text, timestamp, _ = held[:_FIRST_VALUE]
+        _, context, text, timestamp = held[:_FIRST_VALUE]
     run_id, correlation_id, tenant, principal, parent_run_id, credential = context
     common = {
         "trace_id": run_id,
@@ -109,7 +113,7 @@ def held_events(held: tuple[Any, ...], subject: CallSubject, names: tuple[str, .
         "parent_run_id": parent_run_id,
         "credential": credential,
     }
-    if kind == HELD_RESPONSE:
+    if response:
         made = [
             AuditEvent(
                 EventType.INVOCATION_RESPONSE,

@@ -32,18 +32,19 @@ from __future__ import annotations
 import enum
 import time
 from collections.abc import Callable, Mapping
-from types import UnionType
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, Union, final, get_args, get_origin
+from inspect import CO_VARARGS, CO_VARKEYWORDS
+from types import FunctionType, UnionType
+from typing import TYPE_CHECKING, Any, Literal, Union, final, get_args, get_origin
 
 from toolbox.audit._batch import IMMUTABLE_TYPES, Closing, Opening
-from toolbox.audit._held import HELD_OPENING, held_call, held_response
+from toolbox.audit._held import held_call, held_response
 from toolbox.audit._trail import AuditTrail, audit_unavailable
 from toolbox.doors._route_method import CompiledName, MethodRoute
 from toolbox.foundations._context import ExecutionContext, OperationRecord
 from toolbox.foundations._intent_text import VALID_TEXTS
 from toolbox.pipeline._attempts import count_attempt
 from toolbox.pipeline._chain import Pipeline, Plan
-from toolbox.pipeline._field_values import field_values
+from toolbox.pipeline._field_values import field_values, known_keys_values
 from toolbox.pipeline._invocation import BY_NAME, Invocation
 from toolbox.pipeline._paths import by_name_route, gates_open
 from toolbox.pipeline._record_rows import first_success_row
@@ -61,11 +62,6 @@ from toolbox.registry._intent import dispatch_calls, validate_intent_text
 if TYPE_CHECKING:
     from toolbox.doors._tools import Tools
     from toolbox.registry._runtime import ToolRuntime
-
-    #: A call `Route._begin` started: the tool's runtime, when the intent was declared, its text,
-    #: the validated values, and the audit opening (a held call's tuple, an `Opening`, or None
-    #: without a trail). A plain tuple on purpose: built and unpacked on every routed call.
-    Started: TypeAlias = tuple[ToolRuntime, float, str, dict[str, Any], Any]
 
 __all__ = ["MethodRoute", "Route", "compile_route"]
 
@@ -85,6 +81,26 @@ def _immutable(annotation: Any) -> bool:
 
 
 _now = time.time
+
+
+def _takes_positionally(function: Callable[..., Any], names: tuple[str, ...]) -> bool:
+    """Whether ``function`` binds ``names`` positionally as it binds them by keyword: a plain function
+    whose parameters are exactly ``names``, in order, each positional or keyword.
+
+    The validated values come with every field, in the model's field order, so such a
+    function may be called with them positionally: about 100 ns a call less than by
+    keyword (the chain's form). Read from the code object, which is how Python binds a call
+    (a ``__signature__`` or ``__wrapped__`` may say otherwise): anything else is called by keyword.
+    """
+    if type(function) is not FunctionType:
+        return False
+    code = function.__code__
+    return (
+        not code.co_flags & (CO_VARARGS | CO_VARKEYWORDS)
+        and code.co_posonlyargcount == 0
+        and code.co_kwonlyargcount == 0
+        and code.co_varnames[: code.co_argcount] == names
+    )
 
 
 def compile_route(
@@ -136,7 +152,9 @@ class Route(CompiledName):
         "_hold_call",
         "_is_async",
         "_key",
+        "_known_keys",
         "_limits",
+        "_positional",
         "_row",
         "_validate",
     )
@@ -154,7 +172,11 @@ class Route(CompiledName):
         trail: AuditTrail | None,
     ) -> None:
         super().__init__(invocation, plan=plan, pipeline=pipeline, trail=trail)
-        self._validate = field_values(schema.model)
+        # The chain's model's own validation, without the model instance; for arguments with no key
+        # but its fields (tested first, `_known_keys`), without pydantic-core's extra-key check.
+        known = known_keys_values(schema.model)
+        self._known_keys: frozenset[str] | None = None if known is None else known[0]
+        self._validate = field_values(schema.model) if known is None else known[1]
         self._function = function
         self._is_async: bool = getattr(invocation.instance, "is_async", False)
         self._engaged = kill_switch.engaged
@@ -164,112 +186,80 @@ class Route(CompiledName):
         )
         # A sink that keeps held calls (the memory sink): two tuples per call, no object to walk.
         self._hold_call = trail.call_hold if trail is not None else None
+        # Validated values come in the model's field order: a held call carries them in that order,
+        # and a function whose parameters are those names, in that order, takes them positionally.
+        names = tuple(name for name in schema.model.model_fields if name != schema.intent_field)
+        self._positional = _takes_positionally(function, names)
         self._key = -1
         if trail is not None and self._subject is not None and self._hold_call is not None:
-            # Validated values come in the model's field order; a held call carries them in that order.
-            names = tuple(name for name in schema.model.model_fields if name != schema.intent_field)
             self._key = trail.subject_key(self._subject, names)
 
-    # -- the steps: one implementation, both doors -------------------------------------
+    # -- the doors: twins, each one frame for the whole routed call ---------------------------
+    #
+    # `run` and `arun` take the same steps in the same order; the async door awaits the
+    # writes of a trail that awaits them and an ``async def`` tool. Each call level costs
+    # about 100 ns on this path (a Python frame, and the tuple it returns), so the steps
+    # are not split into methods: every decision is a call (`gates_open`, `flat_and_small`,
+    # the validation, `settled_inline`) and every record is built by its own module
+    # (`held_call`, `held_response`, the compact row, `succeeded`). A change to one door is
+    # made to the other: ``tests/test_route.py`` runs every scenario through both.
 
-    def _begin(self, context: ExecutionContext, arguments: object, tools: Tools) -> Started | None:
-        """Up to the dispatch: None (take the full chain) or the `Started` call.
-
-        Its opening is held already when the sink holds calls; an `Opening` is
-        stored by the door, which may await it (`run`, `arun`). One method on
-        purpose: this is the hot path, and each call level costs.
-        """
-        gated = tools.context_gated  # the context's deadline, budget and scope, read once (`context_gated`)
-        if not gates_open(gated, self._engaged, self.tool) or not flat_and_small(arguments, self._limits):
+    def run(self, context: ExecutionContext, arguments: object, tools: Tools) -> ToolResult | None:
+        """The call's result, or None when it must take the full chain (nothing was recorded then)."""
+        if self._is_async:
+            return None  # the full chain refuses it (call it with ainvoke): nothing to speed up
+        # A key that is not one of the fields (`_known_keys`) takes the chain: the model refuses it.
+        if not gates_open(tools.context_gated, self._engaged, self.tool) or not flat_and_small(
+            arguments, self._limits, self._known_keys
+        ):
             return None
         runtime = tools.ready_runtimes.get(self.tool) or tools.route_runtime(self.tool)
         if runtime is None:
             return None
         try:
-            # The chain's model's own validation, without the model instance (`field_values`).
+            # The chain's model's own validation, without the model instance (`known_keys_values`).
             values: dict[str, Any] = self._validate(arguments)
             text = values.pop(self._intent_field)
             if type(text) is not str or text not in VALID_TEXTS:  # validate_intent_text's own shortcut
                 text = validate_intent_text(text)
         except ValueError:  # pydantic's ValidationError included
             return None
-        # No record object yet: a successful call leaves its compact record in the trace when it ends
-        # (`_end`); a call handed to the full chain gets its record object then (`_handover`).
+        # No record object yet: a successful call leaves its compact record in the trace when it
+        # ends; a call handed to the full chain gets its record object then (`_handover`).
         declared = _now()
-        trail = self._trail
-        opening: object = None  # a held call (a tuple), an Opening, or None without a trail
-        if trail is not None:
+        hold_call = self._hold_call
+        opening: Any = None  # a held call (a tuple), an Opening, or None without a trail
+        if hold_call is not None:
             # Immutable values (compile_route checked the field types): safe to redact when read.
-            hold_call = self._hold_call
-            if hold_call is not None:
-                opening = held_call(
-                    HELD_OPENING, self._key, runtime.held_context, text, declared, None, values.values()
+            opening = held_call(self._key, runtime.held_context, text, declared, values.values())
+            hold_call(opening)
+        elif self._trail is not None:
+            opening = self._opening(context, text, values, declared)
+            if not self._trail.store_opening(opening):
+                invocation = self._handover(
+                    context, tools, runtime, declared, text, values, None, started=False
                 )
-                hold_call(opening)
-            else:
-                assert self._subject is not None  # set whenever the trail is
-                opening = Opening(self._subject, context, text, values, declared)
-        return runtime, declared, text, values, opening
-
-    def _unopened(self, context: ExecutionContext, tools: Tools, started: Started) -> Invocation:
-        """The call of ``started``, whose opening could not be stored: for its AUDIT_UNAVAILABLE refusal."""
-        runtime, declared, text, values, _ = started
-        record = self._record(text, declared, started=False)
-        return self._invocation(context, tools, runtime, record, values, opening=None)
-
-    def _end(
-        self, context: ExecutionContext, started: Started, content: Any
-    ) -> tuple[ToolResult, Closing | None] | None:
-        """After a first attempt that returned ``content``: the result and its response event for the
-        door to store (None when the sink held it), or None when the result is transient."""
+                return self._pipeline.finish(invocation, audit_unavailable(invocation))
+        runtime.executions += 1  # the attempt's count on the tool; its record counts it on handover
+        try:
+            content = self._function(*values.values()) if self._positional else self._function(**values)
+        except Exception as exc:  # noqa: BLE001 - the full chain classifies it
+            invocation = self._handover(context, tools, runtime, declared, text, values, opening)
+            return self._pipeline.continue_failed(invocation, self._plan, exc)
         if not settled_inline(content):
-            return None
-        runtime, declared, text, _, opening = started
+            invocation = self._handover(context, tools, runtime, declared, text, values, opening)
+            return self._pipeline.continue_returned(invocation, self._plan, content)
         ended = _now()
         duration = ended - declared
         runtime.record_finished(self._row(declared, duration, ended, text))
         ids = runtime.held_context  # the context's run and correlation ids first, read once
         result = succeeded(self.name, self.tool, self.operation, content, ids[0], ids[1])
-        hold_call = self._hold_call
-        if hold_call is not None and type(opening) is tuple:
+        if hold_call is not None:
             # The response names the held opening (plain values too): nothing more to read.
             hold_call(held_response(opening, ended, duration))
-        elif opening is not None:
-            return result, Closing(opening, "SUCCESS", None, duration, 1, ended)
-        return result, None
-
-    def _handover(self, context: ExecutionContext, tools: Tools, started: Started) -> Invocation:
-        """The full chain's view of a started call, to continue it there after its first attempt."""
-        runtime, declared, text, values, opening = started
-        return self._invocation(
-            context, tools, runtime, self._record(text, declared), values, opening=opening
-        )
-
-    # -- the doors: thin shells over the steps ---------------------------------------------
-
-    def run(self, context: ExecutionContext, arguments: object, tools: Tools) -> ToolResult | None:
-        """The call's result, or None when it must take the full chain (nothing was recorded then)."""
-        if self._is_async:
-            return None  # the full chain refuses it (call it with ainvoke): nothing to speed up
-        started = self._begin(context, arguments, tools)
-        if started is None:
-            return None
-        trail = self._trail
-        if type(started[4]) is Opening and not trail.store_opening(started[4]):  # type: ignore[union-attr]
-            invocation = self._unopened(context, tools, started)
-            return self._pipeline.finish(invocation, audit_unavailable(invocation))
-        started[0].executions += 1  # the attempt's count on the tool; its record counts it on handover
-        try:
-            content = self._function(**started[3])
-        except Exception as exc:  # noqa: BLE001 - the full chain classifies it
-            return self._pipeline.continue_failed(self._handover(context, tools, started), self._plan, exc)
-        ended = self._end(context, started, content)
-        if ended is None:
-            return self._pipeline.continue_returned(
-                self._handover(context, tools, started), self._plan, content
-            )
-        result, closing = ended
-        if closing is not None and not trail.store_closing(closing):  # type: ignore[union-attr]
+        elif opening is not None and not self._trail.store_closing(  # type: ignore[union-attr]
+            Closing(opening, "SUCCESS", None, duration, 1, ended)
+        ):
             result.audit_failed = True
         return result
 
@@ -279,29 +269,83 @@ class Route(CompiledName):
         With a trail whose writes are awaited (a durable sink), the opening is
         durable before the tool runs and the response before the result returns.
         """
-        started = self._begin(context, arguments, tools)
-        if started is None:
+        if not gates_open(tools.context_gated, self._engaged, self.tool) or not flat_and_small(
+            arguments, self._limits, self._known_keys
+        ):
             return None
-        trail = self._trail
-        if type(started[4]) is Opening and not await trail.astore_opening(started[4]):  # type: ignore[union-attr]
-            invocation = self._unopened(context, tools, started)
-            return await self._pipeline.afinish(invocation, audit_unavailable(invocation))
-        started[0].executions += 1  # the attempt's count on the tool; its record counts it on handover
+        runtime = tools.ready_runtimes.get(self.tool) or tools.route_runtime(self.tool)
+        if runtime is None:
+            return None
         try:
-            content = self._function(**started[3])
+            values: dict[str, Any] = self._validate(arguments)  # as in `run`
+            text = values.pop(self._intent_field)
+            if type(text) is not str or text not in VALID_TEXTS:
+                text = validate_intent_text(text)
+        except ValueError:
+            return None
+        declared = _now()
+        hold_call = self._hold_call
+        opening: Any = None
+        if hold_call is not None:
+            opening = held_call(self._key, runtime.held_context, text, declared, values.values())
+            hold_call(opening)
+        elif self._trail is not None:
+            opening = self._opening(context, text, values, declared)
+            if not await self._trail.astore_opening(opening):
+                invocation = self._handover(
+                    context, tools, runtime, declared, text, values, None, started=False
+                )
+                return await self._pipeline.afinish(invocation, audit_unavailable(invocation))
+        runtime.executions += 1
+        try:
+            content = self._function(*values.values()) if self._positional else self._function(**values)
             if self._is_async:
                 content = await content
         except Exception as exc:  # noqa: BLE001 - the full chain classifies it
-            invocation = self._handover(context, tools, started)
+            invocation = self._handover(context, tools, runtime, declared, text, values, opening)
             return await self._pipeline.acontinue_failed(invocation, self._plan, exc)
-        ended = self._end(context, started, content)
-        if ended is None:
-            invocation = self._handover(context, tools, started)
+        if not settled_inline(content):
+            invocation = self._handover(context, tools, runtime, declared, text, values, opening)
             return await self._pipeline.acontinue_returned(invocation, self._plan, content)
-        result, closing = ended
-        if closing is not None and not await trail.astore_closing(closing):  # type: ignore[union-attr]
+        ended = _now()
+        duration = ended - declared
+        runtime.record_finished(self._row(declared, duration, ended, text))
+        ids = runtime.held_context
+        result = succeeded(self.name, self.tool, self.operation, content, ids[0], ids[1])
+        if hold_call is not None:
+            hold_call(held_response(opening, ended, duration))
+        elif opening is not None and not await self._trail.astore_closing(  # type: ignore[union-attr]
+            Closing(opening, "SUCCESS", None, duration, 1, ended)
+        ):
             result.audit_failed = True
         return result
+
+    # -- the rare steps, shared by both doors ----------------------------------------------
+
+    def _opening(
+        self, context: ExecutionContext, text: str, values: dict[str, Any], declared: float
+    ) -> Opening:
+        """The call's `Opening`, for a trail whose sink does not hold calls (the door stores it)."""
+        assert self._subject is not None  # set whenever the trail is
+        # Immutable values (compile_route checked the field types): safe to redact when read.
+        return Opening(self._subject, context, text, values, declared)
+
+    def _handover(  # noqa: PLR0917 - the call's own values, as the doors hold them
+        self,
+        context: ExecutionContext,
+        tools: Tools,
+        runtime: ToolRuntime,
+        declared: float,
+        text: str,
+        values: dict[str, Any],
+        opening: object,
+        *,
+        started: bool = True,
+    ) -> Invocation:
+        """The full chain's view of the call: to continue it after its first attempt, or (not
+        ``started``, no opening) to refuse it as AUDIT_UNAVAILABLE when its opening could not be stored."""
+        record = self._record(text, declared, started=started)
+        return self._invocation(context, tools, runtime, record, values, opening=opening)
 
     # -- handing a call to the full chain ---------------------------------------------------
 
@@ -311,7 +355,7 @@ class Route(CompiledName):
         record.declared_at = declared
         if started:
             record.started_at = declared  # the route dispatched at once: its compact record says so too
-            count_attempt(record, None)  # the tool's runtime counted it in _begin
+            count_attempt(record, None)  # the tool's runtime counted it before the dispatch
         return record
 
     def _invocation(

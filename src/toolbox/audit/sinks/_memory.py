@@ -9,7 +9,7 @@ from typing import Any, final
 from toolbox.audit._batch import LAZY_BATCHES, CallSubject, Closing, LazyBatch, Opening
 from toolbox.audit._events import AuditEvent, AuditRecord, EventType, storable_text
 from toolbox.audit._filtering import select
-from toolbox.audit._held import HELD_OPENING, held_events, held_trace_id
+from toolbox.audit._held import held_events, held_key, held_trace_id
 from toolbox.audit._sink import AuditQuery, ChainState, chain_dicts
 
 __all__ = ["MemorySink"]
@@ -96,8 +96,7 @@ class MemorySink:
         """``batch`` chained and validated; the heads move only when all of it is valid."""
         rows: list[dict[str, Any]]
         if type(batch) is tuple:
-            key = batch[1] if batch[0] == HELD_OPENING else batch[1][1]  # a response names its opening
-            rows = [e.as_dict() for e in held_events(batch, *self._subjects[key])]
+            rows = [e.as_dict() for e in held_events(batch, *self._subjects[held_key(batch)])]
         elif type(batch) is Opening and batch.held_by is self and batch.ended is not None:
             # Held a second time, closed in place: this copy stands for the call's response.
             rows = [batch.response().as_dict()]

@@ -141,9 +141,15 @@ def _check_number(value: object, path: str, bound: int, limits: ArgumentLimits, 
         )
 
 
-def flat_and_small(arguments: object, limits: ArgumentLimits) -> bool:
-    """Whether ``arguments`` is a dict of scalars and strings within ``limits`` (the common case, cheaply)."""
+def flat_and_small(arguments: object, limits: ArgumentLimits, keys: frozenset[str] | None = None) -> bool:
+    """Whether ``arguments`` is a dict of scalars and strings within ``limits`` (the common case, cheaply).
+
+    With ``keys`` (a by-name route's operation fields), also whether every key is one
+    of them: tested first, in C, so a key that is not a string is never measured.
+    """
     if type(arguments) is not dict or len(arguments) > limits.max_items:
+        return False
+    if keys is not None and not keys.issuperset(arguments):
         return False
     size = 2
     low, high = limits.fast_int_range
