@@ -238,10 +238,7 @@ class GroupCommit(Generic[Item]):
         defer = own_thread and self._max_writers == 1
         while True:
             deferred = False
-            if self._forming is group:  # handed over open (`_take_writer`): what joined it is written
-                with self._lock:
-                    if self._forming is group:
-                        self._forming = None
+            self._seal(group)
             try:
                 self._write(group.batches)
             except BaseException as exc:  # noqa: BLE001 - every caller of the group gets it, the leader too
@@ -274,6 +271,14 @@ class GroupCommit(Generic[Item]):
                     following = self._unled[0]
                     self._close(following)
             group = following
+
+    def _seal(self, group: _Group[Item]) -> None:
+        """(Its writer, about to write ``group``.) Later batches form the next group; those that
+        joined it since it was handed over open (`_take_writer`) are written with it."""
+        if self._forming is group:  # else sealed already: a group never forms again
+            with self._lock:
+                if self._forming is group:
+                    self._forming = None
 
     def _close(self, group: _Group[Item]) -> None:
         """(Under the lock.) ``group``, the oldest waiting, is led now: later batches form the next."""
