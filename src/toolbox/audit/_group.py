@@ -63,7 +63,7 @@ class _Group(Generic[Item]):
 
     def __init__(self) -> None:
         self.batches: list[Item] = []
-        #: Whether a writer has it (it may still take batches until the writer starts: `_lead`).
+        #: Whether a writer has it (it may still take batches until the writer starts: `_seal`).
         self.led = False
         self.done = False
         self.error: BaseException | None = None
@@ -191,7 +191,7 @@ class GroupCommit(Generic[Item]):
         """(Under the lock, a writer free.) ``group``, just joined, is led now; later batches form the next.
 
         With ``keep_forming`` (a group handed to a writer thread), later batches still join
-        it until its writer starts on it (`_lead` closes it then).
+        it until its writer starts on it (`_seal`).
         """
         self._writing += 1
         self._unled.popleft()  # ``group``, the forming one: no other waits while a writer is free
