@@ -10,6 +10,7 @@ asserted: gates and bounded polling only.
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -82,6 +83,29 @@ def test_loop_callers_arriving_during_a_write_share_the_next_one() -> None:
 
     asyncio.run(main())
     assert write.groups == [[0], list(range(1, 8))]
+    group.close()
+
+
+def test_loop_callers_of_one_loop_step_share_the_write_handed_over_for_the_first() -> None:
+    """The writer is free: the first of 8 callers in one step of the loop hands its group to the
+    writer thread, and the 7 others join it before that thread starts: one write, not [0] then 7."""
+    written: list[list[int]] = []
+    group: GroupCommit[int] = GroupCommit(lambda batches: written.append(list(batches)))
+
+    async def main() -> None:
+        await group.submit_async(-1)  # the writer thread exists and waits for work
+        switch = sys.getswitchinterval()
+        sys.setswitchinterval(60)  # the writer thread gets the interpreter when the loop waits
+        try:
+            futures = [group.submit_async(n) for n in range(8)]
+            assert forming(group) == 8
+        finally:
+            sys.setswitchinterval(switch)
+        await asyncio.gather(*futures)
+
+    asyncio.run(main())
+    assert written == [[-1], list(range(8))]
+    assert group._writing == 0 and not group._unled and group._forming is None
     group.close()
 
 

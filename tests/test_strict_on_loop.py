@@ -135,9 +135,9 @@ def test_the_call_runs_on_the_loop_after_its_opening_is_durable(
 def test_concurrent_calls_on_one_trace_and_on_many_share_commits_and_chain(
     store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """16 calls on one trace and 16 on traces of their own, all at once: one group takes the 31
-    openings that queued behind the first, and the first call's response (the writer let the loop
-    run the call it woke first); every trace is gap-free and chained."""
+    """16 calls on one trace and 16 on traces of their own: while the first call's opening is
+    written, the 31 others queue; one group takes their openings and the first call's response
+    (the writer let the loop run the call it woke first); every trace is gap-free and chained."""
     monkeypatch.setattr(group_commit, "RESUME_WAIT", 60.0)  # the loop runs it, however loaded
     sink = store.sink()
     ledger = Ledger(sink)
@@ -148,13 +148,14 @@ def test_concurrent_calls_on_one_trace_and_on_many_share_commits_and_chain(
     own = [ExecutionContext(tenant="acme", principal="ops") for _ in range(16)]
 
     async def main() -> list[ToolResult]:
-        calls = [gateway.ainvoke("add", ARGS, context=shared) for _ in range(16)]
+        first = asyncio.ensure_future(gateway.ainvoke("add", ARGS, context=shared))
+        await asyncio.to_thread(gated.entered.wait, 30)  # its group is being written: closed
+        calls = [gateway.ainvoke("add", ARGS, context=shared) for _ in range(15)]
         calls += [gateway.ainvoke("add", ARGS, context=context) for context in own]
         running = asyncio.gather(*calls)
-        await asyncio.to_thread(gated.entered.wait, 30)
         await asyncio.to_thread(wait_until, lambda: forming(sink) == 31)
         gated.release()
-        return await running
+        return [await first, *await running]
 
     results = asyncio.run(main())
     assert all(r.status is Status.SUCCESS and r.content == 3 and not r.audit_failed for r in results)
