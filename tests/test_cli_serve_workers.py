@@ -9,7 +9,9 @@ schema; every trace a worker wrote verifies through whichever worker answers.
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import signal
 import json
 import os
 import socket
@@ -60,20 +62,30 @@ def policy_text(kind: str, schema: str, namespace: str) -> str:
 
 
 def worker_pids(parent: int) -> list[int]:
-    """The uvicorn worker processes under ``parent`` (multiprocessing children running the app)."""
+    """The uvicorn worker processes under ``parent``: forked from it, so under its command line."""
     try:
         children = Path(f"/proc/{parent}/task/{parent}/children").read_text().split()
+        command = Path(f"/proc/{parent}/cmdline").read_bytes()
     except OSError:
         return []
     found = []
     for pid in children:
-        try:
-            command = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if b"multiprocessing" in command and b"resource_tracker" not in command:
-            found.append(int(pid))
+        with contextlib.suppress(OSError):
+            if Path(f"/proc/{pid}/cmdline").read_bytes() == command:
+                found.append(int(pid))
     return found
+
+
+def caught_signals(pid: int) -> set[int]:
+    """The standard signals ``pid`` has a handler for (``SigCgt`` in /proc: a bit per signal).
+
+    Real-time ones (32 and up) are left out: the C library's threads use two for itself.
+    """
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            mask = int(line.split()[1], 16)
+            return {number for number in range(1, 32) if mask >> (number - 1) & 1}
+    raise AssertionError(f"no SigCgt in /proc/{pid}/status")
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -153,7 +165,11 @@ def test_two_workers_share_one_audit_store_and_one_kill_switch(served: dict[str,
 
 def _concurrent_calls_land_in_one_audit_store(served: dict[str, Any]) -> None:
     url, key = served["url"], served["key"]
-    assert len(worker_pids(served["pid"])) == 2
+    workers = worker_pids(served["pid"])
+    assert len(workers) == 2  # forked from the command, which had imported everything already
+    for worker in workers:  # with a fresh interpreter's handlers, plus uvicorn's own, not the supervisor's
+        assert caught_signals(worker) <= {signal.SIGINT, signal.SIGTERM}, caught_signals(worker)
+    assert signal.SIGHUP in caught_signals(served["pid"])  # what the supervisor queues for its loop
     with ThreadPoolExecutor(8) as pool:
         answers = list(pool.map(lambda _: call(url, key), range(CALLS)))
     assert [a.status_code for a in answers] == [200] * CALLS, [
