@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+import zygote
 from toolbox.cli import main
 from toolbox_test_support.distributions import on_sys_path, write_distribution
 
@@ -439,9 +440,16 @@ def test_console_script_prints_json(tmp_path):
     env = dict(os.environ)
     env.pop("TOOLBOX_POLICY", None)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(site), env.get("PYTHONPATH")) if p)
-    # One child proves the script; the flag orders are tested in-process above.
+    # One child proves the script; the flag orders are tested in-process above. The child runs
+    # the script as `python SCRIPT` would, forked from the zygote that imported toolbox once.
+    assert zygote.TOOLBOX == Path(script)
     result = subprocess.run(
-        [script, "list", "--json"], env=env, capture_output=True, text=True, timeout=60, check=False
+        zygote.toolbox_command("list", "--json"),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert result.returncode == 0, result.stderr
     document = json.loads(result.stdout)
@@ -452,17 +460,16 @@ def test_console_script_prints_json(tmp_path):
 
 @pytest.mark.parametrize("command", [["list"], ["check", "--json"]])
 def test_a_reader_that_goes_away_ends_the_command_quietly(command):
-    """``toolbox list | head``: the reader closes the pipe; no BrokenPipeError, no error line."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
+    """``toolbox list | head``: the reader closes the pipe; no BrokenPipeError, no error line.
 
+    The command is a child of the zygote (it writes to this very pipe, and exits as ``python
+    SCRIPT`` would: its final flush is the interpreter's, tests/zygote.py).
+    """
     reader, writer = os.pipe()
     os.close(reader)  # the reader is gone before the command writes
     try:
         done = subprocess.run(
-            [str(Path(sys.executable).with_name("toolbox")), *command],
+            zygote.toolbox_command(*command),
             stdout=writer,
             stderr=subprocess.PIPE,
             text=True,

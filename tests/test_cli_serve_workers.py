@@ -104,14 +104,25 @@ def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str,
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "TEST_AUDIT_URL": POSTGRES_URL}
     process = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
+    # One client (building one loads the CA bundle, ~20 ms of CPU), no kept-alive connection: each
+    # request on a connection of its own, so the kernel may hand it to either worker.
+    client = httpx.Client(base_url=url, timeout=60, limits=httpx.Limits(max_keepalive_connections=0))
     try:
         deadline = time.monotonic() + 120
         while (tmp_path / "serve.log").read_text(errors="replace").count("Application startup complete") < 2:
             assert process.poll() is None, (tmp_path / "serve.log").read_text(errors="replace")
             assert time.monotonic() < deadline, "the workers did not start"
             time.sleep(0.5)
-        yield {"url": url, "key": key, "kind": kind, "pid": process.pid, "dir": tmp_path, "schema": schema}
+        yield {
+            "client": client,
+            "key": key,
+            "kind": kind,
+            "pid": process.pid,
+            "dir": tmp_path,
+            "schema": schema,
+        }
     finally:
+        client.close()
         process.terminate()
         process.wait(60)
         log.close()
@@ -127,9 +138,9 @@ def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str,
             engine.dispose()
 
 
-def call(url: str, key: str) -> httpx.Response:
+def call(client: httpx.Client, key: str) -> httpx.Response:
     """One governed call on a connection of its own (so the kernel may hand it to either worker)."""
-    return httpx.post(url + INVOKE, json=BODY, headers={"Authorization": f"Bearer {key}"}, timeout=60)
+    return client.post(INVOKE, json=BODY, headers={"Authorization": f"Bearer {key}"})
 
 
 def success_responses(served: dict[str, Any]) -> int:
@@ -164,14 +175,14 @@ def test_two_workers_share_one_audit_store_and_one_kill_switch(served: dict[str,
 
 
 def _concurrent_calls_land_in_one_audit_store(served: dict[str, Any]) -> None:
-    url, key = served["url"], served["key"]
+    client, key = served["client"], served["key"]
     workers = worker_pids(served["pid"])
     assert len(workers) == 2  # forked from the command, which had imported everything already
     for worker in workers:  # with a fresh interpreter's handlers, plus uvicorn's own, not the supervisor's
         assert caught_signals(worker) <= {signal.SIGINT, signal.SIGTERM}, caught_signals(worker)
     assert signal.SIGHUP in caught_signals(served["pid"])  # what the supervisor queues for its loop
     with ThreadPoolExecutor(8) as pool:
-        answers = list(pool.map(lambda _: call(url, key), range(CALLS)))
+        answers = list(pool.map(lambda _: call(client, key), range(CALLS)))
     assert [a.status_code for a in answers] == [200] * CALLS, [
         a.text for a in answers if a.status_code != 200
     ]
@@ -180,22 +191,20 @@ def _concurrent_calls_land_in_one_audit_store(served: dict[str, Any]) -> None:
     headers = {"Authorization": f"Bearer {key}"}
     for answer in answers:  # each trace, written by one worker, read back through either
         trace = answer.json()["trace_id"]
-        verified = httpx.get(f"{url}/v1/audit/traces/{trace}/verify", headers=headers, timeout=60)
+        verified = client.get(f"/v1/audit/traces/{trace}/verify", headers=headers)
         assert verified.status_code == 200 and verified.json()["ok"] is True, verified.text
-        events = httpx.get(f"{url}/v1/audit/traces/{trace}", headers=headers, timeout=60).json()
+        events = client.get(f"/v1/audit/traces/{trace}", headers=headers).json()
         assert len(events["events"]) == 4
 
 
 def _a_kill_switch_engaged_through_one_worker_stops_every_worker(served: dict[str, Any]) -> None:
-    url, key = served["url"], served["key"]
+    client, key = served["client"], served["key"]
     headers = {"Authorization": f"Bearer {key}"}
-    engaged = httpx.put(
-        url + "/v1/kill-switch", json={"engaged": True, "reason": "incident 7"}, headers=headers, timeout=60
-    )
+    engaged = client.put("/v1/kill-switch", json={"engaged": True, "reason": "incident 7"}, headers=headers)
     assert engaged.status_code == 200, engaged.text
     ran_before = success_responses(served)
     with ThreadPoolExecutor(8) as pool:
-        refused = list(pool.map(lambda _: call(url, key), range(12)))
+        refused = list(pool.map(lambda _: call(client, key), range(12)))
     for answer in refused:  # whichever worker took the connection
         assert answer.status_code == 403, answer.text
         problem = answer.json()
@@ -205,16 +214,14 @@ def _a_kill_switch_engaged_through_one_worker_stops_every_worker(served: dict[st
             0,
         )
         trace = problem["trace_id"]
-        events = httpx.get(f"{url}/v1/audit/traces/{trace}", headers=headers, timeout=60).json()["events"]
+        events = client.get(f"/v1/audit/traces/{trace}", headers=headers).json()["events"]
         assert [(e["reason_code"], e["status"]) for e in events if e["type"] == "GOVERNANCE_DECISION"] == [
             ("KILL_SWITCH", "DENIED")
         ]
     assert success_responses(served) == ran_before  # the tool's code ran zero times
-    released = httpx.put(
-        url + "/v1/kill-switch", json={"engaged": False, "reason": "resolved"}, headers=headers, timeout=60
-    )
+    released = client.put("/v1/kill-switch", json={"engaged": False, "reason": "resolved"}, headers=headers)
     assert released.status_code == 200
-    assert call(url, key).status_code == 200
+    assert call(client, key).status_code == 200
 
 
 def test_workers_need_shared_state(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

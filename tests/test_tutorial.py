@@ -1,8 +1,9 @@
 """docs/tutorial.md runs end to end: its Python (tests/test_docs.py runs it too) and every command.
 
 The Python blocks run in order in an empty directory; then each ``bash`` block's commands run
-there as a newcomer would type them: ``toolbox ...`` as a real process (``toolbox serve`` on a
-free loopback port until ``/readyz`` answers), ``pip install`` checked against what the
+there as a newcomer would type them: ``toolbox ...`` as a real process (a child of the zygote,
+tests/zygote.py; ``toolbox serve`` from the console script, on a free loopback port until
+``/readyz`` answers), ``pip install`` checked against what the
 tutorial imports, since installing from an index is not possible offline.
 """
 
@@ -23,6 +24,7 @@ import httpx
 import pytest
 import tomllib
 
+import zygote
 from test_docs import blocks
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -88,18 +90,22 @@ def test_the_tutorial_runs_end_to_end(tmp_path: Path, monkeypatch: pytest.Monkey
         if argv[:2] == ["pip", "install"]:
             continue  # test_what_the_tutorial_imports_is_what_it_installs
         assert argv[0] == "toolbox", f"the test knows no command {command!r}"
-        argv[0] = str(BIN / "toolbox")
         if argv[1] == "serve":
-            serve_until_ready(argv, tmp_path)
-        else:
+            serve_until_ready([str(BIN / "toolbox"), *argv[1:]], tmp_path)
+        else:  # the console script, run by a child of the zygote that imported toolbox once
             done = subprocess.run(
-                argv, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False
+                zygote.toolbox_command(*argv[1:]),
+                cwd=tmp_path,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
             )
             assert done.returncode == 0, f"{command}: {done.stdout}{done.stderr}"
         ran.append(argv[1])
     assert ran == ["audit", "auth", "serve", "audit"]  # the verify is shown twice: the plan and the end
     verified = subprocess.run(
-        [str(BIN / "toolbox"), "audit", "--sqlite", "audit.db", "--json", "verify"],
+        zygote.toolbox_command("audit", "--sqlite", "audit.db", "--json", "verify"),
         cwd=tmp_path,
         capture_output=True,
         text=True,
