@@ -442,7 +442,7 @@ def test_console_script_prints_json(tmp_path):
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(site), env.get("PYTHONPATH")) if p)
     # One child proves the script; the flag orders are tested in-process above. The child runs
     # the script as `python SCRIPT` would, forked from the zygote that imported toolbox once.
-    assert zygote.TOOLBOX == Path(script)
+    assert Path(script) == zygote.TOOLBOX
     result = subprocess.run(
         zygote.toolbox_command("list", "--json"),
         env=env,

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import signal
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -297,3 +297,52 @@ def test_each_worker_builds_its_app_from_the_commands_options_and_freezes_it(
         gc.unfreeze()
     assert app.state.service.served.shared_state is True
     app.state.service.served.close()
+
+
+def test_workers_are_forked_only_while_no_other_thread_or_event_loop_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What a fork would copy of another thread is a lock it may hold: then a worker is spawned."""
+    import asyncio
+    import threading
+
+    from toolbox.cli._workers import fork_safe
+
+    monkeypatch.setattr(threading, "active_count", lambda: 1)
+    assert fork_safe()
+
+    async def in_a_loop() -> bool:
+        return fork_safe()
+
+    assert asyncio.run(in_a_loop()) is False
+    with monkeypatch.context() as on_macos:
+        on_macos.setattr(sys, "platform", "darwin")
+        assert not fork_safe()
+    monkeypatch.undo()
+    other = threading.Event()
+    thread = threading.Thread(target=other.wait)
+    thread.start()
+    try:
+        assert not fork_safe()
+    finally:
+        other.set()
+        thread.join()
+
+
+def test_uvicorn_forks_its_workers_inside_forked_workers_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    from multiprocessing.context import ForkProcess, SpawnProcess
+
+    import uvicorn
+    from uvicorn import _subprocess
+
+    from toolbox.cli import _workers
+
+    config = uvicorn.Config("toolbox.cli._serve:worker_app", factory=True)
+    spawn = _subprocess.spawn
+    with _workers.forked_workers():
+        monkeypatch.setattr(_workers, "fork_safe", lambda: True)
+        assert isinstance(_subprocess.get_subprocess(config, print, []), ForkProcess)
+        monkeypatch.setattr(_workers, "fork_safe", lambda: False)
+        assert isinstance(_subprocess.get_subprocess(config, print, []), SpawnProcess)
+    assert _subprocess.spawn is spawn
+    assert isinstance(_subprocess.get_subprocess(config, print, []), SpawnProcess)

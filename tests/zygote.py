@@ -53,6 +53,7 @@ import os
 import runpy
 import select
 import selectors
+import shlex
 import shutil
 import signal
 import socket
@@ -308,6 +309,28 @@ TOOLBOX_PRELOAD = (
 def toolbox_command(*args: str) -> list[str]:
     """``toolbox ARGS...``: the console script, run by a child of the zygote preloading the CLI."""
     return shared(*TOOLBOX_PRELOAD).command(TOOLBOX, *args)
+
+
+#: What an MCP server written with the SDK's `MCPServer` imports (also lazily, as it runs).
+MCP_SERVER_PRELOAD = ("mcp.server.mcpserver", "mcp.types", "anyio._backends._asyncio", "rich.logging")
+
+
+def python_executable(directory: Path, *preload: str) -> Path:
+    """A ``python`` in ``directory`` that runs ``python SCRIPT.py ARGS...`` as a child of the
+    zygote preloading ``preload``, and any other command line with this interpreter itself.
+
+    For code that starts Python scripts with ``sys.executable`` (an example starting its MCP
+    server): point ``sys.executable`` at it, and each script is forked instead of started cold.
+    """
+    *launch, _ = shared(*preload).command("SCRIPT")
+    path = directory / "python"
+    path.write_text(
+        f'#!/bin/sh\ncase "$1" in *.py) exec {shlex.join(launch)} "$@" ;; esac\n'
+        f'exec {shlex.quote(sys.executable)} "$@"\n',
+        encoding="utf-8",
+    )
+    path.chmod(0o755)
+    return path
 
 
 _SHARED: dict[tuple[str, ...], Zygote] = {}

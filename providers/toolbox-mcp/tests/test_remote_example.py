@@ -3,21 +3,20 @@
 It runs here as ``python examples/mcp_remote.py`` would run it (as ``__main__``), in this
 process: what it starts is the proof, and it starts its MCP server (``python notes_server.py``,
 from ``sys.executable``) six times. ``sys.executable`` is pointed at a script that runs Python
-scripts as children of the zygote that imported the MCP SDK once (tests/zygote.py says what
-stays real): each server is still a process of its own on the pipes toolbox-mcp made.
+scripts as children of the zygote that imported the MCP SDK once (`zygote.python_executable`;
+tests/zygote.py says what stays real): each server is still a process of its own on the pipes
+toolbox-mcp made.
 """
 
 from __future__ import annotations
 
 import runpy
-import shlex
 import sys
 from pathlib import Path
 
 import pytest
 
 import zygote
-from conftest import SERVER_PRELOAD
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "mcp_remote.py"
 
@@ -25,10 +24,7 @@ EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "mcp_remote.py"
 def test_the_example_pins_calls_and_refuses_drift(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    python = tmp_path / "python"
-    *launch, _ = zygote.shared(*SERVER_PRELOAD).command("SCRIPT")
-    python.write_text(f'#!/bin/sh\nexec {shlex.join(launch)} "$@"\n', encoding="utf-8")
-    python.chmod(0o755)
+    python = zygote.python_executable(tmp_path, *zygote.MCP_SERVER_PRELOAD)
     monkeypatch.setattr(sys, "executable", str(python))
     runpy.run_path(str(EXAMPLE), run_name="__main__")
     out = capsys.readouterr().out

@@ -63,7 +63,7 @@ class _ForkWhenSafe:
     def __init__(self, spawn: Any) -> None:
         self.spawn = spawn
 
-    def Process(self, **kwargs: Any) -> Any:  # noqa: N802 - the name uvicorn calls
+    def Process(self, **kwargs: Any) -> Any:  # the name uvicorn calls
         return _ForkedWorker(**kwargs) if fork_safe() else self.spawn.Process(**kwargs)
 
 
