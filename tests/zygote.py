@@ -20,6 +20,9 @@ environment, directory and ``sys.argv`` and runs SCRIPT as ``__main__`` (``runpy
   thread), and closes its socket and bookkeeping in the child;
 - the launcher ends as the child ends: its exit code, or killed by the same signal; so a
   server exiting mid-call or crashing is reaped by its starter like any child;
+- SIGTERM and SIGINT sent to the launcher are passed on to the child (through a pidfd of it
+  the zygote sends), so a starter's ``terminate()`` stops a server as gracefully as it would
+  stop the server itself, and the launcher then ends as the child did;
 - the child dies when the launcher dies, even by SIGKILL: it watches the launcher through a
   pidfd the zygote opened for it (from the socket's peer credentials) before forking; so a
   starter that kills the launcher (or its process group, as the MCP SDK does) kills the server;
@@ -125,6 +128,9 @@ class _Server:
         for fd in [*request.fds, request.launcher]:
             os.close(fd)
         pidfd = os.pidfd_open(child)
+        with contextlib.suppress(OSError):  # a launcher gone already: its child sees that and dies
+            # The launcher passes SIGTERM and SIGINT on through this pidfd (no pid to be reused).
+            socket.send_fds(conn, [b"started\n"], [pidfd])
         self.running[pidfd] = (child, conn)
         self.names[pidfd] = os.path.basename(request.argv[0])
         self.selector.register(pidfd, selectors.EVENT_READ, "child")
@@ -290,6 +296,9 @@ TOOLBOX_PRELOAD = (
     "toolbox.cli._serve",
     "anyio._backends._asyncio",
     "uvicorn",
+    # `toolbox serve`: the service and its console
+    "toolbox.service",
+    "fastapi.templating",
     # `toolbox kill` on the shared state stores
     "toolbox.state._redis_backend",
     "toolbox.state._sql_backend",
