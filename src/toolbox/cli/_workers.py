@@ -1,8 +1,8 @@
 """``toolbox serve --workers N``: uvicorn's worker processes forked from the command, not spawned.
 
 uvicorn starts each worker with multiprocessing's *spawn*: a fresh interpreter that imports
-FastAPI, pydantic, SQLAlchemy, toolbox and its providers again, about a second of CPU per
-worker (and again for each worker that dies and is replaced). The command has imported all
+FastAPI, pydantic, SQLAlchemy, toolbox and its providers again, one to two seconds of CPU
+per worker (and again for each worker that dies and is replaced). The command has imported all
 of them already, building the app once to check the policy file, so a *fork* starts a worker
 for the cost of building its own app (`toolbox.cli._serve.worker_app`; nothing of the
 command's app is used in a worker: it was closed before the first fork).
