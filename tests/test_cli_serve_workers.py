@@ -169,9 +169,28 @@ def success_responses(served: dict[str, Any]) -> int:
 
 
 def test_two_workers_share_one_audit_store_and_one_kill_switch(served: dict[str, Any]) -> None:
-    """One `toolbox serve --workers 2` per store (starting one costs seconds of CPU): both promises."""
+    """One `toolbox serve --workers 2` per store (starting one costs CPU): every promise."""
     _concurrent_calls_land_in_one_audit_store(served)
     _a_kill_switch_engaged_through_one_worker_stops_every_worker(served)
+    _a_worker_that_dies_is_replaced_by_another_fork(served)
+
+
+def _a_worker_that_dies_is_replaced_by_another_fork(served: dict[str, Any]) -> None:
+    first, second = worker_pids(served["pid"])
+    os.kill(first, signal.SIGKILL)
+    deadline = time.monotonic() + 60  # bounded poll: uvicorn's supervisor checks every 0.5 s
+    while first in (workers := worker_pids(served["pid"])) or len(workers) < 2:
+        assert time.monotonic() < deadline, "the dead worker was not replaced"
+        time.sleep(0.1)
+    assert second in workers  # the other one served on
+    log = (served["dir"] / "serve.log").read_text(errors="replace")
+    deadline = time.monotonic() + 60
+    while log.count("Application startup complete") < 3:  # the new worker is serving too
+        assert time.monotonic() < deadline, log
+        time.sleep(0.1)
+        log = (served["dir"] / "serve.log").read_text(errors="replace")
+    answers = [call(served["client"], served["key"]) for _ in range(8)]
+    assert [a.status_code for a in answers] == [200] * 8
 
 
 def _concurrent_calls_land_in_one_audit_store(served: dict[str, Any]) -> None:
