@@ -178,6 +178,13 @@ def test_a_signal_to_the_launcher_stops_the_child_as_the_child_decides(
     )
     assert launcher.stdout is not None
     assert launcher.stdout.readline() == "ready\n"  # running, with its handler in place
+    [child] = children_of(own.process.pid)
+    for task in Path(f"/proc/{child}/task").iterdir():  # only the main thread takes signals
+        described = (task / "status").read_text()
+        blocked = int(
+            next(line for line in described.splitlines() if line.startswith("SigBlk:")).split()[1], 16
+        )
+        assert (blocked & (1 << (sent - 1)) == 0) == (task.name == str(child)), described
     launcher.send_signal(sent)
     out, err = launcher.communicate(timeout=60)
     assert launcher.returncode == status, err

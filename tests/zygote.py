@@ -205,7 +205,13 @@ def _watch(launcher: int) -> None:
 
 def become(request: _Request) -> None:
     """In a child: take the launcher's descriptors, environment, directory and command line."""
-    threading.Thread(target=_watch, args=(request.launcher,), name="zygote-watch", daemon=True).start()
+    # The watcher blocks every signal (a thread inherits its starter's mask): a signal sent to
+    # the child lands on its main thread, whose handlers run at once, as in a one-thread process.
+    unmasked = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+    try:
+        threading.Thread(target=_watch, args=(request.launcher,), name="zygote-watch", daemon=True).start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, unmasked)
     for target, fd in enumerate(request.fds):
         os.dup2(fd, target)
         os.close(fd)
