@@ -1,11 +1,11 @@
 """examples/mcp_remote.py runs offline and shows what it promises.
 
-It runs here as ``python examples/mcp_remote.py`` would run it (as ``__main__``), in this
-process: what it starts is the proof, and it starts its MCP server (``python notes_server.py``,
-from ``sys.executable``) six times. ``sys.executable`` is pointed at a script that runs Python
-scripts as children of the zygote that imported the MCP SDK once (`zygote.python_executable`;
-tests/zygote.py says what stays real): each server is still a process of its own on the pipes
-toolbox-mcp made.
+It runs in this process, as ``python examples/mcp_remote.py`` runs it (``__main__``): an
+interpreter of its own would prove nothing more. What it starts are real processes: its MCP
+server (``python notes_server.py``, from ``sys.executable``), six times, each a child of the
+zygote that imported the MCP SDK once (``sys.executable`` points at
+`zygote.python_executable`; tests/zygote.py says what stays real), on the pipes toolbox-mcp
+made.
 """
 
 from __future__ import annotations
