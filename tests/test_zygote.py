@@ -156,6 +156,7 @@ def test_a_launcher_killed_by_sigkill_leaves_no_child(own: zygote.Zygote, probe:
 
 STOPPABLE = """
 import os, signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a starter in the background ignores it
 signal.signal(signal.SIGTERM, lambda *_: (os.write(1, b"stopping\\n"), sys.exit(3)))
 os.write(1, b"ready\\n")
 while True:
