@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+import zygote
 from toolbox.cli import main
 from toolbox_test_support.distributions import on_sys_path, write_distribution
 
@@ -439,7 +440,8 @@ def test_console_script_prints_json(tmp_path):
     env = dict(os.environ)
     env.pop("TOOLBOX_POLICY", None)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(site), env.get("PYTHONPATH")) if p)
-    # One child proves the script; the flag orders are tested in-process above.
+    # One child proves the script, started cold as a user's shell starts it (its interpreter, its
+    # imports from nothing); the flag orders are tested in-process above.
     result = subprocess.run(
         [script, "list", "--json"], env=env, capture_output=True, text=True, timeout=60, check=False
     )
@@ -452,17 +454,16 @@ def test_console_script_prints_json(tmp_path):
 
 @pytest.mark.parametrize("command", [["list"], ["check", "--json"]])
 def test_a_reader_that_goes_away_ends_the_command_quietly(command):
-    """``toolbox list | head``: the reader closes the pipe; no BrokenPipeError, no error line."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
+    """``toolbox list | head``: the reader closes the pipe; no BrokenPipeError, no error line.
 
+    The command is a child of the zygote: it writes to this very pipe and exits as ``python
+    SCRIPT`` would (its streams flushed, a failing flush an error status: tests/zygote.py).
+    """
     reader, writer = os.pipe()
     os.close(reader)  # the reader is gone before the command writes
     try:
         done = subprocess.run(
-            [str(Path(sys.executable).with_name("toolbox")), *command],
+            zygote.toolbox_command(*command),
             stdout=writer,
             stderr=subprocess.PIPE,
             text=True,

@@ -9,9 +9,11 @@ schema; every trace a worker wrote verifies through whichever worker answers.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -60,20 +62,30 @@ def policy_text(kind: str, schema: str, namespace: str) -> str:
 
 
 def worker_pids(parent: int) -> list[int]:
-    """The uvicorn worker processes under ``parent`` (multiprocessing children running the app)."""
+    """The uvicorn worker processes under ``parent``: forked from it, so under its command line."""
     try:
         children = Path(f"/proc/{parent}/task/{parent}/children").read_text().split()
+        command = Path(f"/proc/{parent}/cmdline").read_bytes()
     except OSError:
         return []
     found = []
     for pid in children:
-        try:
-            command = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if b"multiprocessing" in command and b"resource_tracker" not in command:
-            found.append(int(pid))
+        with contextlib.suppress(OSError):
+            if Path(f"/proc/{pid}/cmdline").read_bytes() == command:
+                found.append(int(pid))
     return found
+
+
+def caught_signals(pid: int) -> set[int]:
+    """The standard signals ``pid`` has a handler for (``SigCgt`` in /proc: a bit per signal).
+
+    Real-time ones (32 and up) are left out: the C library's threads use two for itself.
+    """
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            mask = int(line.split()[1], 16)
+            return {number for number in range(1, 32) if mask >> (number - 1) & 1}
+    raise AssertionError(f"no SigCgt in /proc/{pid}/status")
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -92,14 +104,25 @@ def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str,
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "TEST_AUDIT_URL": POSTGRES_URL}
     process = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
+    # One client (building one loads the CA bundle, ~20 ms of CPU), no kept-alive connection: each
+    # request on a connection of its own, so the kernel may hand it to either worker.
+    client = httpx.Client(base_url=url, timeout=60, limits=httpx.Limits(max_keepalive_connections=0))
     try:
         deadline = time.monotonic() + 120
         while (tmp_path / "serve.log").read_text(errors="replace").count("Application startup complete") < 2:
             assert process.poll() is None, (tmp_path / "serve.log").read_text(errors="replace")
             assert time.monotonic() < deadline, "the workers did not start"
             time.sleep(0.5)
-        yield {"url": url, "key": key, "kind": kind, "pid": process.pid, "dir": tmp_path, "schema": schema}
+        yield {
+            "client": client,
+            "key": key,
+            "kind": kind,
+            "pid": process.pid,
+            "dir": tmp_path,
+            "schema": schema,
+        }
     finally:
+        client.close()
         process.terminate()
         process.wait(60)
         log.close()
@@ -115,9 +138,9 @@ def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str,
             engine.dispose()
 
 
-def call(url: str, key: str) -> httpx.Response:
+def call(client: httpx.Client, key: str) -> httpx.Response:
     """One governed call on a connection of its own (so the kernel may hand it to either worker)."""
-    return httpx.post(url + INVOKE, json=BODY, headers={"Authorization": f"Bearer {key}"}, timeout=60)
+    return client.post(INVOKE, json=BODY, headers={"Authorization": f"Bearer {key}"})
 
 
 def success_responses(served: dict[str, Any]) -> int:
@@ -146,16 +169,39 @@ def success_responses(served: dict[str, Any]) -> int:
 
 
 def test_two_workers_share_one_audit_store_and_one_kill_switch(served: dict[str, Any]) -> None:
-    """One `toolbox serve --workers 2` per store (starting one costs seconds of CPU): both promises."""
+    """One `toolbox serve --workers 2` per store (starting one costs CPU): every promise."""
     _concurrent_calls_land_in_one_audit_store(served)
     _a_kill_switch_engaged_through_one_worker_stops_every_worker(served)
+    _a_worker_that_dies_is_replaced_by_another_fork(served)
+
+
+def _a_worker_that_dies_is_replaced_by_another_fork(served: dict[str, Any]) -> None:
+    first, second = worker_pids(served["pid"])
+    os.kill(first, signal.SIGKILL)
+    deadline = time.monotonic() + 60  # bounded poll: uvicorn's supervisor checks every 0.5 s
+    while first in (workers := worker_pids(served["pid"])) or len(workers) < 2:
+        assert time.monotonic() < deadline, "the dead worker was not replaced"
+        time.sleep(0.1)
+    assert second in workers  # the other one served on
+    log = (served["dir"] / "serve.log").read_text(errors="replace")
+    deadline = time.monotonic() + 60
+    while log.count("Application startup complete") < 3:  # the new worker is serving too
+        assert time.monotonic() < deadline, log
+        time.sleep(0.1)
+        log = (served["dir"] / "serve.log").read_text(errors="replace")
+    answers = [call(served["client"], served["key"]) for _ in range(8)]
+    assert [a.status_code for a in answers] == [200] * 8
 
 
 def _concurrent_calls_land_in_one_audit_store(served: dict[str, Any]) -> None:
-    url, key = served["url"], served["key"]
-    assert len(worker_pids(served["pid"])) == 2
+    client, key = served["client"], served["key"]
+    workers = worker_pids(served["pid"])
+    assert len(workers) == 2  # forked from the command, which had imported everything already
+    for worker in workers:  # with a fresh interpreter's handlers, plus uvicorn's own, not the supervisor's
+        assert caught_signals(worker) <= {signal.SIGINT, signal.SIGTERM}, caught_signals(worker)
+    assert signal.SIGHUP in caught_signals(served["pid"])  # what the supervisor queues for its loop
     with ThreadPoolExecutor(8) as pool:
-        answers = list(pool.map(lambda _: call(url, key), range(CALLS)))
+        answers = list(pool.map(lambda _: call(client, key), range(CALLS)))
     assert [a.status_code for a in answers] == [200] * CALLS, [
         a.text for a in answers if a.status_code != 200
     ]
@@ -164,22 +210,20 @@ def _concurrent_calls_land_in_one_audit_store(served: dict[str, Any]) -> None:
     headers = {"Authorization": f"Bearer {key}"}
     for answer in answers:  # each trace, written by one worker, read back through either
         trace = answer.json()["trace_id"]
-        verified = httpx.get(f"{url}/v1/audit/traces/{trace}/verify", headers=headers, timeout=60)
+        verified = client.get(f"/v1/audit/traces/{trace}/verify", headers=headers)
         assert verified.status_code == 200 and verified.json()["ok"] is True, verified.text
-        events = httpx.get(f"{url}/v1/audit/traces/{trace}", headers=headers, timeout=60).json()
+        events = client.get(f"/v1/audit/traces/{trace}", headers=headers).json()
         assert len(events["events"]) == 4
 
 
 def _a_kill_switch_engaged_through_one_worker_stops_every_worker(served: dict[str, Any]) -> None:
-    url, key = served["url"], served["key"]
+    client, key = served["client"], served["key"]
     headers = {"Authorization": f"Bearer {key}"}
-    engaged = httpx.put(
-        url + "/v1/kill-switch", json={"engaged": True, "reason": "incident 7"}, headers=headers, timeout=60
-    )
+    engaged = client.put("/v1/kill-switch", json={"engaged": True, "reason": "incident 7"}, headers=headers)
     assert engaged.status_code == 200, engaged.text
     ran_before = success_responses(served)
     with ThreadPoolExecutor(8) as pool:
-        refused = list(pool.map(lambda _: call(url, key), range(12)))
+        refused = list(pool.map(lambda _: call(client, key), range(12)))
     for answer in refused:  # whichever worker took the connection
         assert answer.status_code == 403, answer.text
         problem = answer.json()
@@ -189,16 +233,14 @@ def _a_kill_switch_engaged_through_one_worker_stops_every_worker(served: dict[st
             0,
         )
         trace = problem["trace_id"]
-        events = httpx.get(f"{url}/v1/audit/traces/{trace}", headers=headers, timeout=60).json()["events"]
+        events = client.get(f"/v1/audit/traces/{trace}", headers=headers).json()["events"]
         assert [(e["reason_code"], e["status"]) for e in events if e["type"] == "GOVERNANCE_DECISION"] == [
             ("KILL_SWITCH", "DENIED")
         ]
     assert success_responses(served) == ran_before  # the tool's code ran zero times
-    released = httpx.put(
-        url + "/v1/kill-switch", json={"engaged": False, "reason": "resolved"}, headers=headers, timeout=60
-    )
+    released = client.put("/v1/kill-switch", json={"engaged": False, "reason": "resolved"}, headers=headers)
     assert released.status_code == 200
-    assert call(url, key).status_code == 200
+    assert call(client, key).status_code == 200
 
 
 def test_workers_need_shared_state(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -274,3 +316,52 @@ def test_each_worker_builds_its_app_from_the_commands_options_and_freezes_it(
         gc.unfreeze()
     assert app.state.service.served.shared_state is True
     app.state.service.served.close()
+
+
+def test_workers_are_forked_only_while_no_other_thread_or_event_loop_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What a fork would copy of another thread is a lock it may hold: then a worker is spawned."""
+    import asyncio
+    import threading
+
+    from toolbox.cli._workers import fork_safe
+
+    monkeypatch.setattr(threading, "active_count", lambda: 1)
+    assert fork_safe()
+
+    async def in_a_loop() -> bool:
+        return fork_safe()
+
+    assert asyncio.run(in_a_loop()) is False
+    with monkeypatch.context() as on_macos:
+        on_macos.setattr(sys, "platform", "darwin")
+        assert not fork_safe()
+    monkeypatch.undo()
+    other = threading.Event()
+    thread = threading.Thread(target=other.wait)
+    thread.start()
+    try:
+        assert not fork_safe()
+    finally:
+        other.set()
+        thread.join()
+
+
+def test_uvicorn_forks_its_workers_inside_forked_workers_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    from multiprocessing.context import ForkProcess, SpawnProcess
+
+    import uvicorn
+    from uvicorn import _subprocess
+
+    from toolbox.cli import _workers
+
+    config = uvicorn.Config("toolbox.cli._serve:worker_app", factory=True)
+    spawn = _subprocess.spawn
+    with _workers.forked_workers():
+        monkeypatch.setattr(_workers, "fork_safe", lambda: True)
+        assert isinstance(_subprocess.get_subprocess(config, print, []), ForkProcess)
+        monkeypatch.setattr(_workers, "fork_safe", lambda: False)
+        assert isinstance(_subprocess.get_subprocess(config, print, []), SpawnProcess)
+    assert _subprocess.spawn is spawn
+    assert isinstance(_subprocess.get_subprocess(config, print, []), SpawnProcess)

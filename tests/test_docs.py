@@ -7,16 +7,20 @@ must be valid policy files. A block preceded by ``<!-- not-run: reason -->``
 is skipped, and the reason must be given. A page split out of a longer one says
 ``<!-- continues: other.md -->``: its examples run after every example of
 ``other.md`` (and of the page that one continues), in the same namespace.
+A Python script an example starts with ``sys.executable`` (an MCP server) is
+forked by a zygote that imported the MCP SDK once (`zygote.python_executable`).
 """
 
 import json
 import re
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
+import zygote
 from toolbox import ToolPolicy
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -108,7 +112,11 @@ def test_python_examples_run(path, server_url, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("TOOLBOX_POLICY", raising=False)
     namespace: dict[str, object] = {"__name__": f"docs_{path.stem}"}
-    for label, code in python_program(path):
+    program = python_program(path)
+    if any("sys.executable" in code for _, code in program):  # a page starting an MCP server script
+        python = zygote.python_executable(tmp_path, *zygote.MCP_SERVER_PRELOAD)
+        monkeypatch.setattr(sys, "executable", str(python))
+    for label, code in program:
         source = code.replace(PLACEHOLDER, server_url)
         exec(compile(source, label, "exec"), namespace)
 

@@ -1,7 +1,8 @@
 """The fleet guarantees, with real processes on the real Redis and PostgreSQL servers and a SQLite file.
 
 Every race runs in both tiers; the full tier (``pytest --full``) runs them at full size (eight
-racing processes, a budget of 1,000), the default tier with fewer processes and calls.
+racing processes, a budget of 1,000, a three-second rate-limit burst), the default tier with
+fewer processes and calls and a burst of a second and a half.
 
 Each test writes a policy file whose ``[state]`` names its own Redis namespace
 or PostgreSQL tables, starts worker processes (``tests/state_worker.py``) and
@@ -312,7 +313,10 @@ def test_rate_limit_across_four_processes(counting_fleet: Fleet, tmp_path: Path)
     policy = write_policy(
         tmp_path, counting_fleet.backend, counting_fleet.url, counting_fleet.namespace, extra
     )
-    workers = [start("burst", policy, "--calls", "100000", "--seconds", "3") for _ in range(4)]
+    # Each worker calls as fast as it can (its CPU) for this long: over a window and a half in
+    # the default tier (so admissions fall in more than one window), three in the full tier.
+    seconds = str(sized(1500, 3000) / 1000)
+    workers = [start("burst", policy, "--calls", "100000", "--seconds", seconds) for _ in range(4)]
     summaries = [finish(w)[-1] for w in workers]
     spans = sorted((float(a), float(b)) for s in summaries for a, b in s["spans"])
     assert sum(s["statuses"].get("RATE_LIMITED", 0) for s in summaries) > 0

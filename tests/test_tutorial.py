@@ -1,8 +1,9 @@
 """docs/tutorial.md runs end to end: its Python (tests/test_docs.py runs it too) and every command.
 
 The Python blocks run in order in an empty directory; then each ``bash`` block's commands run
-there as a newcomer would type them: ``toolbox ...`` as a real process (``toolbox serve`` on a
-free loopback port until ``/readyz`` answers), ``pip install`` checked against what the
+there as a newcomer would type them: ``toolbox ...`` as a real process (the console script,
+run by a child of the zygote that imported toolbox once, tests/zygote.py; ``toolbox serve`` on
+a free loopback port until ``/readyz`` answers), ``pip install`` checked against what the
 tutorial imports, since installing from an index is not possible offline.
 """
 
@@ -23,11 +24,11 @@ import httpx
 import pytest
 import tomllib
 
+import zygote
 from test_docs import blocks
 
 ROOT = Path(__file__).resolve().parent.parent
 TUTORIAL = ROOT / "docs" / "tutorial.md"
-BIN = Path(sys.executable).parent
 
 
 def commands() -> list[str]:
@@ -48,18 +49,22 @@ def free_port() -> int:
         return port
 
 
-def serve_until_ready(argv: list[str], cwd: Path) -> None:
-    """Start ``toolbox serve`` on a free port, wait for ``/readyz``, stop it."""
+def serve_until_ready(args: list[str], cwd: Path) -> None:
+    """Start ``toolbox serve ARGS`` on a free port, wait for ``/readyz``, stop it (gracefully)."""
     port = free_port()
     server = subprocess.Popen(
-        [*argv, "--port", str(port)], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        zygote.toolbox_command(*args, "--port", str(port)),
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
     )
+    client = httpx.Client(timeout=5)  # one (building one loads the CA bundle)
     try:
         deadline = time.monotonic() + 60
         while True:
             assert server.poll() is None, server.stdout.read().decode() if server.stdout else "exited"
             try:
-                ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=5)
+                ready = client.get(f"http://127.0.0.1:{port}/readyz")
             except httpx.TransportError:
                 assert time.monotonic() < deadline, "toolbox serve did not answer /readyz"
                 time.sleep(0.2)
@@ -68,7 +73,8 @@ def serve_until_ready(argv: list[str], cwd: Path) -> None:
             assert ready.json()["checks"]["audit"] == "ok"
             return
     finally:
-        server.terminate()
+        client.close()
+        server.terminate()  # passed on to the server by the launcher (tests/zygote.py)
         server.wait(timeout=30)
         if server.stdout:
             server.stdout.close()
@@ -88,18 +94,22 @@ def test_the_tutorial_runs_end_to_end(tmp_path: Path, monkeypatch: pytest.Monkey
         if argv[:2] == ["pip", "install"]:
             continue  # test_what_the_tutorial_imports_is_what_it_installs
         assert argv[0] == "toolbox", f"the test knows no command {command!r}"
-        argv[0] = str(BIN / "toolbox")
         if argv[1] == "serve":
-            serve_until_ready(argv, tmp_path)
+            serve_until_ready(argv[1:], tmp_path)
         else:
             done = subprocess.run(
-                argv, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False
+                zygote.toolbox_command(*argv[1:]),
+                cwd=tmp_path,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
             )
             assert done.returncode == 0, f"{command}: {done.stdout}{done.stderr}"
         ran.append(argv[1])
     assert ran == ["audit", "auth", "serve", "audit"]  # the verify is shown twice: the plan and the end
     verified = subprocess.run(
-        [str(BIN / "toolbox"), "audit", "--sqlite", "audit.db", "--json", "verify"],
+        zygote.toolbox_command("audit", "--sqlite", "audit.db", "--json", "verify"),
         cwd=tmp_path,
         capture_output=True,
         text=True,

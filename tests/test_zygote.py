@@ -154,6 +154,45 @@ def test_a_launcher_killed_by_sigkill_leaves_no_child(own: zygote.Zygote, probe:
     launcher.stdin.close()
 
 
+STOPPABLE = """
+import os, signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a starter in the background ignores it
+signal.signal(signal.SIGTERM, lambda *_: (os.write(1, b"stopping\\n"), sys.exit(3)))
+os.write(1, b"ready\\n")
+while True:
+    signal.pause()
+"""
+
+
+@pytest.mark.parametrize(
+    ("sent", "status", "said"),
+    [
+        (signal.SIGTERM, 3, "stopping\n"),  # the child's own handler: a graceful stop
+        (signal.SIGINT, -signal.SIGINT, ""),  # KeyboardInterrupt, then death by SIGINT
+    ],
+)
+def test_a_signal_to_the_launcher_stops_the_child_as_the_child_decides(
+    own: zygote.Zygote, tmp_path: Path, sent: signal.Signals, status: int, said: str
+) -> None:
+    launcher = subprocess.Popen(
+        own.command(script(tmp_path, STOPPABLE)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert launcher.stdout is not None
+    assert launcher.stdout.readline() == "ready\n"  # running, with its handler in place
+    [child] = children_of(own.process.pid)
+    for task in Path(f"/proc/{child}/task").iterdir():  # only the main thread takes signals
+        described = (task / "status").read_text()
+        blocked = int(
+            next(line for line in described.splitlines() if line.startswith("SigBlk:")).split()[1], 16
+        )
+        assert (blocked & (1 << (sent - 1)) == 0) == (task.name == str(child)), described
+    launcher.send_signal(sent)
+    out, err = launcher.communicate(timeout=60)
+    assert launcher.returncode == status, err
+    assert out == said
+    assert children_of(own.process.pid) == []
+
+
 def test_concurrent_launches_each_get_their_own_child(own: zygote.Zygote, probe: Path) -> None:
     results: dict[int, dict[str, object]] = {}
 

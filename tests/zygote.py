@@ -20,6 +20,9 @@ environment, directory and ``sys.argv`` and runs SCRIPT as ``__main__`` (``runpy
   thread), and closes its socket and bookkeeping in the child;
 - the launcher ends as the child ends: its exit code, or killed by the same signal; so a
   server exiting mid-call or crashing is reaped by its starter like any child;
+- SIGTERM and SIGINT sent to the launcher are passed on to the child (through a pidfd of it
+  the zygote sends), so a starter's ``terminate()`` stops a server as gracefully as it would
+  stop the server itself, and the launcher then ends as the child did;
 - the child dies when the launcher dies, even by SIGKILL: it watches the launcher through a
   pidfd the zygote opened for it (from the socket's peer credentials) before forking; so a
   starter that kills the launcher (or its process group, as the MCP SDK does) kills the server;
@@ -53,6 +56,7 @@ import os
 import runpy
 import select
 import selectors
+import shlex
 import shutil
 import signal
 import socket
@@ -124,6 +128,9 @@ class _Server:
         for fd in [*request.fds, request.launcher]:
             os.close(fd)
         pidfd = os.pidfd_open(child)
+        with contextlib.suppress(OSError):  # a launcher gone already: its child sees that and dies
+            # The launcher passes SIGTERM and SIGINT on through this pidfd (no pid to be reused).
+            socket.send_fds(conn, [b"started\n"], [pidfd])
         self.running[pidfd] = (child, conn)
         self.names[pidfd] = os.path.basename(request.argv[0])
         self.selector.register(pidfd, selectors.EVENT_READ, "child")
@@ -198,7 +205,13 @@ def _watch(launcher: int) -> None:
 
 def become(request: _Request) -> None:
     """In a child: take the launcher's descriptors, environment, directory and command line."""
-    threading.Thread(target=_watch, args=(request.launcher,), name="zygote-watch", daemon=True).start()
+    # The watcher blocks every signal (a thread inherits its starter's mask): a signal sent to
+    # the child lands on its main thread, whose handlers run at once, as in a one-thread process.
+    unmasked = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+    try:
+        threading.Thread(target=_watch, args=(request.launcher,), name="zygote-watch", daemon=True).start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, unmasked)
     for target, fd in enumerate(request.fds):
         os.dup2(fd, target)
         os.close(fd)
@@ -289,6 +302,9 @@ TOOLBOX_PRELOAD = (
     "toolbox.cli._serve",
     "anyio._backends._asyncio",
     "uvicorn",
+    # `toolbox serve`: the service and its console
+    "toolbox.service",
+    "fastapi.templating",
     # `toolbox kill` on the shared state stores
     "toolbox.state._redis_backend",
     "toolbox.state._sql_backend",
@@ -308,6 +324,28 @@ TOOLBOX_PRELOAD = (
 def toolbox_command(*args: str) -> list[str]:
     """``toolbox ARGS...``: the console script, run by a child of the zygote preloading the CLI."""
     return shared(*TOOLBOX_PRELOAD).command(TOOLBOX, *args)
+
+
+#: What an MCP server written with the SDK's `MCPServer` imports (also lazily, as it runs).
+MCP_SERVER_PRELOAD = ("mcp.server.mcpserver", "mcp.types", "anyio._backends._asyncio", "rich.logging")
+
+
+def python_executable(directory: Path, *preload: str) -> Path:
+    """A ``python`` in ``directory`` that runs ``python SCRIPT.py ARGS...`` as a child of the
+    zygote preloading ``preload``, and any other command line with this interpreter itself.
+
+    For code that starts Python scripts with ``sys.executable`` (an example starting its MCP
+    server): point ``sys.executable`` at it, and each script is forked instead of started cold.
+    """
+    *launch, _ = shared(*preload).command("SCRIPT")
+    path = directory / "python"
+    path.write_text(
+        f'#!/bin/sh\ncase "$1" in *.py) exec {shlex.join(launch)} "$@" ;; esac\n'
+        f'exec {shlex.quote(sys.executable)} "$@"\n',
+        encoding="utf-8",
+    )
+    path.chmod(0o755)
+    return path
 
 
 _SHARED: dict[tuple[str, ...], Zygote] = {}

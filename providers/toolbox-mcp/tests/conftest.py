@@ -32,7 +32,7 @@ from toolbox.registry._discovery import discover
 SERVER_SCRIPT = Path(__file__).parent / "mcp_test_server.py"
 #: What the stdio test server imports (and what its run imports lazily): the zygote that forks
 #: it (tests/zygote.py) imports them once instead of every start.
-SERVER_PRELOAD = ("mcp.server.mcpserver", "mcp.types", "anyio._backends._asyncio", "rich.logging")
+SERVER_PRELOAD = zygote.MCP_SERVER_PRELOAD
 AUDITOR = ExecutionContext(tenant="ops", principal="auditor", roles=frozenset({"auditor"}))
 
 

@@ -1,20 +1,33 @@
-"""examples/mcp_remote.py runs offline and shows what it promises."""
+"""examples/mcp_remote.py runs offline and shows what it promises.
+
+It runs in this process, as ``python examples/mcp_remote.py`` runs it (``__main__``): an
+interpreter of its own would prove nothing more. What it starts are real processes: its MCP
+server (``python notes_server.py``, from ``sys.executable``), six times, each a child of the
+zygote that imported the MCP SDK once (``sys.executable`` points at
+`zygote.python_executable`; tests/zygote.py says what stays real), on the pipes toolbox-mcp
+made.
+"""
 
 from __future__ import annotations
 
-import subprocess
+import runpy
 import sys
 from pathlib import Path
+
+import pytest
+
+import zygote
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "mcp_remote.py"
 
 
-def test_the_example_pins_calls_and_refuses_drift():
-    result = subprocess.run(
-        [sys.executable, str(EXAMPLE)], capture_output=True, text=True, timeout=180, check=False
-    )
-    assert result.returncode == 0, result.stderr
-    out = result.stdout
+def test_the_example_pins_calls_and_refuses_drift(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    python = zygote.python_executable(tmp_path, *zygote.MCP_SERVER_PRELOAD)
+    monkeypatch.setattr(sys, "executable", str(python))
+    runpy.run_path(str(EXAMPLE), run_name="__main__")
+    out = capsys.readouterr().out
     assert "mcp.notes.search: pinned (remote 'search', sha256:" in out
     assert "search: SUCCESS -> lease renewal" in out
     assert "search(42): INVALID_ARGUMENTS [type]" in out

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta, timezone
 
 from conftest import lock, server_children, stdio_server, wait_no_server_children, write_policy
 
+from tiers import sized
 from toolbox import ExecutionContext, Status
 
 CTX = ExecutionContext(tenant="tenant-a", principal="alice")
@@ -81,9 +82,12 @@ def test_a_read_that_crashes_the_server_is_an_error(tmp_path, count_file, make_s
     assert result.error_code == "CONNECTION_FAILED"
 
 
-def test_a_10_mb_result_is_refused(tmp_path, count_file, make_setup):
+def test_a_result_of_megabytes_is_refused(tmp_path, count_file, make_setup):
+    """Over max_result_bytes (1 MiB by default): 10 MB in the full tier, 2 MB in the default tier
+    (the server builds it, the SDK reads its line whole and decodes it: CPU per megabyte)."""
     setup = _setup(tmp_path, count_file, make_setup)
-    result = setup.gateway.invoke("mcp.notes.big", {"megabytes": 10, "audit_as": "Fetch a lot"}, context=CTX)
+    arguments = {"megabytes": sized(2, 10), "audit_as": "Fetch a lot"}
+    result = setup.gateway.invoke("mcp.notes.big", arguments, context=CTX)
     assert result.status is Status.ERROR
     assert result.error_code == "ResponseTooLargeError"
     assert "max_result_bytes" in result.message

@@ -15,7 +15,8 @@ or ``redis``: kill switches, approvals, budgets) and the secret that signs
 console sessions (``--secret-file``, else one made for this run and handed to
 every worker). Each worker writes the audit store itself: SQLite serializes
 the writers of one file (WAL, ``BEGIN IMMEDIATE``, busy wait), PostgreSQL
-runs them side by side.
+runs them side by side. The workers are forked from the command, which has
+imported everything already (`toolbox.cli._workers` says when a fork is safe).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import tempfile
 from collections.abc import Iterator
 from typing import Any
 
+from toolbox.cli._workers import forked_workers
 from toolbox.doors._catalog import POLICY_ENV
 from toolbox.errors import ConfigurationError
 
@@ -194,9 +196,13 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     with _run_secret(args.secret_file, args.workers) as secret_file:
         if args.workers > 1:
             os.environ[_WORKER_ENV] = json.dumps(_options(args, policy, secret_file))
+        # With --workers, frozen before the workers fork: none of them walks (so copies) these.
+        freeze_startup_objects()
+        if args.workers == 1:
+            _run(uvicorn, app, args)
         else:
-            freeze_startup_objects()
-        _run(uvicorn, app if args.workers == 1 else "toolbox.cli._serve:worker_app", args)
+            with forked_workers():
+                _run(uvicorn, "toolbox.cli._serve:worker_app", args)
     return 0
 
 
