@@ -168,9 +168,10 @@ class Mcp(Door):
         return scoped
 
     def _server(self, world: World, context: Any) -> Any:
-        """The world's server for this door's toolset, built once (its listing computes every tool's
-        schemas); each connection to it runs as a fresh copy of ``context``, as a server built for
-        ``context`` gives it."""
+        """The world's server for this door's toolset, built once (its listing computes every schema).
+
+        Each connection to it runs as a fresh copy of ``context``, as a server built for ``context`` gives.
+        """
         servers: dict[tuple[str, ...] | None, tuple[Any, _Caller]] = world.__dict__.setdefault("_mcp", {})
         if self.toolset not in servers:
             caller = _Caller()

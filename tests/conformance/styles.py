@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mcp_test_server import SERVER_PRELOAD
+
 import toolbox_mcp.plugin
 import zygote
 from toolbox import (
@@ -300,10 +302,6 @@ def class_style(_: Path) -> Style:
 # -- a remote MCP server's tools (toolbox-mcp, stdio) ---------------------------------------------
 
 SERVER = Path(__file__).with_name("remote_tools.py")
-#: What the server imports (and its run imports lazily): the zygote that forks it (tests/zygote.py)
-#: imports them once per pytest process instead of every start (~0.7 s of CPU each). The same list
-#: as toolbox-mcp's tests' stdio server (its tests/conftest.py), so both share one zygote.
-SERVER_PRELOAD = ("mcp.server.mcpserver", "mcp.types", "anyio._backends._asyncio", "rich.logging")
 
 
 def _toml(value: object) -> str:

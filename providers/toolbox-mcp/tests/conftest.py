@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 import uvicorn
-from mcp_test_server import build_server
+from mcp_test_server import SERVER_PRELOAD, build_server
 
 import toolbox_mcp.plugin
 import zygote
@@ -30,9 +30,6 @@ from toolbox.governance import RetryPolicy
 from toolbox.registry._discovery import discover
 
 SERVER_SCRIPT = Path(__file__).parent / "mcp_test_server.py"
-#: What the stdio test server imports (and what its run imports lazily): the zygote that forks
-#: it (tests/zygote.py) imports them once instead of every start.
-SERVER_PRELOAD = ("mcp.server.mcpserver", "mcp.types", "anyio._backends._asyncio", "rich.logging")
 AUDITOR = ExecutionContext(tenant="ops", principal="auditor", roles=frozenset({"auditor"}))
 
 

@@ -18,6 +18,11 @@ from pathlib import Path
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
 
+#: What an SDK stdio server like this one imports (and what its run imports lazily): the zygote
+#: that forks it (tests/zygote.py) imports them once instead of every start. The conformance
+#: matrix's remote servers (tests/conformance/remote_tools.py) use it too, so both share a zygote.
+SERVER_PRELOAD = ("mcp.server.mcpserver", "mcp.types", "anyio._backends._asyncio", "rich.logging")
+
 
 def _count(name: str) -> None:
     path = os.environ.get("COUNT_FILE")
