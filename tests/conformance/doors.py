@@ -21,11 +21,12 @@ from mcp import Client, ClientSession
 from mcp.server.stdio import stdio_server
 
 from conformance.world import APPROVER, TENANT, World
-from toolbox import ApprovalRequired, ToolDeniedError, ToolResult, ToolUnavailableError
+from toolbox import ApprovalRequired, ExecutionContext, ToolDeniedError, ToolResult, ToolUnavailableError
 from toolbox.auth import ApiKeyFile, CredentialAuthenticator
 from toolbox.errors import AuditIncompleteError, InvalidArgumentsError
 from toolbox.governance._mcp_table import MCP_KEY, McpConfig
 from toolbox.mcp import ERROR_META_KEY, serve_stdio, server
+from toolbox.mcp._server import session_context
 from toolbox.provider import to_wire_name
 from toolbox.service import create_app
 from toolbox.testing.credentials import write_api_keys
@@ -143,6 +144,16 @@ async def _listed_then_called(client: Any, wire: str, given: dict[str, Any]) -> 
     return None if wire not in listed else await client.call_tool(wire, given)
 
 
+class _Caller:
+    """The context source of a world's shared MCP server: the call being made (calls are sequential)."""
+
+    template: ExecutionContext | None = None
+
+    def __call__(self) -> ExecutionContext:
+        assert self.template is not None
+        return session_context(self.template)
+
+
 class Mcp(Door):
     """The MCP server (`toolbox.mcp._server`) through the official client, one session per call."""
 
@@ -157,9 +168,20 @@ class Mcp(Door):
         return scoped
 
     def _server(self, world: World, context: Any) -> Any:
-        if self.toolset is None:
-            return server(world.gateway, context=context)
-        return server(world.gateway, context=context, toolset="scoped", toolsets={"scoped": self.toolset})
+        """The world's server for this door's toolset, built once (its listing computes every schema).
+
+        Each connection to it runs as a fresh copy of ``context``, as a server built for ``context`` gives.
+        """
+        servers: dict[tuple[str, ...] | None, tuple[Any, _Caller]] = world.__dict__.setdefault("_mcp", {})
+        if self.toolset not in servers:
+            caller = _Caller()
+            scoped: dict[str, Any] = {}
+            if self.toolset is not None:
+                scoped = {"toolset": "scoped", "toolsets": {"scoped": self.toolset}}
+            servers[self.toolset] = (server(world.gateway, context=caller, **scoped), caller)
+        shared, caller = servers[self.toolset]
+        caller.template = context
+        return shared
 
     def call(self, world, context, logical, arguments, *, intent=INTENT, grant=None):  # type: ignore[no-untyped-def]
         assert grant is None

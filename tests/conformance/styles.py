@@ -16,13 +16,14 @@ governance sees (`Style.item`) and what an approver is shown (`Style.shown`):
 from __future__ import annotations
 
 import collections
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+
 import toolbox_mcp.plugin
+import zygote
 from toolbox import (
     Acknowledgement,
     Effect,
@@ -323,10 +324,13 @@ def remote_style(directory: Path) -> Style:
         "confguard": {"mode": "guarded", "operations": {"guarded": "READ_ONLY"}},
     }
     lines = ["version = 1", "[allow]", 'tools = ["mcp.conf", "mcp.confping", "mcp.confguard"]']
+    # ``python -I -S zygote_launcher.py SOCKET remote_tools.py``: a real stdio child of toolbox-mcp,
+    # forked from a zygote that imported the SDK once (tests/zygote.py says what stays real).
+    command, *args = zygote.shared(*zygote.MCP_SERVER_PRELOAD).command(SERVER)
     for name, spec in servers.items():
         lines.append(f"[tools.mcp.servers.{name}]")
-        lines.append(f"command = {_toml(sys.executable)}")
-        lines.append(f"args = {_toml([str(SERVER)])}")
+        lines.append(f"command = {_toml(command)}")
+        lines.append(f"args = {_toml(args)}")
         lines.append(f"env = {_toml({'MODE': spec['mode'], 'COUNT_FILE': str(count_file)})}")
         if name == "confguard":
             lines.append('risk = "PRIVILEGED"')

@@ -30,9 +30,6 @@ from toolbox.governance import RetryPolicy
 from toolbox.registry._discovery import discover
 
 SERVER_SCRIPT = Path(__file__).parent / "mcp_test_server.py"
-#: What the stdio test server imports (and what its run imports lazily): the zygote that forks
-#: it (tests/zygote.py) imports them once instead of every start.
-SERVER_PRELOAD = zygote.MCP_SERVER_PRELOAD
 AUDITOR = ExecutionContext(tenant="ops", principal="auditor", roles=frozenset({"auditor"}))
 
 
@@ -59,7 +56,7 @@ def stdio_server(count_file: Path, *, mode: str = "v1", **extra: Any) -> dict[st
     extra.setdefault("connect_timeout", 60)
     # ``python -I -S zygote_launcher.py SOCKET mcp_test_server.py``: a real child of toolbox-mcp,
     # forked from a zygote that imported the SDK once (tests/zygote.py says what stays real).
-    command, *args = zygote.shared(*SERVER_PRELOAD).command(SERVER_SCRIPT)
+    command, *args = zygote.shared(*zygote.MCP_SERVER_PRELOAD).command(SERVER_SCRIPT)
     return {"command": command, "args": args, "env": env, **extra}
 
 
