@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-
 import toolbox_mcp.plugin
 import zygote
 from toolbox import (

@@ -152,6 +152,25 @@ def test_closing_the_gateway_reaps_the_server(setup):
     assert wait_no_server_children() == []
 
 
+def test_a_released_context_leaves_the_session_pooled_for_the_next_request(setup):
+    # What `toolbox serve` does after each request: `Gateway.release(context)`. The context's
+    # tool lets go of the server's session without ending it, so the next request reuses the
+    # same process (and whatever the server keeps between calls) instead of starting another.
+    for principal in ("alice", "bob", "carol", "alice"):
+        context = ExecutionContext(tenant="tenant-a", principal=principal)
+        result = setup.gateway.invoke("mcp.notes.add", {"a": 1, "b": 2, "audit_as": "Add"}, context=context)
+        assert result.status is Status.SUCCESS
+        setup.gateway.release(context)
+        assert len(wait_server_children(1)) == 1
+    first = wait_server_children(1)
+    tool = setup.gateway.tools_for(CTX).get("mcp.notes")
+    assert tool.call("add", {"a": 2, "b": 2}).audit_as("Add").execute().text == "4"
+    assert tool._connection.sessions_started == 1
+    assert wait_server_children(1) == first  # the same process served every request
+    setup.gateway.close()  # the owner is done: the last tool closed ends the session
+    assert wait_no_server_children() == []
+
+
 def test_every_definition_format_carries_the_pinned_operations(setup):
     for format in ("openai", "anthropic", "mcp"):
         names = json.dumps(setup.gateway.definitions(format=format))

@@ -55,6 +55,27 @@ def test_typed_door_sync_and_async(reads: TestDatabase, runs: list[str]) -> None
     assert _deny_events(sink, ACME.run_id) == ["SQL_NOT_ONE_STATEMENT"]
 
 
+def test_a_released_context_leaves_the_pools_for_the_next_request(reads: TestDatabase) -> None:
+    """What `toolbox serve` does after each request (`Gateway.release`) keeps the pools open."""
+    gateway = reads.gateway()
+    probe = Tools(gateway.catalog, ACME)
+    database = type(probe.get("sql.shop")).database
+    probe.release()
+    engines = []
+    for principal in ("ann", "bob", "ann"):
+        context = ExecutionContext(tenant=ACME.tenant, principal=principal)
+        ok = gateway.invoke(
+            "sql.shop.query", {"sql": "SELECT count(*) AS n FROM orders", "purpose": "Count"}, context=context
+        )
+        assert ok.status is Status.SUCCESS
+        gateway.release(context)
+        engines.append(database._reader)
+    assert engines[0] is not None and all(engine is engines[0] for engine in engines)
+    with Tools(gateway.catalog, ACME) as tools:  # the owner's close: the last tool disposes them
+        tools.get("sql.shop")
+    assert database._reader is None
+
+
 def test_by_name_sync_and_async(reads: TestDatabase, runs: list[str]) -> None:
     """invoke() and ainvoke(), by dotted and wire name."""
     sink = MemorySink()

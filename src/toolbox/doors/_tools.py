@@ -486,12 +486,22 @@ class Tools:
                 close()
 
     def release(self) -> None:
-        """`close`, then forget the built tools (a later `get` builds them again).
+        """Tell each built tool its context is done, then forget them (a later `get` builds them again).
 
-        For a context that makes no more calls: each tool's runtime refers back to this
-        `Tools`, so without it the two are freed only by the garbage collector.
+        For a context that makes no more calls (a served request's): each tool's runtime
+        refers back to this `Tools`, so without it the two are freed only by the garbage
+        collector. A tool with a ``release()`` method is released, not closed: what it pools
+        for every context (an MCP server's sessions) stays open for the next request, where
+        `close` (the owner is done) may end it; any other tool is closed.
         """
-        self.close()
+        with self._lock:
+            instances = list(self._instances.values())
+        for instance in instances:
+            done = getattr(instance, "release", None)
+            if not callable(done):
+                done = getattr(instance, "close", None)
+            if callable(done):
+                done()
         with self._lock:
             for built in (self._instances, self._runtimes, self._ready, self.ready_runtimes):
                 built.clear()

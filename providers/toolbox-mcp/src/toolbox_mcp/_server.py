@@ -171,11 +171,16 @@ class Server:
         with self._lock:
             self._users += 1
 
-    def release(self) -> None:
-        """A tool instance is closed; the last one closes the sessions (a later call reopens them)."""
+    def release(self, *, keep_sessions: bool = False) -> None:
+        """A tool instance is closed; the last one closes the sessions (a later call reopens them).
+
+        With ``keep_sessions`` (an instance whose context is done, the owner not) they stay
+        pooled for the next context: a tool closed later, `close` or the interpreter's exit
+        ends them. Without it, a served request would start and kill a stdio server each time.
+        """
         with self._lock:
             self._users = max(0, self._users - 1)
-            if self._users:
+            if self._users or keep_sessions:
                 return
             connections = list(self._connections.values())
             self._connections.clear()

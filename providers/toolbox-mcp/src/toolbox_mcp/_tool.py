@@ -123,6 +123,13 @@ class McpTool:
             self._closed = True
             type(self).server.release()
 
+    def release(self) -> None:
+        """Stop using the server's sessions, leaving them pooled for other contexts: its context is
+        done, not its owner (`toolbox.Tools.release`, after each request of `toolbox serve`)."""
+        if not self._closed:
+            self._closed = True
+            type(self).server.release(keep_sessions=True)
+
     def _timeout(self) -> float:
         timeout = type(self).server.config.timeout
         deadline = self._runtime.context.deadline

@@ -81,11 +81,16 @@ class Database:
                 )
             self._users += 1
 
-    def release(self) -> None:
-        """A tool is closed; the last one disposes the pools (a later call opens them again)."""
+    def release(self, *, keep_pools: bool = False) -> None:
+        """A tool is closed; the last one disposes the pools (a later call opens them again).
+
+        With ``keep_pools`` (a tool whose context is done, the owner not) they stay for the next
+        context: a tool closed later disposes them. Without it, a served request would open
+        and close the database's connections each time.
+        """
         with self._lock:
             self._users = max(0, self._users - 1)
-            if self._users:
+            if self._users or keep_pools:
                 return
             engines = [e for e in (self._reader, self._writer) if e is not None]
             self._reader = self._writer = None

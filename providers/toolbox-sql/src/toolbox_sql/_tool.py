@@ -55,6 +55,13 @@ class _DatabaseTool:
             self._closed = True
             type(self).database.release()
 
+    def release(self) -> None:
+        """Stop using the database, leaving its pools for other contexts: its context is done, not
+        its owner (`toolbox.Tools.release`, after each request of `toolbox serve`)."""
+        if not self._closed:
+            self._closed = True
+            type(self).database.release(keep_pools=True)
+
     def _plan(self, make: Any, sql: object) -> Plan:
         try:
             plan: Plan = make(sql)
