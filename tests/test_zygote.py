@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -191,6 +193,39 @@ def test_a_signal_to_the_launcher_stops_the_child_as_the_child_decides(
     assert launcher.returncode == status, err
     assert out == said
     assert children_of(own.process.pid) == []
+
+
+def test_a_signal_before_the_childs_pidfd_reaches_the_launcher_is_passed_on(tmp_path: Path) -> None:
+    # The child can run (its "ready" read, a signal sent for it) before the zygote's answer with
+    # its pidfd reaches the launcher. Forced here: a zygote of the test's own answers only after
+    # the signal, for a child the test started, to a launcher that inherited SIGTERM ignored
+    # (a starter that ignores it): the signal is held, then passed on, never lost.
+    path = str(tmp_path / "socket")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(1)
+    stoppable = script(tmp_path, STOPPABLE)
+    child = subprocess.Popen([sys.executable, str(stoppable)], stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None and child.stdout.readline() == "ready\n"
+    command = shlex.join([sys.executable, "-I", "-S", str(zygote.LAUNCHER), path, "script.py"])
+    launcher = subprocess.Popen(
+        ["sh", "-c", f"trap '' TERM; exec {command}"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL
+    )
+    conn, _ = listener.accept()
+    _, fds, _, _ = socket.recv_fds(conn, 1 << 16, 3)  # its request: it waits for the pidfd now
+    for fd in fds:
+        os.close(fd)
+    launcher.send_signal(signal.SIGTERM)
+    pidfd = os.pidfd_open(child.pid)
+    socket.send_fds(conn, [b"started\n"], [pidfd])
+    os.close(pidfd)
+    assert child.wait(60) == 3
+    assert child.stdout.read() == "stopping\n"
+    conn.sendall(json.dumps({"code": 3}).encode() + b"\n")
+    assert launcher.wait(60) == 3
+    conn.close()
+    listener.close()
+    child.stdout.close()
 
 
 def test_concurrent_launches_each_get_their_own_child(own: zygote.Zygote, probe: Path) -> None:

@@ -4,11 +4,11 @@ Run as ``python -I -S zygote_launcher.py SOCKET SCRIPT [ARGS...]`` (standard lib
 few milliseconds): it hands its stdin, stdout and stderr, its environment, working directory
 and command line to the zygote listening on SOCKET (``tests/zygote.py``), which forks a child
 running SCRIPT on those very descriptors. The launcher then waits, passing SIGTERM and SIGINT
-on to the child, and ends as the child ended: the same exit code, or killed by the same
-signal. If the zygote is gone (nothing listening, or the connection drops before the child's
-status arrives) it says so on stderr and exits 70: loudly, never a hang. The child watches
-this process and is killed when it dies, even by SIGKILL, so for whoever started the launcher
-it is the server.
+on to the child (one that comes before the child's pidfd is held and passed on with it), and
+ends as the child ended: the same exit code, or killed by the same signal. If the zygote is
+gone (nothing listening, or the connection drops before the child's status arrives) it says
+so on stderr and exits 70: loudly, never a hang. The child watches this process and is
+killed when it dies, even by SIGKILL, so for whoever started the launcher it is the server.
 """
 
 from __future__ import annotations
@@ -30,8 +30,17 @@ def fail(message: str) -> None:
     os._exit(ZYGOTE_GONE)
 
 
+#: SIGTERM and SIGINT that came before the child's pidfd: passed on as soon as it arrives.
+held: list[int] = []
+
+
+def hold(number: int, _: object) -> None:
+    held.append(number)
+
+
 def pass_on(child: int) -> None:
-    """From now on, SIGTERM and SIGINT go to the child (``child``: its pidfd), which decides."""
+    """From now on, SIGTERM and SIGINT go to the child (``child``: its pidfd), which decides;
+    those held until now go first."""
 
     def forward(number: int, _: object) -> None:
         try:  # noqa: SIM105 - contextlib would add ~10 ms to every launch
@@ -41,14 +50,19 @@ def pass_on(child: int) -> None:
 
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
+    while held:
+        forward(held.pop(0), None)
 
 
 def main() -> None:
     if len(sys.argv) < 3:
         fail("usage: zygote_launcher.py SOCKET SCRIPT [ARGS...]")
     path, argv = sys.argv[1], sys.argv[2:]
-    # Until the child runs, behave like any process on Ctrl-C: die of the signal, no traceback.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    # The child may be running (its output read, a signal sent for it) before its pidfd reaches
+    # us: a signal then is held for it, whatever this process inherited (a starter in the
+    # background ignores SIGINT; a signal ignored here would be lost, and the child never stop).
+    signal.signal(signal.SIGTERM, hold)
+    signal.signal(signal.SIGINT, hold)
     request = json.dumps({"argv": argv, "env": dict(os.environ), "cwd": os.getcwd()}).encode()
     channel = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
