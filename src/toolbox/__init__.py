@@ -15,7 +15,8 @@ from typing import Any as _Any
 from toolbox._legacy import install as _install_legacy_paths
 from toolbox.doors._catalog import Catalog
 from toolbox.doors._gateway import ContextResolver, Gateway
-from toolbox.doors._tools import AcknowledgementState, ToolDecision, Tools
+from toolbox.doors._tool_decision import AcknowledgementState, ToolDecision
+from toolbox.doors._tools import Tools
 from toolbox.errors import (
     AcknowledgementRequiredError,
     ApprovalRequired,

@@ -36,7 +36,8 @@ from toolbox.cli._format import (
     operations_of,
 )
 from toolbox.cli._mcp_lock import drift_document, drift_lines
-from toolbox.doors._tools import AcknowledgementState, ToolDecision, Tools
+from toolbox.doors._tool_decision import AcknowledgementState, ToolDecision
+from toolbox.doors._tools import Tools
 
 __all__ = ["add_check", "add_list"]
 

@@ -7,13 +7,20 @@ require a deployment acknowledgement.
 
 from __future__ import annotations
 
-import enum
 import threading
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, final, overload
 
 from toolbox.doors._catalog import Catalog, CatalogEntry
+from toolbox.doors._tool_decision import (
+    UNMET,
+    AcknowledgementState,
+    ToolDecision,
+    ack_detail,
+    ack_rule,
+    acknowledgement_state,
+    policy_detail,
+)
 from toolbox.errors import (
     AcknowledgementRequiredError,
     PolicyFileError,
@@ -23,7 +30,7 @@ from toolbox.errors import (
 )
 from toolbox.foundations._binding import bind_operations
 from toolbox.foundations._context import DenialRecord, ExecutionContext
-from toolbox.foundations._descriptor import Acknowledgement, RiskClass, ToolDescriptor
+from toolbox.foundations._descriptor import ToolDescriptor
 from toolbox.governance import Governance
 from toolbox.pipeline._paths import context_gated
 from toolbox.registry._discovery import BrokenProvider
@@ -36,75 +43,12 @@ if TYPE_CHECKING:
         WriteCall,
         WriteFunctionTool,
     )
-from toolbox.registry._policy import PolicyDecision, ReasonCode, ToolPolicy
+from toolbox.registry._policy import ReasonCode, ToolPolicy
 from toolbox.registry._runtime import ToolRuntime
 
-__all__ = ["AcknowledgementState", "ToolDecision", "Tools"]
+__all__ = ["Tools"]
 
 T = TypeVar("T")
-
-
-class AcknowledgementState(str, enum.Enum):
-    """Whether a tool's deployment acknowledgement is in place."""
-
-    NOT_REQUIRED = "NOT_REQUIRED"
-    SATISFIED = "SATISFIED"
-    MISSING = "MISSING"
-    MISMATCH = "MISMATCH"
-
-
-@final
-@dataclass(frozen=True)
-class ToolDecision:
-    """Whether a tool is usable now, and why. Returned by `Tools.explain`."""
-
-    tool: str
-    allowed: bool
-    """True when ``get()`` would return the tool."""
-    reason_code: str
-    """``ALLOWED``, ``POLICY_DENIED``, ``NOT_ACKNOWLEDGED`` or ``TOOL_UNAVAILABLE``."""
-    rule: str
-    """The rule that decided, e.g. ``allow:tool:http`` or ``default:deny``."""
-    risk: RiskClass | None = None
-    distribution: str | None = None
-    acknowledgement: AcknowledgementState = AcknowledgementState.NOT_REQUIRED
-    acknowledgement_env: str | None = None
-    acknowledgement_value: str | None = None
-    detail: str = ""
-    """A sentence for people saying what to do."""
-
-    def as_dict(self) -> dict[str, object]:
-        """A JSON-ready mapping."""
-        return {
-            "tool": self.tool,
-            "allowed": self.allowed,
-            "reason_code": self.reason_code,
-            "rule": self.rule,
-            "risk": self.risk.value if self.risk else None,
-            "distribution": self.distribution,
-            "acknowledgement": self.acknowledgement.value,
-            "acknowledgement_env": self.acknowledgement_env,
-            "acknowledgement_value": self.acknowledgement_value,
-            "detail": self.detail,
-        }
-
-    def __str__(self) -> str:
-        verdict = "allowed" if self.allowed else "denied"
-        return f"{self.tool}: {verdict} ({self.reason_code}, rule {self.rule}). {self.detail}".strip()
-
-
-#: The states of a required acknowledgement that refuse the tool.
-_UNMET = frozenset({AcknowledgementState.MISSING, AcknowledgementState.MISMATCH})
-
-
-def _acknowledgement_state(ack: Acknowledgement | None, env: Mapping[str, str]) -> AcknowledgementState:
-    if ack is None:
-        return AcknowledgementState.NOT_REQUIRED
-    current = env.get(ack.env)
-    if current is None:
-        return AcknowledgementState.MISSING
-    # Exact comparison on purpose: no trimming, no case folding.
-    return AcknowledgementState.SATISFIED if current == ack.value else AcknowledgementState.MISMATCH
 
 
 def _ref_name(ref: object) -> str:
@@ -274,12 +218,12 @@ class Tools:
         acknowledgement's state now.
         """
         ack = entry.descriptor.acknowledgement
-        state = _acknowledgement_state(ack, self._catalog.env)
+        state = acknowledgement_state(ack, self._catalog.env)
         decision = entry.decision
         if not decision.allowed:
             return decision.reason_code.value, decision.rule, state
-        if ack is not None and state in _UNMET:
-            return ReasonCode.NOT_ACKNOWLEDGED.value, _ack_rule(ack), state
+        if ack is not None and state in UNMET:
+            return ReasonCode.NOT_ACKNOWLEDGED.value, ack_rule(ack), state
         return ReasonCode.ALLOWED.value, decision.rule, state
 
     def explain(self, ref: type | str | FunctionTool[Any]) -> ToolDecision:
@@ -300,9 +244,9 @@ class Tools:
             detail = "ready to use"
         elif reason_code == ReasonCode.NOT_ACKNOWLEDGED.value:
             assert ack is not None  # only a required acknowledgement can be missing
-            detail = _ack_detail(desc.name, ack, state)
+            detail = ack_detail(desc.name, ack, state)
         else:
-            detail = _policy_detail(desc, entry.decision)
+            detail = policy_detail(desc, entry.decision)
         return ToolDecision(
             tool=desc.name,
             allowed=reason_code == ReasonCode.ALLOWED.value,
@@ -365,9 +309,9 @@ class Tools:
         """
         desc = self._entry(ref).descriptor
         ack = desc.acknowledgement
-        state = _acknowledgement_state(ack, self._catalog.env)
-        if ack is not None and state in _UNMET:
-            self._refuse_unacknowledged(desc, _ack_rule(ack), state, report=report)
+        state = acknowledgement_state(ack, self._catalog.env)
+        if ack is not None and state in UNMET:
+            self._refuse_unacknowledged(desc, ack_rule(ack), state, report=report)
 
     def _refuse_unacknowledged(
         self, desc: ToolDescriptor, rule: str, state: AcknowledgementState, *, report: bool
@@ -376,8 +320,7 @@ class Tools:
         assert ack is not None  # only a required acknowledgement can be missing
         self._deny(desc.name, ReasonCode.NOT_ACKNOWLEDGED.value, rule, report=report)
         raise AcknowledgementRequiredError(
-            f"tool {desc.name!r} requires a deployment acknowledgement: "
-            + _ack_detail(desc.name, ack, state),
+            f"tool {desc.name!r} requires a deployment acknowledgement: " + ack_detail(desc.name, ack, state),
             tool=desc.name,
             rule=rule,
             env=ack.env,
@@ -400,7 +343,7 @@ class Tools:
             self._deny(desc.name, reason_code, rule, report=report)
             raise ToolPolicyDeniedError(
                 f"tool {desc.name!r} ({desc.risk.value}) is denied by the policy "
-                f"(rule {rule}). {_policy_detail(desc, entry.decision)}",
+                f"(rule {rule}). {policy_detail(desc, entry.decision)}",
                 tool=desc.name,
                 reason_code=reason_code,
                 rule=rule,
@@ -514,25 +457,3 @@ class Tools:
 
     def __repr__(self) -> str:
         return f"Tools({self._catalog.names()}, policy={self._catalog.policy!r})"
-
-
-def _policy_detail(desc: ToolDescriptor, decision: PolicyDecision) -> str:
-    if decision.rule.startswith("deny:"):
-        return f"It is explicitly denied; remove {decision.rule!r} from the policy to use it."
-    return (
-        f"{desc.risk.value} tools need an explicit allow: "
-        f"policy.allow({desc.name!r}) in code, or add {desc.name!r} to [allow].tools "
-        "in the policy file."
-    )
-
-
-def _ack_rule(ack: Acknowledgement) -> str:
-    return f"acknowledgement:{ack.env}"
-
-
-def _ack_detail(name: str, ack: Acknowledgement, state: AcknowledgementState) -> str:
-    now = "is not set" if state is AcknowledgementState.MISSING else "holds a different value"
-    return (
-        f"{ack.env} {now}. An operator approves {name!r} for this deployment by setting "
-        f"{ack.env}={ack.value} (exact value, case-sensitive)."
-    )

@@ -15,7 +15,8 @@ from typing import Any, final
 from markupsafe import Markup, escape
 
 from toolbox.audit._events import AuditRecord
-from toolbox.doors._tools import ToolDecision, Tools
+from toolbox.doors._tool_decision import ToolDecision
+from toolbox.doors._tools import Tools
 from toolbox.foundations._context import ExecutionContext
 from toolbox.foundations._descriptor import OperationDescriptor
 from toolbox.foundations._line_text import one_line
