@@ -51,6 +51,22 @@ def script(tmp_path: Path, code: str) -> Path:
     return path
 
 
+def launch_sleeping_probe(owner: zygote.Zygote, probe: Path) -> tuple[subprocess.Popen[str], int]:
+    """A launcher of ``probe`` (told to sleep ten minutes) and its child's pid, once it runs."""
+    launcher = subprocess.Popen(
+        owner.command(probe),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={"SLEEP": "600"},
+    )
+    assert launcher.stdin is not None and launcher.stdout is not None
+    launcher.stdin.write("go\n")
+    launcher.stdin.flush()
+    return launcher, json.loads(launcher.stdout.readline())["pid"]
+
+
 def children_of(pid: int) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
@@ -136,24 +152,13 @@ def test_the_launcher_ends_as_its_child_ended(
 
 
 def test_a_launcher_killed_by_sigkill_leaves_no_child(own: zygote.Zygote, probe: Path) -> None:
-    launcher = subprocess.Popen(
-        own.command(probe),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={"SLEEP": "600"},
-    )
-    assert launcher.stdin is not None and launcher.stdout is not None
-    launcher.stdin.write("go\n")
-    launcher.stdin.flush()
-    child = json.loads(launcher.stdout.readline())["pid"]
+    launcher, child = launch_sleeping_probe(own, probe)
     assert children_of(own.process.pid) == [child]
     launcher.kill()
     assert launcher.wait(60) == -signal.SIGKILL
     assert gone(child)
     assert children_of(own.process.pid) == []
-    launcher.stdout.close()
-    launcher.stdin.close()
+    launcher.communicate(timeout=60)  # closes its pipes
 
 
 STOPPABLE = """
@@ -256,18 +261,7 @@ def test_concurrent_launches_each_get_their_own_child(own: zygote.Zygote, probe:
 def test_a_dead_zygote_fails_launches_loudly_and_takes_its_children_along(probe: Path) -> None:
     dying = zygote.Zygote(("json",))
     try:
-        running = subprocess.Popen(
-            dying.command(probe),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={"SLEEP": "600"},
-        )
-        assert running.stdin is not None and running.stdout is not None
-        running.stdin.write("go\n")
-        running.stdin.flush()
-        child = json.loads(running.stdout.readline())["pid"]
+        running, child = launch_sleeping_probe(dying, probe)
         dying.process.kill()
         dying.process.wait(60)
         # The launch in flight fails (no hang), and its child dies with its launcher.
@@ -288,19 +282,12 @@ def test_a_dead_zygote_fails_launches_loudly_and_takes_its_children_along(probe:
 
 def test_stopping_the_zygote_kills_what_it_still_runs(probe: Path) -> None:
     stopped = zygote.Zygote(("json",))
-    launcher = subprocess.Popen(
-        stopped.command(probe), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env={"SLEEP": "600"}
-    )
-    assert launcher.stdin is not None and launcher.stdout is not None
-    launcher.stdin.write("go\n")
-    launcher.stdin.flush()
-    child = json.loads(launcher.stdout.readline())["pid"]
+    launcher, child = launch_sleeping_probe(stopped, probe)
     stopped.stop()
     assert stopped.process.returncode == 0
     assert launcher.wait(60) == -signal.SIGKILL  # as the child ended
     assert gone(child)
-    launcher.stdout.close()
-    launcher.stdin.close()
+    launcher.communicate(timeout=60)  # closes its pipes
 
 
 def test_a_preload_that_starts_a_thread_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

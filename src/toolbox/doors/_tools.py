@@ -421,12 +421,7 @@ class Tools:
 
     def close(self) -> None:
         """Close every built tool that has a ``close()`` method."""
-        with self._lock:
-            instances = list(self._instances.values())
-        for instance in instances:
-            close = getattr(instance, "close", None)
-            if callable(close):
-                close()
+        self._tell_each("close")
 
     def release(self) -> None:
         """Tell each built tool its context is done, then forget them (a later `get` builds them again).
@@ -437,17 +432,21 @@ class Tools:
         for every context (an MCP server's sessions) stays open for the next request, where
         `close` (the owner is done) may end it; any other tool is closed.
         """
-        with self._lock:
-            instances = list(self._instances.values())
-        for instance in instances:
-            done = getattr(instance, "release", None)
-            if not callable(done):
-                done = getattr(instance, "close", None)
-            if callable(done):
-                done()
+        self._tell_each("release", "close")
         with self._lock:
             for built in (self._instances, self._runtimes, self._ready, self.ready_runtimes):
                 built.clear()
+
+    def _tell_each(self, *methods: str) -> None:
+        """Call, on every built tool, the first of ``methods`` it has."""
+        with self._lock:
+            instances = list(self._instances.values())
+        for instance in instances:
+            for method in methods:
+                call = getattr(instance, method, None)
+                if callable(call):
+                    call()
+                    break
 
     def __enter__(self) -> Tools:
         return self
