@@ -5,7 +5,8 @@ The promises do not move: the opening is durable before the tool runs (the
 tool reads it back), a failed write refuses the call with zero executions,
 and no result is given before its response is durable. Attacked with calls
 on one trace and on many, a write that fails mid-group, and a caller
-cancelled while its group is being written. Gates and bounded polling only.
+cancelled while its group is being written, on a writer thread and (SQLite)
+on the loop itself. Gates and bounded polling only.
 """
 
 from __future__ import annotations
@@ -64,7 +65,11 @@ def gateway_over(sink: SqlSink, ledger: Ledger, tmp_path: Path) -> tuple[AuditTr
 
 
 class GatedGroups:
-    """Holds the sink's first group write until `release`; fails the groups `failing` names."""
+    """Holds the sink's first group write until `release`; fails the groups `failing` names.
+
+    A gate holds its thread, so every group goes to the writer thread (SQLite's loop writes are
+    off: `LoopGroups` attacks those).
+    """
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, sink: SqlSink, failing: Sequence[int] = ()) -> None:
         self.gate = threading.Event()
@@ -73,6 +78,7 @@ class GatedGroups:
         self.threads: set[int] = set()
         original = sink._group._write  # the sink's group write (test-only peek)
         monkeypatch.setattr(sink._group, "_max_writers", 1)  # PostgreSQL allows several: callers queue
+        monkeypatch.setattr(sink._group, "_write_on_loop", None)
 
         def write(batches: Sequence[list[dict[str, Any]]]) -> None:
             number = len(self.sizes)
@@ -89,6 +95,27 @@ class GatedGroups:
 
     def release(self) -> None:
         self.gate.set()
+
+
+class LoopGroups:
+    """Records the SQLite sink's group writes on the event loop (sizes, threads); fails the loop
+    writes `failing` names."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, sink: SqlSink, failing: Sequence[int] = ()) -> None:
+        self.sizes: list[int] = []
+        self.threads: set[int] = set()
+        original = sink._group._write_on_loop
+        assert original is not None  # SQLite's
+
+        def write_on_loop(batches: Sequence[list[dict[str, Any]]]) -> bool:
+            number = len(self.sizes)
+            self.sizes.append(len(batches))
+            self.threads.add(threading.get_ident())
+            if number in failing:
+                raise AuditSinkError("store down")
+            return original(batches)
+
+        monkeypatch.setattr(sink._group, "_write_on_loop", write_on_loop)
 
 
 def forming(sink: SqlSink) -> int:
@@ -315,3 +342,135 @@ def test_where_calls_run_by_trail(tmp_path: Path) -> None:
         assert placement.of(gateway, "nope.nothing") == (unknown, UNKNOWN)
         if trail is not None:
             trail.close()
+
+
+# -- SQLite: the loop writes the groups itself ---------------------------------------------------
+
+
+@pytest.fixture
+def sqlite_store(tmp_path: Path) -> Iterator[Store]:
+    yield from make_store("sqlite", tmp_path)
+
+
+def test_on_sqlite_the_loop_writes_the_groups_of_concurrent_calls_and_the_promises_hold(
+    sqlite_store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """16 calls on one trace and 16 on traces of their own, written by the loop: each tool run saw
+    its opening stored, every result came with its response stored, the traces gap-free."""
+    sink = sqlite_store.sink()
+    ledger = Ledger(sink)
+    _, gateway = gateway_over(sink, ledger, tmp_path)
+    gateway.invoke("add", ARGS, context=ExecutionContext(tenant="acme", principal="ops"))  # compiles
+    loop_groups = LoopGroups(monkeypatch, sink)
+    shared = ExecutionContext(tenant="acme", principal="ops")
+    own = [ExecutionContext(tenant="acme", principal="ops") for _ in range(16)]
+
+    async def call(context: ExecutionContext) -> tuple[ToolResult, list[str]]:
+        result = await gateway.ainvoke("add", {**ARGS, "trace": context.run_id}, context=context)
+        return result, [r.type.value for r in sink.read_trace(context.run_id)]
+
+    async def main() -> tuple[int, list[tuple[ToolResult, list[str]]]]:
+        answers = await asyncio.gather(*(call(shared) for _ in range(16)), *(call(c) for c in own))
+        return threading.get_ident(), answers
+
+    loop_thread, answers = asyncio.run(main())
+    assert loop_groups.threads == {loop_thread} and max(loop_groups.sizes) > 1  # shared commits
+    for result, stored in answers[16:]:
+        assert result.status is Status.SUCCESS and result.content == 3 and not result.audit_failed
+        assert stored == EVENTS  # durable before the result
+    for _, stored in ledger.runs[1:]:
+        assert stored[-3:] == EVENTS[:3]  # its own opening durable before it ran
+    records = sink.read_trace(shared.run_id)
+    assert [r.sequence for r in records] == list(range(1, 65)) and verify_chain(records) == []
+    for context in own:
+        assert [r.type.value for r in sink.read_trace(context.run_id)] == EVENTS
+    sink.close()
+
+
+def test_a_group_failing_on_the_loop_refuses_every_call_of_it(
+    sqlite_store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """7 calls of one step share the loop's write of their openings, which fails: each is
+    DENIED/AUDIT_UNAVAILABLE, none ran, nothing of them is stored, their refusals are kept."""
+    sink = sqlite_store.sink()
+    ledger = Ledger(sink)
+    trail, gateway = gateway_over(sink, ledger, tmp_path)
+    gateway.invoke("add", ARGS, context=ExecutionContext(tenant="acme", principal="ops"))  # compiles
+    ran_before = len(ledger.runs)
+    loop_groups = LoopGroups(monkeypatch, sink, failing=[0])
+    doomed = [ExecutionContext(tenant="acme", principal="ops") for _ in range(7)]
+
+    async def main() -> list[ToolResult]:
+        return await asyncio.gather(*(gateway.ainvoke("add", ARGS, context=c) for c in doomed))
+
+    refused = asyncio.run(main())
+    assert loop_groups.sizes[0] == 7
+    for result in refused:
+        assert (result.status, result.reason_code) == (Status.DENIED, "AUDIT_UNAVAILABLE")
+    assert len(ledger.runs) == ran_before
+    for context in doomed:
+        assert trail.read_trace(context.run_id, context=AUDITOR) == []
+    kept_reasons = {(e["trace_id"], e["reason_code"]) for e in kept(tmp_path) if e["reason_code"]}
+    assert kept_reasons == {(c.run_id, "AUDIT_UNAVAILABLE") for c in doomed}
+    sink.close()
+
+
+def test_a_response_failing_on_the_loop_flags_the_result(
+    sqlite_store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sink = sqlite_store.sink()
+    ledger = Ledger(sink)
+    _, gateway = gateway_over(sink, ledger, tmp_path)
+    gateway.invoke("add", ARGS, context=ExecutionContext(tenant="acme", principal="ops"))  # compiles
+    loop_groups = LoopGroups(monkeypatch, sink, failing=[1])
+    context = ExecutionContext(tenant="acme", principal="ops")
+    result = asyncio.run(gateway.ainvoke("add", ARGS, context=context))
+    assert loop_groups.sizes == [1, 1]
+    assert result.status is Status.SUCCESS and result.audit_failed
+    assert [r.type.value for r in sink.read_trace(context.run_id)] == EVENTS[:3]
+    assert [e["type"] for e in kept(tmp_path)] == ["INVOCATION_RESPONSE"]
+    sink.close()
+
+
+def test_a_caller_cancelled_before_the_loop_writes_its_opening_leaves_a_whole_call(
+    sqlite_store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the placement runs it (to its end): the caller is cancelled with its opening offered to
+    the loop, not written yet; the call still runs once and stores all four events before the
+    caller's cancellation goes on. Without the placement: the opening is written with its group,
+    and the cancelled call never runs the tool."""
+    sink = sqlite_store.sink()
+    ledger = Ledger(sink)
+    _, gateway = gateway_over(sink, ledger, tmp_path)
+    gateway.invoke("add", ARGS, context=ExecutionContext(tenant="acme", principal="ops"))  # compiles
+    ran_before = len(ledger.runs)
+    loop_groups = LoopGroups(monkeypatch, sink)
+    whole = ExecutionContext(tenant="acme", principal="ops")
+    plain = ExecutionContext(tenant="acme", principal="ops")
+    placement = CallPlacement()
+
+    async def offload(call: Callable[[], ToolResult]) -> ToolResult:
+        raise AssertionError("a call with an awaited trail never goes to a thread")
+
+    async def cancel_once_offered(caller: asyncio.Future[Any]) -> None:
+        while sink._group._forming is None or not sink._group._forming.offered:
+            await asyncio.sleep(0)
+        caller.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await caller
+
+    async def main() -> None:
+        await cancel_once_offered(
+            asyncio.ensure_future(placement.invoke(gateway, "add", ARGS, context=whole, offload=offload))
+        )
+        assert len(sink.read_trace(whole.run_id)) == 4  # whole before the cancellation went on
+        await cancel_once_offered(asyncio.ensure_future(gateway.ainvoke("add", ARGS, context=plain)))
+
+    asyncio.run(main())
+    assert len(ledger.runs) == ran_before + 1  # the placed call ran; the plain one never did
+    records = sink.read_trace(whole.run_id)
+    assert [r.type.value for r in records] == EVENTS and verify_chain(records) == []
+    wait_until(lambda: len(sink.read_trace(plain.run_id)) == 3)
+    assert [r.type.value for r in sink.read_trace(plain.run_id)] == EVENTS[:3]
+    assert len(loop_groups.sizes) >= 3  # the openings and the placed call's response, on the loop
+    sink.close()

@@ -30,6 +30,19 @@ the first caller's batch went alone: a third of the commits under the
 service's load). A lone writer thread first lets the loop run the callers it
 woke (at most `RESUME_WAIT`), so what they store next (a call's response)
 joins the group it writes next.
+
+A store that can write a group without waiting for a lock another writer
+holds (``write_on_loop``: SQLite's own writer) has the loop write its callers'
+groups itself, once the callers ready in that step have submitted: on a local
+disk the commit is shorter than the thread hand-offs it saves (a STRICT call
+makes two durable writes, each a wake-up of a writer thread and of the loop:
+about a third of the service's CPU a STRICT SQLite call). Where the store
+cannot write without waiting (locked by another process, or a group the store
+keeps off the loop), a writer thread writes the group and hands the next one
+back to the loop. A write on the loop that took longer than `LOOP_WRITE_LIMIT`
+(a slow disk) sends the loop's groups to writer threads for
+`LOOP_WRITE_PAUSE` seconds: a slow store stalls the loop at most once in that
+time.
 """
 
 from __future__ import annotations
@@ -38,6 +51,7 @@ import asyncio
 import os
 import queue
 import threading
+import time
 from _thread import allocate_lock
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -53,18 +67,24 @@ _LOCK = type(allocate_lock())
 _STOP: Any = object()  # tells a writer thread to end
 #: The longest a writer thread waits for an event loop to run the callers it woke, in seconds.
 RESUME_WAIT = 0.002
+#: A write on the event loop that took longer than this (seconds) sends the loop's groups to a
+#: writer thread for `LOOP_WRITE_PAUSE` seconds: the loop stalls for that long, every caller with it.
+LOOP_WRITE_LIMIT = 0.005
+LOOP_WRITE_PAUSE = 1.0
 
 
 @final
 class _Group(Generic[Item]):
     """The batches of one transaction, and its outcome once the leader has written them."""
 
-    __slots__ = ("batches", "done", "error", "led", "waiting")
+    __slots__ = ("batches", "done", "error", "led", "offered", "waiting")
 
     def __init__(self) -> None:
         self.batches: list[Item] = []
         #: Whether a writer has it (it may still take batches until the writer starts: `_seal`).
         self.led = False
+        #: Whether an event loop was asked to lead it (`_lead_on_loop`); until then, it forms.
+        self.offered = False
         self.done = False
         self.error: BaseException | None = None
         #: Its waiting callers: the locks threads sleep on, each held (releasing one wakes its
@@ -90,15 +110,18 @@ class GroupCommit(Generic[Item]):
     """
 
     __slots__ = (
+        "_clock",
         "_closed",
         "_forming",
         "_handed",
         "_lock",
+        "_loop_writes_from",
         "_max_group",
         "_max_writers",
         "_pid",
         "_unled",
         "_write",
+        "_write_on_loop",
         "_writing",
     )
 
@@ -108,10 +131,19 @@ class GroupCommit(Generic[Item]):
         *,
         max_group: int = DEFAULT_MAX_GROUP,
         max_writers: int = 1,
+        write_on_loop: Callable[[Sequence[Item]], bool] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``write_on_loop``, when given, is ``write`` for the event loop's own thread: it never waits
+        for a lock another writer holds, and returns False, having written nothing, where it would
+        have to. ``clock`` (seconds) times the writes on the loop and their pause."""
         if max_group < 1 or max_writers < 1:
             raise ValueError("max_group and max_writers must be at least 1")
         self._write = write
+        self._write_on_loop = write_on_loop
+        self._clock = clock
+        #: Before this time (``clock``), the loop's groups go to a writer thread (`_lead_on_loop`).
+        self._loop_writes_from = 0.0
         self._max_group = max_group
         self._max_writers = max_writers
         self._lock = threading.Lock()
@@ -153,19 +185,28 @@ class GroupCommit(Generic[Item]):
     def submit_async(self, batch: Item) -> asyncio.Future[None]:
         """`submit` for a caller on the running event loop: a future, done once ``batch`` is committed.
 
-        Never blocks the loop: the group is written by a waiting thread that leads
-        it, or by a writer thread of this commit. The future's exception is
+        Never waits on the loop for another writer: the group is written by a
+        waiting thread that leads it, by a writer thread of this commit, or,
+        with ``write_on_loop``, by the loop itself once its callers ready in
+        this step have submitted (`_lead_on_loop`). The future's exception is
         whatever ``write`` raised for the group. Cancelling the future does not
         withdraw ``batch``: it is written with its group, or fails with it.
         """
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
         with self._lock:
             group = self._join(batch)
             group.waiting.append(future)
-            lead = not group.led and self._writing < self._max_writers
-            if lead:
-                self._take_writer(group, keep_forming=True)
-        if lead:
+            lead = offer = False
+            if not group.led and not group.offered and self._writing < self._max_writers:
+                if self._loop_writes():
+                    group.offered = offer = True
+                else:
+                    self._take_writer(group, keep_forming=True)
+                    lead = True
+        if offer:  # after the callers ready in this step, whose batches join it
+            loop.call_soon(self._lead_on_loop, group)
+        elif lead:
             self._hand(group)
         return future
 
@@ -194,9 +235,12 @@ class GroupCommit(Generic[Item]):
         it until its writer starts on it (`_seal`).
         """
         self._writing += 1
-        self._unled.popleft()  # ``group``, the forming one: no other waits while a writer is free
+        if self._unled[0] is group:
+            self._unled.popleft()
+        else:  # an older group waits for the loop it was offered to (`_lead_on_loop`)
+            self._unled.remove(group)
         group.led = True
-        if not keep_forming:
+        if not keep_forming and self._forming is group:
             self._forming = None
 
     def _hand(self, group: _Group[Item]) -> None:
@@ -237,28 +281,12 @@ class GroupCommit(Generic[Item]):
         # Only a lone writer's place waits for the loop: with several, a free one would lead meanwhile.
         defer = own_thread and self._max_writers == 1
         while True:
-            deferred = False
             self._seal(group)
             try:
                 self._write(group.batches)
             except BaseException as exc:  # noqa: BLE001 - every caller of the group gets it, the leader too
                 group.error = exc
-            finally:
-                with self._lock:
-                    group.done = True
-                    woken = group.waiting
-                    following = self._unled[0] if self._unled else None
-                    if following is None:
-                        self._writing -= 1
-                    else:  # the oldest waiting group is led next, in this writer's place
-                        leader = _first_thread(following.waiting)
-                        deferred = leader is None and defer  # it stays open until the loop ran
-                        if not deferred:
-                            self._close(following)
-                            if leader is not None:
-                                woken.append(leader)
-                                following = None
-                ran = _wake(woken, group.error, deferred)
+            following, deferred, ran = self._pass_on(group, defer)
             if following is None:
                 return
             if not own_thread:
@@ -271,6 +299,97 @@ class GroupCommit(Generic[Item]):
                     following = self._unled[0]
                     self._close(following)
             group = following
+
+    def _lead_on_loop(self, group: _Group[Item]) -> None:
+        """(On the loop ``group`` was offered to, after the callers ready then.) Lead ``group`` if a
+        writer's place is free and nobody leads it: write it here, or have a writer thread write
+        it when the store would make the loop wait.
+
+        Otherwise another writer leads it, or passes its place to it (`_pass_on`):
+        a loop that never runs this (closed first) leaves the group to the next
+        caller, who finds it forming and a place free.
+        """
+        assert self._write_on_loop is not None
+        with self._lock:
+            group.offered = False
+            if group.led or self._writing >= self._max_writers:
+                return
+            self._take_writer(group)
+        started = self._clock()
+        try:
+            written = self._write_on_loop(group.batches)
+        except BaseException as exc:  # noqa: BLE001 - every caller of the group gets it
+            group.error, written = exc, True
+        if not written:  # the store would make the loop wait: a writer thread waits instead
+            self._hand(group)
+            return
+        if self._clock() - started > LOOP_WRITE_LIMIT:  # a slow store: the loop's groups go to threads
+            self._loop_writes_from = self._clock() + LOOP_WRITE_PAUSE
+        following, _, _ = self._pass_on(group, defer=False)
+        if following is not None:
+            self._hand(following)
+
+    def _loop_writes(self) -> bool:
+        """Whether groups whose callers all await futures of one loop are offered to that loop."""
+        return self._write_on_loop is not None and self._clock() >= self._loop_writes_from
+
+    def _pass_on(
+        self, group: _Group[Item], defer: bool
+    ) -> tuple[_Group[Item] | None, bool, threading.Event | None]:
+        """``group`` written (or failed): wake its callers and pass the writer's place on.
+
+        The oldest group waiting is led next: by its first waiting thread (woken
+        here), by its callers' loop when they all await futures of one loop and
+        the loop writes (offered: the place is free until it leads), or by this
+        writer. Returns the group this writer leads next (None: someone else
+        does, or none waits), whether it was left open until the loop has run
+        the callers woken (``defer``: a lone writer thread), and the event set
+        once it has.
+        """
+        deferred = False
+        offered_to = None
+        with self._lock:
+            group.done = True
+            woken = group.waiting
+            following = self._unled[0] if self._unled else None
+            if following is None:
+                self._writing -= 1
+            else:
+                leader = _first_thread(following.waiting)
+                if leader is None and self._loop_writes():
+                    offered_to = _loop_of(following.waiting)
+                if offered_to is not None:  # the callers' loop leads it, once they ran
+                    self._writing -= 1
+                    following.offered = True
+                else:
+                    deferred = leader is None and defer  # it stays open until the loop ran
+                    if not deferred:
+                        self._close(following)
+                        if leader is not None:
+                            woken.append(leader)
+                            following = None
+        ran = _wake(woken, group.error, deferred)
+        if offered_to is not None:
+            assert following is not None
+            self._offer(offered_to, following)
+            following = None
+        return following, deferred, ran
+
+    def _offer(self, loop: asyncio.AbstractEventLoop, group: _Group[Item]) -> None:
+        """Have ``loop`` lead ``group`` after the callers it runs first (those just woken)."""
+        if asyncio._get_running_loop() is loop:
+            loop.call_soon(self._lead_on_loop, group)
+            return
+        try:
+            loop.call_soon_threadsafe(loop.call_soon, self._lead_on_loop, group)
+        except RuntimeError:  # that loop is closed: nobody awaits there; a writer thread writes it
+            with self._lock:
+                group.offered = False
+                lead = not group.led and self._writing < self._max_writers
+                if lead:
+                    self._take_writer(group)
+            if lead:
+                self._hand(group)
 
     def _seal(self, group: _Group[Item]) -> None:
         """(Its writer, about to write ``group``.) Later batches form the next group; those that
@@ -296,6 +415,16 @@ def _first_thread(waiting: list[Any]) -> Any:
     return None
 
 
+def _loop_of(waiting: list[Any]) -> asyncio.AbstractEventLoop | None:
+    """The event loop of every future of ``waiting`` (None: a thread waits too, or several loops)."""
+    loop = None
+    for waiter in waiting:
+        if type(waiter) is _LOCK or (loop is not None and waiter.get_loop() is not loop):
+            return None
+        loop = waiter.get_loop()
+    return loop
+
+
 def _wake(waiting: list[Any], error: BaseException | None, signal: bool) -> threading.Event | None:
     """Wake each thread of ``waiting``; settle its futures with one call into each of their loops.
 
@@ -309,7 +438,11 @@ def _wake(waiting: list[Any], error: BaseException | None, signal: bool) -> thre
         else:
             loops.setdefault(waiter.get_loop(), []).append(waiter)
     ran = threading.Event() if signal and loops else None
+    running = asyncio._get_running_loop()  # a write on a loop settles that loop's futures at once
     for loop, futures in loops.items():
+        if loop is running:
+            _settle(futures, error, ran)
+            continue
         try:
             loop.call_soon_threadsafe(_settle, futures, error, ran)
         except RuntimeError:  # that loop is closed: nothing awaits its futures any more

@@ -112,6 +112,7 @@ class SqlSink:
         write_options: Mapping[str, Any] | None = None,
         serialize_writes: bool = False,
         concurrent_writes: int = 1,
+        write_on_loop: Callable[[Sequence[list[dict[str, Any]]]], bool] | None = None,
         secrets: Sequence[str] = (),
     ) -> None:
         self._engine = engine
@@ -126,7 +127,7 @@ class SqlSink:
         # them again (SQLite while nobody else committed; PostgreSQL as a guess the server checks).
         self._heads: dict[str, tuple[int, str]] = {}
         self._group: GroupCommit[list[dict[str, Any]]] = GroupCommit(
-            self._write_group, max_writers=concurrent_writes
+            self._write_group, max_writers=concurrent_writes, write_on_loop=write_on_loop
         )
 
     @property

@@ -34,6 +34,8 @@ _PENDING_GROUP = 64
 #: A sink folds the pending events into ``audit_events`` once this many wait (about 64 calls):
 #: it counts them once, at its first write, then adds what it writes itself.
 _FOLD_AT = 256
+#: The WAL's size (pages) at which a commit checkpoints it: SQLite's default, the sink's setting.
+_AUTOCHECKPOINT = 1000
 _COUNT_PENDING = f"SELECT count(*) FROM {pending_table.name}"  # noqa: S608 - fixed names
 _READ_HEADS = (
     f"SELECT trace_id, last_sequence, last_hash FROM {heads_table.name} "  # noqa: S608 - fixed names
@@ -45,6 +47,7 @@ _WRITE_HEADS = (
     "SET last_sequence = excluded.last_sequence, last_hash = excluded.last_hash"
 )
 _NEW_TRACE = (0, GENESIS_HASH)
+_SQLITE_BUSY = 5  # sqlite3.h: another connection holds the lock (extended codes add high bits)
 # Writer connections a forked child inherited: kept open, never closed nor garbage collected.
 # Closing one in the child could check the WAL in and delete it under the parent (a child
 # does not inherit the parent's file locks, so it would think itself the last user).
@@ -70,6 +73,7 @@ class SqliteSink(SqlSink):
         "_pending_added",
         "_writer",
         "_writer_pid",
+        "_writer_waits",
     )
 
     _event_tables = (events_table, pending_table)
@@ -81,6 +85,7 @@ class SqliteSink(SqlSink):
         self._busy_timeout = busy_timeout
         self._writer: sqlite3.Connection | None = None  # the group commit's connection (see _write_group)
         self._writer_pid = 0
+        self._writer_waits = True  # whether the writer is set to wait for others (not on the event loop)
         # The remembered heads (SqlSink._heads) are valid while this data_version holds.
         self._heads_version: object = None
         # Events waiting in audit_pending as this sink knows them: counted at its first write (a
@@ -109,6 +114,7 @@ class SqliteSink(SqlSink):
             name=f"SQLite audit store {str(self._path)!r}",
             write_options={_BEGIN_OPTION: "IMMEDIATE"},
             serialize_writes=True,
+            write_on_loop=self._write_group_on_loop,
         )
 
     @property
@@ -131,6 +137,22 @@ class SqliteSink(SqlSink):
     # is a millisecond no other writer can commit.
 
     def _write_group(self, batches: Sequence[list[dict[str, Any]]]) -> None:
+        """Every batch in one ``BEGIN IMMEDIATE`` transaction on the sink's own sqlite3 connection
+        (`_write_batches`), waiting up to ``busy_timeout`` for other writers."""
+        self._write_batches(batches, wait=True)
+
+    def _write_group_on_loop(self, batches: Sequence[list[dict[str, Any]]]) -> bool:
+        """`_write_group` on the event loop's thread (`GroupCommit`): never waits for another writer.
+
+        False, with nothing written, when this sink's lock or another connection's
+        write transaction holds the database, when the writer's connection is not
+        open yet (opening it may wait), or when the group would fold the pending
+        events or skip ``audit_pending`` (several milliseconds of writes to
+        ``audit_events``' indexes): a writer thread writes the group then.
+        """
+        return self._write_batches(batches, wait=False)
+
+    def _write_batches(self, batches: Sequence[list[dict[str, Any]]], *, wait: bool) -> bool:
         """Every batch in one ``BEGIN IMMEDIATE`` transaction on the sink's own sqlite3 connection.
 
         A small group (at most `_PENDING_GROUP` events: STRICT calls) goes to
@@ -150,11 +172,16 @@ class SqliteSink(SqlSink):
         rows = [row for batch in batches for row in batch]
         lock = self._write_lock
         assert lock is not None  # serialize_writes=True
+        if not lock.acquire(blocking=wait):
+            return False
         try:
-            with lock:
+            if not wait and not self._loop_may_write(len(rows)):
+                return False
+            try:
                 writer = self._connection()
                 try:
-                    writer.execute("BEGIN IMMEDIATE")
+                    if not self._begin(writer, wait):
+                        return False
                     locked = self._locked_heads(writer, {row["trace_id"] for row in rows})
                     chained, heads = chain_dicts(rows, lambda trace_id: locked.get(trace_id, _NEW_TRACE))
                     values = storage_values(chained)
@@ -179,8 +206,43 @@ class SqliteSink(SqlSink):
                     raise
                 self._remember(heads)
                 self._pending_added = added
-        except (sqlite3.Error, OSError) as exc:
-            raise AuditSinkError(f"{self._name}: cannot store events: {self._describe(exc)}") from None
+            except (sqlite3.Error, OSError) as exc:
+                raise AuditSinkError(f"{self._name}: cannot store events: {self._describe(exc)}") from None
+        finally:
+            lock.release()
+        return True
+
+    def _loop_may_write(self, events: int) -> bool:
+        """(Under the write lock.) Whether a group of ``events`` is written on the event loop: into
+        ``audit_pending``, without a fold, on the writer's connection already open in this process."""
+        added = self._pending_added
+        return (
+            self._writer is not None
+            and self._writer_pid == os.getpid()
+            and added is not None
+            and events <= _PENDING_GROUP
+            and added + events < _FOLD_AT
+        )
+
+    def _begin(self, writer: sqlite3.Connection, wait: bool) -> bool:
+        """``BEGIN IMMEDIATE`` on the writer; without ``wait``, False at once where it would wait.
+
+        Without ``wait`` (on the event loop) the writer also leaves the WAL's
+        checkpoint (a few milliseconds of copying pages and a flush of the
+        database file) to the next write with ``wait``: a writer thread's, at the
+        latest the fold's (`_loop_may_write`).
+        """
+        if wait is not self._writer_waits:  # switched once per fold or so: a pragma is a statement
+            writer.execute(f"PRAGMA busy_timeout = {self._busy_ms if wait else 0}")
+            writer.execute(f"PRAGMA wal_autocheckpoint = {_AUTOCHECKPOINT if wait else 0}")
+            self._writer_waits = wait
+        try:
+            writer.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if wait or not _is_busy(exc):
+                raise
+            return False
+        return True
 
     def _locked_heads(self, writer: sqlite3.Connection, trace_ids: set[str]) -> dict[str, tuple[int, str]]:
         """The heads of ``trace_ids`` (under ``BEGIN IMMEDIATE``): from the writer's cache when still true.
@@ -216,6 +278,7 @@ class SqliteSink(SqlSink):
                 writer.close()
                 raise
             self._writer, self._writer_pid = writer, os.getpid()
+            self._writer_waits = True
             self._heads.clear()  # data_version counts per connection: a new one starts afresh
             self._heads_version = None
         return writer
@@ -272,6 +335,14 @@ def _fold(execute: Callable[[str], Any]) -> None:
             execute(statement)
 
 
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    """Whether ``exc`` says the database is locked by another writer (SQLITE_BUSY or one of its kinds)."""
+    code = getattr(exc, "sqlite_errorcode", None)  # Python 3.11 and later
+    if code is None:
+        return str(exc).startswith("database is locked")
+    return int(code) & 0xFF == _SQLITE_BUSY
+
+
 def _configure_connection(connection: sqlite3.Connection, busy_ms: int) -> None:
     """Every connection of the sink: wait for other writers, WAL, and a flush at each commit."""
     cursor = connection.cursor()
@@ -279,5 +350,6 @@ def _configure_connection(connection: sqlite3.Connection, busy_ms: int) -> None:
         cursor.execute(f"PRAGMA busy_timeout = {busy_ms}")
         enter_wal(cursor.execute, busy_ms / 1000)
         cursor.execute("PRAGMA synchronous = FULL")
+        cursor.execute(f"PRAGMA wal_autocheckpoint = {_AUTOCHECKPOINT}")
     finally:
         cursor.close()

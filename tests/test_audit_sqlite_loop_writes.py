@@ -1,0 +1,149 @@
+"""SqliteSink writing STRICT groups on the event loop: never waiting there, never checkpointing there.
+
+The loop writes a group only when nothing can make it wait: this sink's lock
+free, no other connection in a write transaction, the writer's connection open,
+no fold due. These tests watch every statement the writer's connection runs
+and on which thread, and try to make the loop wait: another process's write
+transaction held open, folds, checkpoints, many concurrent callers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import toolbox.audit.sinks._sqlite as sqlite_module
+from audit_sql_support import assert_intact, event
+from toolbox.audit import AuditQuery, SqliteSink
+
+FOLD = "INSERT INTO audit_events"
+
+
+@pytest.fixture
+def sink(tmp_path: Path) -> Iterator[SqliteSink]:
+    sink = SqliteSink(tmp_path / "audit.db")
+    yield sink
+    sink.close()
+
+
+def watch(sink: SqliteSink) -> list[tuple[int, str]]:
+    """Every statement the sink's writer connection runs from now on, with its thread."""
+    seen: list[tuple[int, str]] = []
+    with sink._serialized():
+        writer = sink._connection()
+    writer.set_trace_callback(lambda statement: seen.append((threading.get_ident(), statement)))
+    return seen
+
+
+async def strict_calls(sink: SqliteSink, callers: int, calls: int) -> None:
+    """``callers`` tasks, each writing ``calls`` openings and responses of a trace of its own, awaited."""
+    aappend = sink.aappend
+    assert aappend is not None
+
+    async def caller(number: int) -> None:
+        for _ in range(calls):
+            await aappend([event(f"trace-{number}"), event(f"trace-{number}")])
+            await aappend([event(f"trace-{number}")])
+
+    await asyncio.gather(*(caller(n) for n in range(callers)))
+
+
+def test_concurrent_strict_writes_commit_on_the_loop_and_folds_and_checkpoints_on_a_thread(
+    sink: SqliteSink,
+) -> None:
+    sink.append([event("warm")])  # the writer's connection opens off the loop
+    seen = watch(sink)
+
+    async def main() -> int:
+        await strict_calls(sink, callers=16, calls=20)
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(main())
+    on_loop = [statement for thread, statement in seen if thread == loop_thread]
+    elsewhere = [statement for thread, statement in seen if thread != loop_thread]
+    assert on_loop.count("COMMIT") > 0 and elsewhere.count("COMMIT") > 0
+    assert not any(statement.startswith(FOLD) for statement in on_loop)
+    assert any(statement.startswith(FOLD) for statement in elsewhere)  # 960 events: folds happened
+    # Each switch of the writer sets both pragmas: no checkpoint and no waiting on the loop, the
+    # sink's settings back on a thread.
+    assert "PRAGMA wal_autocheckpoint = 0" in on_loop and "PRAGMA busy_timeout = 0" in on_loop
+    assert f"PRAGMA wal_autocheckpoint = {sqlite_module._AUTOCHECKPOINT}" in elsewhere
+    assert "PRAGMA wal_autocheckpoint = 0" not in elsewhere and "PRAGMA busy_timeout = 0" not in elsewhere
+    for number in range(16):
+        assert_intact(sink, f"trace-{number}", 60)
+    assert len(sink.query(AuditQuery(limit=10**6))) == 1 + 16 * 60
+
+
+def test_a_database_another_connection_holds_never_stalls_the_loop(sink: SqliteSink, tmp_path: Path) -> None:
+    """Another connection (another process, a migration) holds the write lock: the loop's write is
+    refused at once, a writer thread waits for the lock, the loop goes on; once the lock is
+    released, the events are stored and the caller resumes."""
+    sink.append([event("warm")])
+    seen = watch(sink)
+    other = sqlite3.connect(tmp_path / "audit.db", isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+
+    async def main() -> int:
+        aappend = sink.aappend
+        assert aappend is not None
+        write = asyncio.ensure_future(aappend([event("t"), event("t")]))
+        steps = 0
+        while not any(statement == "BEGIN IMMEDIATE" for _, statement in seen[-3:]) or steps < 50:
+            await asyncio.sleep(0)  # the loop turns: it is not stuck in the write
+            steps += 1
+        assert not write.done()  # a writer thread waits for the lock, not the loop
+        other.execute("COMMIT")
+        await write
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(main())
+    other.close()
+    loop_begins = [s for thread, s in seen if thread == loop_thread and s == "BEGIN IMMEDIATE"]
+    thread_commits = [s for thread, s in seen if thread != loop_thread and s == "COMMIT"]
+    assert loop_begins and thread_commits  # tried on the loop, refused, written by a thread
+    assert_intact(sink, "t", 2)
+
+
+def test_a_fold_due_goes_to_a_thread_and_the_next_group_comes_back_to_the_loop(
+    sink: SqliteSink, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_module, "_FOLD_AT", 8)
+    sink.append([event("warm")])
+    seen = watch(sink)
+
+    async def main() -> int:
+        aappend = sink.aappend
+        assert aappend is not None
+        for _ in range(12):  # one caller: one event a group, a fold every 8 events
+            await aappend([event("t")])
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(main())
+    commits = ["loop" if thread == loop_thread else "thread" for thread, s in seen if s == "COMMIT"]
+    folds = ["loop" if thread == loop_thread else "thread" for thread, s in seen if s.startswith(FOLD)]
+    assert folds and set(folds) == {"thread"}
+    assert commits.count("loop") >= 12 - 2 * len(folds)  # every other group on the loop
+    assert_intact(sink, "t", 12)
+    assert sink._writer_waits is False  # the last group was the loop's
+
+
+def test_a_forked_child_s_first_loop_write_opens_its_own_connection_on_a_thread(
+    sink: SqliteSink,
+) -> None:
+    """The inherited writer is the parent's: the child's loop never writes on it."""
+    sink.append([event("warm")])
+    sink._writer_pid = -1  # as a forked child sees it
+
+    async def main() -> None:
+        aappend = sink.aappend
+        assert aappend is not None
+        await aappend([event("child")])
+
+    asyncio.run(main())
+    assert sink._writer_pid != -1
+    assert_intact(sink, "child", 1)
