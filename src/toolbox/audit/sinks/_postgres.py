@@ -15,7 +15,8 @@ from sqlalchemy.schema import CreateSchema
 
 from toolbox.audit._events import FIELDS, GENESIS_HASH
 from toolbox.audit._sink import AuditSinkError, chain_dicts
-from toolbox.audit.sinks._sql import SqlSink, events_table, heads_table, storage_values
+from toolbox.audit.sinks._sql import SqlSink, events_table, heads_table
+from toolbox.audit.sinks._sql_rows import storage_values
 
 __all__ = ["PostgresSink"]
 

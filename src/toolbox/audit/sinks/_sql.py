@@ -7,12 +7,10 @@ Concurrent appends share transactions (group commit, `toolbox.audit._group`).
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
-from operator import itemgetter
 from typing import Any
 
 try:
@@ -29,7 +27,7 @@ try:
         union_all,
         update,
     )
-    from sqlalchemy.engine import Connection, Engine, RowMapping
+    from sqlalchemy.engine import Connection, Engine
     from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError(
@@ -42,6 +40,7 @@ from toolbox.audit._batch import rows_of
 from toolbox.audit._events import FIELDS, GENESIS_HASH, AuditEvent, AuditRecord
 from toolbox.audit._group import GroupCommit
 from toolbox.audit._sink import AuditQuery, AuditSinkError, chain_dicts
+from toolbox.audit.sinks._sql_rows import iso, record_of, to_db
 from toolbox.audit.sinks._sql_schema import (
     MIGRATIONS,
     POSTGRES_SCHEMA_VERSION,
@@ -65,7 +64,6 @@ __all__ = [
     "heads_table",
     "metadata",
     "pending_table",
-    "storage_values",
     "version_table",
 ]
 
@@ -241,7 +239,7 @@ class SqlSink:
         trace_ids = sorted({row["trace_id"] for row in rows})
         locked = self._lock_heads(conn, trace_ids)
         chained, heads = chain_dicts(rows, lambda trace_id: locked.get(trace_id, (0, GENESIS_HASH)))
-        self._insert_rows(conn, [_to_db(row) for row in chained])
+        self._insert_rows(conn, [to_db(row) for row in chained])
         self._store_heads(conn, heads, existing=locked)
 
     def read_trace(self, trace_id: str) -> list[AuditRecord]:
@@ -262,9 +260,9 @@ class SqlSink:
                 if wanted is not None:
                     conditions.append(table.c[field] == wanted)
             if query.since is not None:
-                conditions.append(table.c.timestamp >= _iso(query.since))
+                conditions.append(table.c.timestamp >= iso(query.since))
             if query.until is not None:
-                conditions.append(table.c.timestamp < _iso(query.until))
+                conditions.append(table.c.timestamp < iso(query.until))
             return conditions
 
         statement = self._select_events(matching)
@@ -427,7 +425,7 @@ class SqlSink:
         records = []
         for row in rows:
             try:
-                records.append(_to_record(row))
+                records.append(record_of(row))
             except (ValueError, ValidationError):
                 raise AuditSinkError(
                     f"{self._name}: a stored event (sequence {row['sequence']}) is malformed"
@@ -488,37 +486,3 @@ def _driver_error(engine: Engine) -> type[BaseException]:
     dbapi = engine.dialect.dbapi
     error = getattr(dbapi, "Error", None)
     return error if isinstance(error, type) and issubclass(error, BaseException) else SQLAlchemyError
-
-
-def _iso(moment: datetime) -> str:
-    """``moment`` in the stored timestamp format (naive means UTC)."""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc).isoformat(timespec="microseconds")
-
-
-_VALUES = itemgetter(*FIELDS)  # a row's values in column order, read in C
-
-
-def storage_values(chained: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
-    """Each chained row's values in column order, ``rule_ids`` as stored (the rows are updated)."""
-    for row in chained:
-        row["rule_ids"] = _rule_ids_text(row["rule_ids"])
-    return list(map(_VALUES, chained))
-
-
-def _rule_ids_text(rule_ids: Sequence[str]) -> str:
-    """``rule_ids`` as stored: JSON text (most calls have none)."""
-    return json.dumps(list(rule_ids), ensure_ascii=False) if rule_ids else "[]"
-
-
-def _to_db(row: dict[str, Any]) -> dict[str, Any]:
-    stored = dict(row)
-    stored["rule_ids"] = _rule_ids_text(row["rule_ids"])
-    return stored
-
-
-def _to_record(row: RowMapping) -> AuditRecord:
-    data = {name: row[name] for name in FIELDS}
-    data["rule_ids"] = json.loads(data["rule_ids"])
-    return AuditRecord.model_validate(data)

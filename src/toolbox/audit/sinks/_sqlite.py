@@ -14,7 +14,8 @@ from sqlalchemy.engine import URL, Connection
 
 from toolbox.audit._events import FIELDS, GENESIS_HASH
 from toolbox.audit._sink import AuditSinkError, chain_dicts
-from toolbox.audit.sinks._sql import SqlSink, events_table, heads_table, pending_table, storage_values
+from toolbox.audit.sinks._sql import SqlSink, events_table, heads_table, pending_table
+from toolbox.audit.sinks._sql_rows import storage_values
 from toolbox.foundations._sqlite_wal import enter_wal
 
 __all__ = ["SqliteSink"]
