@@ -129,6 +129,36 @@ def kept(tmp_path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
+def compiled(store: Store, tmp_path: Path) -> tuple[SqlSink, Ledger, AuditTrail, Gateway]:
+    """The store's sink, the ledger tool, and a STRICT gateway over them whose route is compiled."""
+    sink = store.sink()
+    ledger = Ledger(sink)
+    trail, gateway = gateway_over(sink, ledger, tmp_path)
+    gateway.invoke("add", ARGS, context=ExecutionContext(tenant="acme", principal="ops"))
+    return sink, ledger, trail, gateway
+
+
+def assert_refused_and_kept(
+    refused: Sequence[ToolResult], doomed: Sequence[ExecutionContext], trail: AuditTrail, tmp_path: Path
+) -> None:
+    """Each call DENIED/AUDIT_UNAVAILABLE, nothing of it stored, its refusal in the fallback file."""
+    for result in refused:
+        assert (result.status, result.reason_code) == (Status.DENIED, "AUDIT_UNAVAILABLE")
+    for context in doomed:
+        assert trail.read_trace(context.run_id, context=AUDITOR) == []
+    kept_reasons = {(e["trace_id"], e["reason_code"]) for e in kept(tmp_path) if e["reason_code"]}
+    assert kept_reasons == {(c.run_id, "AUDIT_UNAVAILABLE") for c in doomed}
+
+
+def assert_response_kept(
+    result: ToolResult, sink: SqlSink, context: ExecutionContext, tmp_path: Path
+) -> None:
+    """The call ran, its result says the audit is incomplete, its response waits in the fallback file."""
+    assert result.status is Status.SUCCESS and result.audit_failed
+    assert [r.type.value for r in sink.read_trace(context.run_id)] == EVENTS[:3]
+    assert [e["type"] for e in kept(tmp_path)] == ["INVOCATION_RESPONSE"]
+
+
 def test_the_call_runs_on_the_loop_after_its_opening_is_durable(
     store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -201,10 +231,7 @@ def test_a_write_failing_mid_group_refuses_every_call_of_it(
 ) -> None:
     """The group of 7 openings fails: each call is DENIED/AUDIT_UNAVAILABLE, none ran, nothing of
     them is stored, their refusals are in the fallback file; the call of the first group succeeds."""
-    sink = store.sink()
-    ledger = Ledger(sink)
-    trail, gateway = gateway_over(sink, ledger, tmp_path)
-    gateway.invoke("add", ARGS, context=ExecutionContext(tenant="acme", principal="ops"))  # compiles
+    sink, ledger, trail, gateway = compiled(store, tmp_path)
     ran_before = len(ledger.runs)
     gated = GatedGroups(monkeypatch, sink, failing=[1])
     first = ExecutionContext(tenant="acme", principal="ops")
@@ -220,13 +247,8 @@ def test_a_write_failing_mid_group_refuses_every_call_of_it(
 
     lead, refused = asyncio.run(main())
     assert lead.status is Status.SUCCESS
-    for result in refused:
-        assert (result.status, result.reason_code) == (Status.DENIED, "AUDIT_UNAVAILABLE")
     assert len(ledger.runs) == ran_before + 1  # only the first group's call ran
-    for context in doomed:
-        assert trail.read_trace(context.run_id, context=AUDITOR) == []
-    kept_reasons = {(e["trace_id"], e["reason_code"]) for e in kept(tmp_path) if e["reason_code"]}
-    assert kept_reasons == {(c.run_id, "AUDIT_UNAVAILABLE") for c in doomed}
+    assert_refused_and_kept(refused, doomed, trail, tmp_path)
     sink.close()
 
 
@@ -235,17 +257,12 @@ def test_a_response_that_cannot_be_stored_flags_the_result(
 ) -> None:
     """The opening is stored, the response's group fails: the call ran, its result says the audit is
     incomplete, and the response event waits in the fallback file."""
-    sink = store.sink()
-    ledger = Ledger(sink)
-    _, gateway = gateway_over(sink, ledger, tmp_path)
-    gateway.invoke("add", ARGS, context=ExecutionContext(tenant="acme", principal="ops"))  # compiles
+    sink, _ledger, _, gateway = compiled(store, tmp_path)
     gated = GatedGroups(monkeypatch, sink, failing=[1])
     gated.release()
     context = ExecutionContext(tenant="acme", principal="ops")
     result = asyncio.run(gateway.ainvoke("add", ARGS, context=context))
-    assert result.status is Status.SUCCESS and result.audit_failed
-    assert [r.type.value for r in sink.read_trace(context.run_id)] == EVENTS[:3]
-    assert [e["type"] for e in kept(tmp_path)] == ["INVOCATION_RESPONSE"]
+    assert_response_kept(result, sink, context, tmp_path)
     sink.close()
 
 
@@ -255,10 +272,7 @@ def test_a_caller_cancelled_while_its_group_is_written_leaves_a_whole_call(
     """Run where the placement runs it (to its end): the caller is cancelled while its opening is
     being written; the call still runs once and stores all four events before the caller's
     cancellation goes on (a service releases the call's context only then)."""
-    sink = store.sink()
-    ledger = Ledger(sink)
-    _, gateway = gateway_over(sink, ledger, tmp_path)
-    gateway.invoke("add", ARGS, context=ExecutionContext(tenant="acme", principal="ops"))  # compiles
+    sink, ledger, _, gateway = compiled(store, tmp_path)
     ran_before = len(ledger.runs)
     gated = GatedGroups(monkeypatch, sink)
     context = ExecutionContext(tenant="acme", principal="ops")
@@ -293,10 +307,7 @@ def test_a_plain_ainvoke_cancelled_during_its_opening_never_runs_the_tool(
 ) -> None:
     """Without the placement's protection: the opening is still written with its group (never half
     of it), and the cancelled call is refused: the tool never runs."""
-    sink = store.sink()
-    ledger = Ledger(sink)
-    _, gateway = gateway_over(sink, ledger, tmp_path)
-    gateway.invoke("add", ARGS, context=ExecutionContext(tenant="acme", principal="ops"))  # compiles
+    sink, ledger, _, gateway = compiled(store, tmp_path)
     ran_before = len(ledger.runs)
     gated = GatedGroups(monkeypatch, sink)
     context = ExecutionContext(tenant="acme", principal="ops")
@@ -357,10 +368,7 @@ def test_on_sqlite_the_loop_writes_the_groups_of_concurrent_calls_and_the_promis
 ) -> None:
     """16 calls on one trace and 16 on traces of their own, written by the loop: each tool run saw
     its opening stored, every result came with its response stored, the traces gap-free."""
-    sink = sqlite_store.sink()
-    ledger = Ledger(sink)
-    _, gateway = gateway_over(sink, ledger, tmp_path)
-    gateway.invoke("add", ARGS, context=ExecutionContext(tenant="acme", principal="ops"))  # compiles
+    sink, ledger, _, gateway = compiled(sqlite_store, tmp_path)
     loop_groups = LoopGroups(monkeypatch, sink)
     shared = ExecutionContext(tenant="acme", principal="ops")
     own = [ExecutionContext(tenant="acme", principal="ops") for _ in range(16)]
@@ -392,10 +400,7 @@ def test_a_group_failing_on_the_loop_refuses_every_call_of_it(
 ) -> None:
     """7 calls of one step share the loop's write of their openings, which fails: each is
     DENIED/AUDIT_UNAVAILABLE, none ran, nothing of them is stored, their refusals are kept."""
-    sink = sqlite_store.sink()
-    ledger = Ledger(sink)
-    trail, gateway = gateway_over(sink, ledger, tmp_path)
-    gateway.invoke("add", ARGS, context=ExecutionContext(tenant="acme", principal="ops"))  # compiles
+    sink, ledger, trail, gateway = compiled(sqlite_store, tmp_path)
     ran_before = len(ledger.runs)
     loop_groups = LoopGroups(monkeypatch, sink, failing=[0])
     doomed = [ExecutionContext(tenant="acme", principal="ops") for _ in range(7)]
@@ -405,30 +410,20 @@ def test_a_group_failing_on_the_loop_refuses_every_call_of_it(
 
     refused = asyncio.run(main())
     assert loop_groups.sizes[0] == 7
-    for result in refused:
-        assert (result.status, result.reason_code) == (Status.DENIED, "AUDIT_UNAVAILABLE")
     assert len(ledger.runs) == ran_before
-    for context in doomed:
-        assert trail.read_trace(context.run_id, context=AUDITOR) == []
-    kept_reasons = {(e["trace_id"], e["reason_code"]) for e in kept(tmp_path) if e["reason_code"]}
-    assert kept_reasons == {(c.run_id, "AUDIT_UNAVAILABLE") for c in doomed}
+    assert_refused_and_kept(refused, doomed, trail, tmp_path)
     sink.close()
 
 
 def test_a_response_failing_on_the_loop_flags_the_result(
     sqlite_store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    sink = sqlite_store.sink()
-    ledger = Ledger(sink)
-    _, gateway = gateway_over(sink, ledger, tmp_path)
-    gateway.invoke("add", ARGS, context=ExecutionContext(tenant="acme", principal="ops"))  # compiles
+    sink, _ledger, _, gateway = compiled(sqlite_store, tmp_path)
     loop_groups = LoopGroups(monkeypatch, sink, failing=[1])
     context = ExecutionContext(tenant="acme", principal="ops")
     result = asyncio.run(gateway.ainvoke("add", ARGS, context=context))
     assert loop_groups.sizes == [1, 1]
-    assert result.status is Status.SUCCESS and result.audit_failed
-    assert [r.type.value for r in sink.read_trace(context.run_id)] == EVENTS[:3]
-    assert [e["type"] for e in kept(tmp_path)] == ["INVOCATION_RESPONSE"]
+    assert_response_kept(result, sink, context, tmp_path)
     sink.close()
 
 
@@ -439,10 +434,7 @@ def test_a_caller_cancelled_before_the_loop_writes_its_opening_leaves_a_whole_ca
     the loop, not written yet; the call still runs once and stores all four events before the
     caller's cancellation goes on. Without the placement: the opening is written with its group,
     and the cancelled call never runs the tool."""
-    sink = sqlite_store.sink()
-    ledger = Ledger(sink)
-    _, gateway = gateway_over(sink, ledger, tmp_path)
-    gateway.invoke("add", ARGS, context=ExecutionContext(tenant="acme", principal="ops"))  # compiles
+    sink, ledger, _, gateway = compiled(sqlite_store, tmp_path)
     ran_before = len(ledger.runs)
     loop_groups = LoopGroups(monkeypatch, sink)
     whole = ExecutionContext(tenant="acme", principal="ops")
