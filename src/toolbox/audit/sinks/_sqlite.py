@@ -16,7 +16,7 @@ from toolbox.audit._events import FIELDS, GENESIS_HASH
 from toolbox.audit._sink import AuditSinkError, chain_dicts
 from toolbox.audit.sinks._sql import SqlSink, events_table, heads_table, pending_table
 from toolbox.audit.sinks._sql_rows import storage_values
-from toolbox.foundations._sqlite_wal import enter_wal
+from toolbox.foundations._sqlite_wal import enter_wal, is_locked, retry_locked
 
 __all__ = ["SqliteSink"]
 
@@ -48,7 +48,9 @@ _WRITE_HEADS = (
     "SET last_sequence = excluded.last_sequence, last_hash = excluded.last_hash"
 )
 _NEW_TRACE = (0, GENESIS_HASH)
-_SQLITE_BUSY = 5  # sqlite3.h: another connection holds the lock (extended codes add high bits)
+#: The longest a writer waiting for another connection's write transaction sleeps between tries
+#: (SQLite's own busy handler sleeps up to 100 ms: the tail of several processes on one file).
+_LONGEST_BEGIN_WAIT = 0.002
 # Writer connections a forked child inherited: kept open, never closed nor garbage collected.
 # Closing one in the child could check the WAL in and delete it under the parent (a child
 # does not inherit the parent's file locks, so it would think itself the last user).
@@ -234,13 +236,16 @@ class SqliteSink(SqlSink):
         latest the fold's (`_loop_may_write`).
         """
         if wait is not self._writer_waits:  # switched once per fold or so: a pragma is a statement
-            writer.execute(f"PRAGMA busy_timeout = {self._busy_ms if wait else 0}")
             writer.execute(f"PRAGMA wal_autocheckpoint = {_AUTOCHECKPOINT if wait else 0}")
             self._writer_waits = wait
+        if wait:  # the writer's busy_timeout is 0: its waits are these short ones
+            wait_for = self._busy_timeout
+            retry_locked(writer.execute, "BEGIN IMMEDIATE", wait_for, longest_wait=_LONGEST_BEGIN_WAIT)
+            return True
         try:
             writer.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
-            if wait or not _is_busy(exc):
+            if not is_locked(exc):
                 raise
             return False
         return True
@@ -275,6 +280,7 @@ class SqliteSink(SqlSink):
             )
             try:
                 _configure_connection(writer, self._busy_ms)
+                writer.execute("PRAGMA busy_timeout = 0")  # `_begin` waits for other writers
             except BaseException:
                 writer.close()
                 raise
@@ -334,14 +340,6 @@ def _fold(execute: Callable[[str], Any]) -> None:
     if execute(_ANY_PENDING).fetchone() is not None:
         for statement in _FOLD:
             execute(statement)
-
-
-def _is_busy(exc: sqlite3.OperationalError) -> bool:
-    """Whether ``exc`` says the database is locked by another writer (SQLITE_BUSY or one of its kinds)."""
-    code = getattr(exc, "sqlite_errorcode", None)  # Python 3.11 and later
-    if code is None:
-        return str(exc).startswith("database is locked")
-    return int(code) & 0xFF == _SQLITE_BUSY
 
 
 def _configure_connection(connection: sqlite3.Connection, busy_ms: int) -> None:
