@@ -19,6 +19,7 @@ import pytest
 
 import toolbox.audit.sinks._sqlite as sqlite_module
 from audit_sql_support import assert_intact, event
+from polling import wait_until
 from toolbox.audit import AuditQuery, AuditSinkError, SqliteSink
 
 FOLD = "INSERT INTO audit_events"
@@ -92,11 +93,10 @@ def test_a_database_another_connection_holds_never_stalls_the_loop(sink: SqliteS
         aappend = sink.aappend
         assert aappend is not None
         write = asyncio.ensure_future(aappend([event("t"), event("t")]))
-        steps = 0
-        while not any(statement == "BEGIN IMMEDIATE" for _, statement in seen[-3:]) or steps < 50:
+        for _ in range(50):
             await asyncio.sleep(0)  # the loop turns: it is not stuck in the write
-            steps += 1
-        assert not write.done()  # a writer thread waits for the lock, not the loop
+        await asyncio.to_thread(wait_until, lambda: len([s for _, s in seen if s == "BEGIN IMMEDIATE"]) >= 2)
+        assert not write.done()  # a writer thread waits for the lock (tried twice), not the loop
         other.execute("COMMIT")
         await write
         return threading.get_ident()

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from audit_sql_support import Store, make_store
 from polling import wait_until
 from toolbox import Effect, ExecutionContext, Gateway, Governance, RiskClass, Status, tool
 from toolbox.audit import AuditMode, AuditSinkError, AuditTrail, MemorySink, SqliteSink, verify_chain
+from toolbox.audit._group import GroupCommit
 from toolbox.audit.sinks._sql import SqlSink
 from toolbox.doors._placement import ON_LOOP, ON_THREAD, TO_END, UNKNOWN, CallPlacement
 from toolbox.pipeline._result import ToolResult
@@ -444,19 +445,29 @@ def test_a_caller_cancelled_before_the_loop_writes_its_opening_leaves_a_whole_ca
     async def offload(call: Callable[[], ToolResult]) -> ToolResult:
         raise AssertionError("a call with an awaited trail never goes to a thread")
 
-    async def cancel_once_offered(caller: asyncio.Future[Any]) -> None:
-        while sink._group._forming is None or not sink._group._forming.offered:
-            await asyncio.sleep(0)
-        caller.cancel()
+    to_cancel: list[asyncio.Future[Any]] = []
+    submit = GroupCommit.submit_async
+
+    def submit_then_cancel(group: GroupCommit[Any], batch: Any) -> asyncio.Future[None]:
+        future = submit(group, batch)
+        if to_cancel:  # the caller is cancelled in the step that offered its opening, not written yet
+            assert group._forming is not None and group._forming.offered
+            to_cancel.pop().cancel()
+        return future
+
+    monkeypatch.setattr(GroupCommit, "submit_async", submit_then_cancel)
+
+    async def cancelled(call: Awaitable[Any]) -> None:
+        caller = asyncio.ensure_future(call)
+        to_cancel.append(caller)
         with pytest.raises(asyncio.CancelledError):
             await caller
+        assert not to_cancel
 
     async def main() -> None:
-        await cancel_once_offered(
-            asyncio.ensure_future(placement.invoke(gateway, "add", ARGS, context=whole, offload=offload))
-        )
+        await cancelled(placement.invoke(gateway, "add", ARGS, context=whole, offload=offload))
         assert len(sink.read_trace(whole.run_id)) == 4  # whole before the cancellation went on
-        await cancel_once_offered(asyncio.ensure_future(gateway.ainvoke("add", ARGS, context=plain)))
+        await cancelled(gateway.ainvoke("add", ARGS, context=plain))
 
     asyncio.run(main())
     assert len(ledger.runs) == ran_before + 1  # the placed call ran; the plain one never did
