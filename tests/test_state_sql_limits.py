@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -400,3 +401,60 @@ def test_cleanup_forgets_expired_rate_limits_with_their_admissions(sql: SqlState
         admissions = sorted(row[0] for row in check.execute(select(sql._log.c.key)))
     assert counters == {"b:tenant:live", "r:tenant:live"}
     assert admissions == ["r:tenant:live", "r:tenant:live"]  # the live window keeps both
+
+
+def _sqlite_file(sql: SqlState) -> str:
+    database = sql._engine.url.database
+    assert database is not None
+    return database
+
+
+def test_sqlite_admissions_wait_out_another_connection_s_short_write_transactions(tmp_path: Path) -> None:
+    """Another connection (another worker) takes the file's write lock 30 times, briefly, while 4
+    threads admit against one budget: each waits its turn (every millisecond or two, not SQLite's
+    busy handler), none is refused for the lock, and the budget admits exactly its limit."""
+    with state_store("sqlite", tmp_path) as sql:
+        budget = [_budget("tenant:acme", 60)]
+        sql.admit(budget, [])  # the tables and a connection exist
+        other = sqlite3.connect(_sqlite_file(sql), isolation_level=None, check_same_thread=False)
+        outcomes: list[bool] = []
+        lock = threading.Lock()
+
+        def hog() -> None:
+            for _ in range(30):
+                other.execute("BEGIN IMMEDIATE")
+                other.execute("COMMIT")
+
+        def admit() -> None:
+            for _ in range(20):
+                refused = sql.admit(budget, [])
+                with lock:
+                    outcomes.append(refused is None)
+
+        threads = [threading.Thread(target=hog)] + [threading.Thread(target=admit) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        other.close()
+        assert not any(thread.is_alive() for thread in threads)
+        assert outcomes.count(True) == 59 and len(outcomes) == 80  # 60 with the first admission
+
+
+def test_sqlite_admission_fails_closed_when_the_lock_outlasts_the_timeout(tmp_path: Path) -> None:
+    """Another connection keeps the write lock past the store's timeout: the admission raises
+    StateUnavailableError (fail closed) and counts nothing; once released, admissions go on."""
+    with state_store("sqlite", tmp_path, timeout=0.05) as sql:
+        budget = [_budget("tenant:acme", 2)]
+        assert sql.admit(budget, []) is None
+        other = sqlite3.connect(_sqlite_file(sql), isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        try:
+            with pytest.raises(StateUnavailableError):
+                sql.admit(budget, [])
+        finally:
+            other.execute("COMMIT")
+            other.close()
+        assert sql.admit(budget, []) is None  # the second of two: the refused try counted nothing
+        refused = sql.admit(budget, [])
+        assert refused is not None and refused.quota == budget[0]

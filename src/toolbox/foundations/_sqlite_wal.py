@@ -15,10 +15,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["enter_wal", "is_locked", "retry_locked"]
+__all__ = ["WRITER_WAIT", "enter_wal", "is_locked", "retry_locked"]
 
 _FIRST_WAIT = 0.001
 _LONGEST_WAIT = 0.05
+#: The longest a writer waiting for another connection's write transaction sleeps between tries:
+#: those last a millisecond or so, where SQLite's own busy handler sleeps up to 100 ms (the tail
+#: latency of several processes on one file).
+WRITER_WAIT = 0.002
 _BUSY, _LOCKED = 5, 6  # sqlite3.h (extended codes add high bits)
 
 

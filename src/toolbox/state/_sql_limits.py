@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any, final
 
+from toolbox.foundations._sqlite_wal import WRITER_WAIT, retry_locked
 from toolbox.pipeline._state_ports import Clock, Quota, Refusal, StateUnavailableError
 from toolbox.state._sql_admit import call_sql
 from toolbox.state._sql_pool import Connections
@@ -99,8 +100,13 @@ class SqlLimits:
         conn: sqlite3.Connection
         with self._connections.lease(sqlite3.Error) as conn:
             if not careful:
-                try:
-                    conn.execute(sql["count"], _counted(quotas, self._clock()))
+                try:  # one statement in autocommit: when the file is locked it did nothing; again
+                    retry_locked(
+                        lambda count: conn.execute(count, _counted(quotas, self._clock())),
+                        sql["count"],
+                        self._connections.timeout,
+                        longest_wait=WRITER_WAIT,
+                    )
                 except sqlite3.IntegrityError:  # a quota looks spent: the statement changed nothing
                     pass
                 else:
@@ -116,7 +122,7 @@ class SqlLimits:
         cleanup: bool,
     ) -> Refusal | None:
         """Under the write lock: forget what left the rate windows, count the call or name the refusal."""
-        conn.execute("BEGIN IMMEDIATE")
+        retry_locked(conn.execute, "BEGIN IMMEDIATE", self._connections.timeout, longest_wait=WRITER_WAIT)
         try:
             now = self._clock()  # the write lock is held: read the clock now
             if rate_of:

@@ -75,6 +75,11 @@ class Connections(Generic[C]):
         self._lock = threading.Lock()
         self._free = threading.Condition(self._lock)
 
+    @property
+    def timeout(self) -> float:
+        """How long a caller waits for a free connection, and (SQLite) for another writer, in seconds."""
+        return self._timeout
+
     def take(self) -> C:
         """An open connection for this thread's use until `give` (or `drop`)."""
         if self._pid != os.getpid():
@@ -182,12 +187,17 @@ class Connections(Generic[C]):
 
 
 def sqlite_connections(path: str, *, timeout: float) -> Connections[sqlite3.Connection]:
-    """Connections to the SQLite file ``path`` with the store's settings (WAL, ``synchronous=NORMAL``)."""
+    """Connections to the SQLite file ``path`` with the store's settings (WAL, ``synchronous=NORMAL``).
+
+    Their ``busy_timeout`` is 0: a statement that takes the write lock waits for
+    another writer through `retry_locked` (`toolbox.state._sql_limits`), within
+    ``timeout``, trying every millisecond or two.
+    """
 
     def connect() -> sqlite3.Connection:
         conn = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)
-        conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
         enter_wal(conn.execute, timeout)
+        conn.execute("PRAGMA busy_timeout = 0")
         conn.execute("PRAGMA synchronous = NORMAL")
         return conn
 

@@ -16,7 +16,7 @@ from toolbox.audit._events import FIELDS, GENESIS_HASH
 from toolbox.audit._sink import AuditSinkError, chain_dicts
 from toolbox.audit.sinks._sql import SqlSink, events_table, heads_table, pending_table
 from toolbox.audit.sinks._sql_rows import storage_values
-from toolbox.foundations._sqlite_wal import enter_wal, is_locked, retry_locked
+from toolbox.foundations._sqlite_wal import WRITER_WAIT, enter_wal, is_locked, retry_locked
 
 __all__ = ["SqliteSink"]
 
@@ -48,9 +48,6 @@ _WRITE_HEADS = (
     "SET last_sequence = excluded.last_sequence, last_hash = excluded.last_hash"
 )
 _NEW_TRACE = (0, GENESIS_HASH)
-#: The longest a writer waiting for another connection's write transaction sleeps between tries
-#: (SQLite's own busy handler sleeps up to 100 ms: the tail of several processes on one file).
-_LONGEST_BEGIN_WAIT = 0.002
 # Writer connections a forked child inherited: kept open, never closed nor garbage collected.
 # Closing one in the child could check the WAL in and delete it under the parent (a child
 # does not inherit the parent's file locks, so it would think itself the last user).
@@ -239,8 +236,7 @@ class SqliteSink(SqlSink):
             writer.execute(f"PRAGMA wal_autocheckpoint = {_AUTOCHECKPOINT if wait else 0}")
             self._writer_waits = wait
         if wait:  # the writer's busy_timeout is 0: its waits are these short ones
-            wait_for = self._busy_timeout
-            retry_locked(writer.execute, "BEGIN IMMEDIATE", wait_for, longest_wait=_LONGEST_BEGIN_WAIT)
+            retry_locked(writer.execute, "BEGIN IMMEDIATE", self._busy_timeout, longest_wait=WRITER_WAIT)
             return True
         try:
             writer.execute("BEGIN IMMEDIATE")
