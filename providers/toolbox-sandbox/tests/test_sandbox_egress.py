@@ -193,3 +193,29 @@ def test_the_allowed_path_in_a_network_namespace_of_its_own():
     output = completed.stdout + completed.stderr
     assert completed.returncode == 0, output[-8000:]
     assert " passed" in output and "failed" not in output, output[-4000:]
+
+
+def test_a_refused_request_with_a_body_still_gets_its_403():
+    """The proxy answers a refused POST before reading its body: closing with that body unread reset
+    the connection, and the client lost the 403 (RemoteDisconnected, 50 tries of 50). It now reads
+    the rest (bounded) after answering, so each client reads its whole answer."""
+    from toolbox_sandbox._profile import SandboxProfile
+    from toolbox_sandbox._proxy import EgressProxy
+
+    policy = EgressPolicy(hosts=("api.test",), methods=("GET",), resolver=lambda host, port: ["203.0.113.7"])
+    profile = SandboxProfile.model_validate({"network": "egress", "egress": policy})
+    body = b"x" * 65536
+    with EgressProxy.for_profile(profile, None) as proxy:
+        assert proxy is not None
+        for _ in range(20):
+            with socket.socket(socket.AF_UNIX) as client:
+                client.settimeout(30)
+                client.connect(proxy.socket_path)
+                head = f"POST http://api.test/ HTTP/1.1\r\nContent-Length: {len(body)}\r\n\r\n"
+                client.sendall(head.encode("ascii") + body)
+                answer = b""
+                while chunk := client.recv(4096):
+                    answer += chunk
+            assert answer.startswith(b"HTTP/1.1 403 Forbidden"), answer[:80]
+            assert b"toolbox sandbox egress refused api.test:80" in answer
+        assert [(a.method, a.allowed) for a in proxy.attempts] == [("POST", False)] * 20

@@ -36,6 +36,9 @@ _HEAD_LIMIT = 16 * 1024
 _MAX_CONNECTIONS = 16
 _MAX_RECORDS = 256
 _TIMEOUT = 10.0
+#: What a refused client may still send once answered (its request's body), read before closing.
+_DRAIN_LIMIT = 1 << 20
+_DRAIN_WAIT = 2.0
 _HOP_HEADERS = frozenset(
     {"connection", "keep-alive", "proxy-connection", "proxy-authorization", "te", "upgrade"}
 )
@@ -264,3 +267,18 @@ def _answer(client: socket.socket, status: int, text: str) -> None:
     head = f"HTTP/1.1 {status} {reason[status]}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
     with contextlib.suppress(OSError):
         client.sendall(head.encode("ascii") + body)
+        client.shutdown(socket.SHUT_WR)  # the answer is whole: the client reads it, then closes
+        _drain(client)
+
+
+def _drain(client: socket.socket) -> None:
+    """Read what the client still sends after its answer (a refused request's body), at most
+    `_DRAIN_LIMIT` bytes for at most `_DRAIN_WAIT` s: a socket closed with unread data resets the
+    connection, and the client loses the answer it has not read yet."""
+    client.settimeout(_DRAIN_WAIT)
+    left = _DRAIN_LIMIT
+    while left > 0:
+        chunk = client.recv(min(left, 65536))
+        if not chunk:
+            return
+        left -= len(chunk)
