@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any, final
 
-from toolbox.foundations._sqlite_wal import WRITER_WAIT, retry_locked
+from toolbox.foundations._sqlite_wal import WRITER_WAIT, is_locked, retry_locked
 from toolbox.pipeline._state_ports import Clock, Quota, Refusal, StateUnavailableError
 from toolbox.state._sql_admit import call_sql
 from toolbox.state._sql_pool import Connections
@@ -100,18 +100,28 @@ class SqlLimits:
         conn: sqlite3.Connection
         with self._connections.lease(sqlite3.Error) as conn:
             if not careful:
-                try:  # one statement in autocommit: when the file is locked it did nothing; again
-                    retry_locked(
-                        lambda count: conn.execute(count, _counted(quotas, self._clock())),
-                        sql["count"],
-                        self._connections.timeout,
-                        longest_wait=WRITER_WAIT,
-                    )
+                try:
+                    self._count(conn, sql["count"], quotas)
                 except sqlite3.IntegrityError:  # a quota looks spent: the statement changed nothing
                     pass
                 else:
                     return None
             return self._locked(conn, sql, budget_of, rate_of, cleanup)
+
+    def _count(self, conn: sqlite3.Connection, count: str, quotas: Sequence[tuple[str, Quota]]) -> None:
+        """``count`` in autocommit: one try, then, while another writer holds the file (the
+        statement did nothing), `retry_locked` within the store's timeout."""
+        try:
+            conn.execute(count, _counted(quotas, self._clock()))
+        except sqlite3.OperationalError as exc:
+            if not is_locked(exc):
+                raise
+            retry_locked(
+                lambda statement: conn.execute(statement, _counted(quotas, self._clock())),
+                count,
+                self._connections.timeout,
+                longest_wait=WRITER_WAIT,
+            )
 
     def _locked(
         self,
