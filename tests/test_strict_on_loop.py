@@ -107,6 +107,8 @@ class LoopGroups:
         self.threads: set[int] = set()
         original = sink._group._write_on_loop
         assert original is not None  # SQLite's
+        # However slow a loaded machine's flush, the loop keeps writing (the pause has its own tests).
+        monkeypatch.setattr(group_commit, "LOOP_WRITE_LIMIT", 3600.0)
 
         def write_on_loop(batches: Sequence[list[dict[str, Any]]]) -> bool:
             number = len(self.sizes)
