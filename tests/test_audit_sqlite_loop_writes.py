@@ -139,6 +139,51 @@ def test_a_fold_due_goes_to_a_thread_and_the_next_group_comes_back_to_the_loop(
     assert sink._writer_waits is False  # the last group was the loop's
 
 
+def test_group_sizes_choose_the_loop_a_thread_and_the_table(
+    sink: SqliteSink, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Up to _LOOP_GROUP events: the loop writes them into audit_pending; up to _PENDING_GROUP: a
+    thread does; more (an ASYNC drain, a replay): a thread writes them into audit_events."""
+    monkeypatch.setattr(sqlite_module, "_LOOP_GROUP", 4)
+    monkeypatch.setattr(sqlite_module, "_PENDING_GROUP", 8)
+    sink.append([event("warm")])
+    seen = watch(sink)
+
+    async def main() -> int:
+        aappend = sink.aappend
+        assert aappend is not None
+        for size in (4, 5, 8, 9, 2):
+            seen.append((0, f"-- {size}"))
+            await aappend([event("t") for _ in range(size)])
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(main())
+    inserts = [
+        (marker, "loop" if thread == loop_thread else "thread", statement.split(" (")[0])
+        for marker, (thread, statement) in _marked(seen)
+        if statement.startswith(("INSERT INTO audit_pending", "INSERT INTO audit_events ("))
+    ]
+    # sqlite3 traces each row of an executemany: one entry per group.
+    assert list(dict.fromkeys(inserts)) == [
+        ("4", "loop", "INSERT INTO audit_pending"),
+        ("5", "thread", "INSERT INTO audit_pending"),
+        ("8", "thread", "INSERT INTO audit_pending"),
+        ("9", "thread", "INSERT INTO audit_events"),
+        ("2", "loop", "INSERT INTO audit_pending"),
+    ]
+    assert_intact(sink, "t", 28)
+
+
+def _marked(seen: list[tuple[int, str]]) -> Iterator[tuple[str, tuple[int, str]]]:
+    """The statements after each ``-- SIZE`` marker, with that size."""
+    marker = ""
+    for thread, statement in seen:
+        if statement.startswith("-- "):
+            marker = statement[3:]
+        else:
+            yield marker, (thread, statement)
+
+
 def test_a_forked_child_s_first_loop_write_opens_its_own_connection_on_a_thread(
     sink: SqliteSink,
 ) -> None:

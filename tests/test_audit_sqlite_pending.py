@@ -150,14 +150,15 @@ def test_a_write_with_the_sinks_connection_closed_under_it_reopens(store: Store)
 
 
 def test_processes_folding_one_file_lose_and_double_nothing(store: Store) -> None:
-    """Processes x 300 single events on one trace: they fold under one another, pending stays
-    bounded (4 processes in the full tier, 2 in the default tier)."""
+    """Processes x (1.5 x _FOLD_AT) single events on one trace: each folds at least once, under
+    one another, and pending stays bounded (4 processes in the full tier, 2 in the default tier)."""
     store.sink().schema_version()
     count = sized(2, 4)
+    each = sqlite_module._FOLD_AT * 3 // 2
     context = multiprocessing.get_context("spawn")
     start = context.Barrier(count)
     processes = [
-        context.Process(target=append_worker, args=("sqlite", store.location, None, "shared", 300, start))
+        context.Process(target=append_worker, args=("sqlite", store.location, None, "shared", each, start))
         for _ in range(count)
     ]
     for process in processes:
@@ -168,10 +169,10 @@ def test_processes_folding_one_file_lose_and_double_nothing(store: Store) -> Non
     moved, pending = counts(store)
     # Each process folds once its count (what waited at its first write, then its own) reaches
     # _FOLD_AT, so what waits at the end is fewer than _FOLD_AT per process.
-    assert moved + pending == 300 * count and moved > 0 and pending < count * sqlite_module._FOLD_AT
+    assert moved + pending == each * count and moved > 0 and pending < count * sqlite_module._FOLD_AT
     sink = store.sink()
     assert isinstance(sink, SqliteSink)
-    assert_intact(sink, "shared", 300 * count)
+    assert_intact(sink, "shared", each * count)
     raw = sqlite3.connect(store.location)
     try:
         duplicated = raw.execute(

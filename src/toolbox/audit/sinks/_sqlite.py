@@ -30,11 +30,17 @@ _FOLD = (
     f"INSERT INTO {events_table.name} ({_COLUMNS}) SELECT {_COLUMNS} FROM {pending_table.name}",  # noqa: S608 - fixed names
     f"DELETE FROM {pending_table.name}",  # noqa: S608 - fixed names
 )
-#: A group of at most this many events goes to ``audit_pending`` (a STRICT call's opening has 3).
-_PENDING_GROUP = 64
-#: A sink folds the pending events into ``audit_events`` once this many wait (about 64 calls):
+#: A group of at most this many events goes to ``audit_pending`` (a STRICT call's opening has 3;
+#: the openings and closings of 32 concurrent callers, about 100), whose commit flushes a page or
+#: two; a larger one (an ``ASYNC`` drain, a replay) goes to ``audit_events`` directly.
+_PENDING_GROUP = 256
+#: The event loop writes a group of at most this many events itself (about 20 µs each: well
+#: within `toolbox.audit._group.LOOP_WRITE_LIMIT`), so the groups of a few dozen concurrent
+#: callers skip two thread hand-offs; a larger one goes to a writer thread.
+_LOOP_GROUP = 128
+#: A sink folds the pending events into ``audit_events`` once this many wait (about 128 calls):
 #: it counts them once, at its first write, then adds what it writes itself.
-_FOLD_AT = 256
+_FOLD_AT = 512
 #: The WAL's size (pages) at which a commit checkpoints it: SQLite's default, the sink's setting.
 _AUTOCHECKPOINT = 1000
 _COUNT_PENDING = f"SELECT count(*) FROM {pending_table.name}"  # noqa: S608 - fixed names
@@ -146,9 +152,10 @@ class SqliteSink(SqlSink):
 
         False, with nothing written, when this sink's lock or another connection's
         write transaction holds the database, when the writer's connection is not
-        open yet (opening it may wait), or when the group would fold the pending
-        events or skip ``audit_pending`` (several milliseconds of writes to
-        ``audit_events``' indexes): a writer thread writes the group then.
+        open yet (opening it may wait), or when the group holds more than
+        `_LOOP_GROUP` events or would fold the pending events (several
+        milliseconds of writes to ``audit_events``' indexes): a writer thread
+        writes the group then.
         """
         return self._write_batches(batches, wait=False)
 
@@ -213,14 +220,15 @@ class SqliteSink(SqlSink):
         return True
 
     def _loop_may_write(self, events: int) -> bool:
-        """(Under the write lock.) Whether a group of ``events`` is written on the event loop: into
-        ``audit_pending``, without a fold, on the writer's connection already open in this process."""
+        """(Under the write lock.) Whether a group of ``events`` is written on the event loop: at most
+        `_LOOP_GROUP` events into ``audit_pending``, without a fold, on the writer's connection
+        already open in this process."""
         added = self._pending_added
         return (
             self._writer is not None
             and self._writer_pid == os.getpid()
             and added is not None
-            and events <= _PENDING_GROUP
+            and events <= _LOOP_GROUP
             and added + events < _FOLD_AT
         )
 
