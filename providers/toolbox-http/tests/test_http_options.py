@@ -8,7 +8,7 @@ import httpx
 import pydantic
 import pytest
 
-from toolbox_http import HttpOptions, HttpTool
+from toolbox_http import INSECURE_TLS_ENV, INSECURE_TLS_VALUE, HttpOptions, HttpTool
 
 MIB = 1024 * 1024
 
@@ -76,6 +76,25 @@ def test_tls_context_always_verifies(http_tools):
     assert context.verify_mode is ssl.CERT_REQUIRED
     assert context.check_hostname
     assert tool._clients.ssl_context() is context
+
+
+def test_every_tool_shares_one_verifying_context_and_a_configured_bundle_gets_its_own(
+    http_tools, self_signed_cert, toolbox_env
+):
+    """The bundled CAs are loaded once per process; a ``ca_bundle`` is read for its own tool."""
+    first = http_tools().get(HttpTool)._clients.ssl_context()
+    second = http_tools(read_timeout=2).get(HttpTool)._clients.ssl_context()
+    assert first is second
+    assert first.verify_mode is ssl.CERT_REQUIRED and first.check_hostname
+    bundled = first.get_ca_certs()
+    own = http_tools(ca_bundle=str(self_signed_cert[0])).get(HttpTool)._clients.ssl_context()
+    assert own is not first
+    assert own.verify_mode is ssl.CERT_REQUIRED and own.check_hostname
+    assert len(own.get_ca_certs()) == 1
+    assert first.get_ca_certs() == bundled  # the shared context did not learn the test's CA
+    toolbox_env[INSECURE_TLS_ENV] = INSECURE_TLS_VALUE
+    insecure = http_tools(insecure_skip_verify=True).get(HttpTool)._clients.ssl_context()
+    assert insecure is not first and first.verify_mode is ssl.CERT_REQUIRED
 
 
 def test_options_are_exposed(http_tools):

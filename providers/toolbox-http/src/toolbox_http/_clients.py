@@ -25,15 +25,37 @@ from toolbox_http._options import HttpOptions
 __all__ = ["Clients", "load_ssl_context"]
 
 
+_bundled_lock = threading.Lock()
+_bundled: ssl.SSLContext | None = None
+
+
+def _bundled_context() -> ssl.SSLContext:
+    """The verifying context trusting the bundled CAs, built once per process.
+
+    Loading the bundle costs ~25 ms of CPU, which every new `HttpTool` (a `Toolbox` per
+    request or tenant) paid before its first request. One context serves every tool: it is never
+    changed after it is built, Python's `ssl` keeps no session between the sockets it wraps
+    unless asked, and the bundled CAs cannot change while the process runs.
+    """
+    global _bundled  # noqa: PLW0603 - one per process, built on first use
+    with _bundled_lock:
+        if _bundled is None:
+            # trust_env=False: SSL_CERT_FILE in the environment must not change whom we trust.
+            _bundled = httpx.create_ssl_context(trust_env=False)
+        return _bundled
+
+
 def load_ssl_context(ca_bundle: Path | None) -> ssl.SSLContext:
-    """A verifying TLS context trusting ``ca_bundle``, or the bundled CAs.
+    """A verifying TLS context trusting ``ca_bundle``, or the bundled CAs (one shared context).
+
+    A configured bundle is read on every call: the file may be replaced between deployments'
+    tools, and a bad one must fail where it is configured.
 
     Raises:
         ValueError: ``ca_bundle`` is not a loadable PEM file of CA certificates.
     """
     if ca_bundle is None:
-        # trust_env=False: SSL_CERT_FILE in the process environment must not change whom we trust.
-        return httpx.create_ssl_context(trust_env=False)
+        return _bundled_context()
     try:
         return ssl.create_default_context(cafile=str(ca_bundle))
     except OSError:  # ssl.SSLError included
