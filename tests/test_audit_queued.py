@@ -33,6 +33,7 @@ from toolbox.audit import (
 )
 from toolbox.audit._batch import CallSubject, Closing, Opening
 from toolbox.audit._queued import QueuedCalls, queued
+from toolbox_test_support.heap import collector_sees_only_new_objects
 
 HOSTILE_TEXTS = ["Sum", "héllo ✓", "nul\x00inside", "lone \ud800 surrogate", "", "x" * 5000]
 SECRET = "sk-live-0123456789abcdef"  # a fake credential the store must never hold
@@ -79,13 +80,14 @@ def reference_rows(opening: Opening, closing: Closing) -> list[dict[str, Any]]:
 
 def test_a_queued_call_is_not_tracked_by_the_garbage_collector(tmp_path: Path) -> None:
     trail, sink = trail_for(tmp_path)
-    opening, closing = call(trail, {"a": 1, "b": 2.5, "note": "x", "flag": True, "none": None})
-    items = [queued(opening, trail.redaction), queued(closing, trail.redaction)]
-    assert isinstance(items[0], tuple) and isinstance(items[1], tuple)
-    assert items[1][1] is items[0]  # the closing names its opening's tuple: made once
-    gc.collect()
-    gc.collect()  # a collection that meets the closing before its opening untracks it the next time
-    assert not any(gc.is_tracked(item) for item in items)
+    with collector_sees_only_new_objects():
+        opening, closing = call(trail, {"a": 1, "b": 2.5, "note": "x", "flag": True, "none": None})
+        items = [queued(opening, trail.redaction), queued(closing, trail.redaction)]
+        assert isinstance(items[0], tuple) and isinstance(items[1], tuple)
+        assert items[1][1] is items[0]  # the closing names its opening's tuple: made once
+        gc.collect()
+        gc.collect()  # a collection that meets the closing before its opening untracks it next time
+        assert not any(gc.is_tracked(item) for item in items)
     trail.close()
     sink.close()
 

@@ -22,6 +22,7 @@ from toolbox.audit import AuditTrail, FanOutSink, MemorySink, Redaction
 from toolbox.audit._batch import CallSubject, Closing, Opening
 from toolbox.audit._held import held_call, held_context, held_response
 from toolbox.doors._route import Route
+from toolbox_test_support.heap import collector_sees_only_new_objects
 
 AUDITOR = ExecutionContext(tenant="ops", principal="auditor", roles=frozenset({"auditor"}))
 KINDS = ["INTENT_DECLARED", "GOVERNANCE_DECISION", "INVOCATION_REQUEST", "INVOCATION_RESPONSE"]
@@ -270,18 +271,19 @@ def test_a_sink_whose_hold_does_not_read_openings_twice_gets_a_closing():
 
 
 def test_a_routed_call_is_held_as_plain_values_the_collector_stops_tracking():
-    gateway, sink = audited()
-    context = ExecutionContext(tenant="t", principal="p")
-    for _ in range(3):
-        assert gateway.invoke("add", {"a": 1, "b": 2, "purpose": "Sum"}, context=context).content == 3
-    assert isinstance(gateway._routes["add"], Route)
-    held = list(sink._pending)[-4:]  # the last two calls: opening, response, opening, response
-    assert [type(item) for item in held] == [tuple] * 4
-    # A response names its opening's tuple: a collection that meets the response first (its opening
-    # sat in an older generation, merged after the younger) untracks it at the next one.
-    gc.collect()
-    gc.collect()
-    assert not any(gc.is_tracked(item) for item in held)  # nothing left for later collections to walk
+    with collector_sees_only_new_objects():
+        gateway, sink = audited()
+        context = ExecutionContext(tenant="t", principal="p")
+        for _ in range(3):
+            assert gateway.invoke("add", {"a": 1, "b": 2, "purpose": "Sum"}, context=context).content == 3
+        assert isinstance(gateway._routes["add"], Route)
+        held = list(sink._pending)[-4:]  # the last two calls: opening, response, opening, response
+        assert [type(item) for item in held] == [tuple] * 4
+        # A response names its opening's tuple: a collection that meets the response first (its
+        # opening sat in an older generation, merged after the younger) untracks it at the next one.
+        gc.collect()
+        gc.collect()
+        assert not any(gc.is_tracked(item) for item in held)  # nothing left for later collections
     assert [r.type.value for r in sink.read_trace(context.run_id)] == KINDS * 3
     request = sink.read_trace(context.run_id)[-4]
     assert request.payload_hash  # the arguments were redacted and hashed when read

@@ -32,6 +32,7 @@ from toolbox.foundations._context import ExecutionContext
 from toolbox.registry._runtime import ToolRuntime
 from toolbox.service import create_app
 from toolbox.testing.credentials import write_api_keys
+from toolbox_test_support.heap import collector_sees_only_new_objects
 
 TOOLSETS = {"echoes": ("echo",)}
 
@@ -82,20 +83,21 @@ def _freed_at_once(invoke: Callable[[str], int]) -> None:
     """``invoke`` 30 times with the collector off: no context, tools or runtime is left, nor any cycle."""
     for _ in range(3):  # the name's route compiled (where it can be), the connection open
         assert invoke("alice") == 200
-    gc.collect()
-    gc.disable()
-    gc.set_debug(gc.DEBUG_SAVEALL)
-    try:
-        before = _alive()
-        for user in ("alice", "bob", "viewer") * 10:
-            assert invoke(user) == 200
-        after = _alive()
-        gc.collect()
-        cyclic = [o for o in gc.garbage if type(o) in _COUNTED]
-    finally:
-        gc.set_debug(0)
-        gc.garbage.clear()
-        gc.enable()
+    # Counted and collected: what the 30 calls made (the heap before them is frozen).
+    with collector_sees_only_new_objects():
+        gc.disable()
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        try:
+            before = _alive()
+            for user in ("alice", "bob", "viewer") * 10:
+                assert invoke(user) == 200
+            after = _alive()
+            gc.collect()
+            cyclic = [o for o in gc.garbage if type(o) in _COUNTED]
+        finally:
+            gc.set_debug(0)
+            gc.garbage.clear()
+            gc.enable()
     assert after <= before and cyclic == []
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 
 import pytest
@@ -11,6 +12,7 @@ import audit_scale_support as support
 from toolbox import DenialRecord, ExecutionContext, Status
 from toolbox.audit import AuditTrail, MemorySink
 from toolbox.foundations._context import DEFAULT_TRACE_RETENTION, OperationRecord, Trace
+from toolbox_test_support.heap import collector_sees_only_new_objects
 
 
 def test_the_default_retention_is_bounded() -> None:
@@ -88,32 +90,33 @@ def test_concurrent_appends_and_snapshots_stay_consistent() -> None:
 
 def test_a_routed_call_leaves_one_compact_record_read_back_like_the_chains() -> None:
     """The fast path's record equals the full chain's, field for field (times aside)."""
-    import gc
-
-    gateway = support.governed(AuditTrail(MemorySink(), fallback_path=None))
-    context = ExecutionContext(tenant="t", principal="p", trace_retention=None)
-    results = [gateway.invoke("add", {"a": n, "b": 1, "purpose": "Sum"}, context=context) for n in range(50)]
-    assert all(r.status is Status.SUCCESS for r in results)
-    records = context.trace.operations()
-    assert len(records) == 50  # each call recorded exactly once, chain-run or routed
-    chain_record, routed = records[0], records[-1]  # the first call compiled the route
-    assert isinstance(routed, OperationRecord)
-    for field in OperationRecord.FIELDS:
-        if field not in ("declared_at", "started_at", "ended_at", "duration"):
-            assert getattr(routed, field) == getattr(chain_record, field), field
-    assert (routed.status, routed.attempts, routed.warnings) == ("SUCCESS", 1, ())
-    assert routed.started_at == routed.declared_at <= routed.ended_at
-    assert routed.duration == routed.ended_at - routed.declared_at
-    assert routed.as_dict()["intent_text"] == "Sum" and "DECLARED" not in repr(routed)
-    # What the trace keeps of routed calls is plain values the collector stops tracking: once the
-    # name's shape is untracked (its first collection), each record at its own first collection.
-    gc.collect()
-    for n in range(50):
-        gateway.invoke("add", {"a": n, "b": 2, "purpose": "Sum"}, context=context)
-    gc.collect()
-    kept = list(context.trace._records)  # test-only peek
-    compact = [entry for entry in kept if type(entry) is tuple]
-    assert len(compact) >= 95 and not any(gc.is_tracked(entry) for entry in compact)
+    with collector_sees_only_new_objects():
+        gateway = support.governed(AuditTrail(MemorySink(), fallback_path=None))
+        context = ExecutionContext(tenant="t", principal="p", trace_retention=None)
+        results = [
+            gateway.invoke("add", {"a": n, "b": 1, "purpose": "Sum"}, context=context) for n in range(50)
+        ]
+        assert all(r.status is Status.SUCCESS for r in results)
+        records = context.trace.operations()
+        assert len(records) == 50  # each call recorded exactly once, chain-run or routed
+        chain_record, routed = records[0], records[-1]  # the first call compiled the route
+        assert isinstance(routed, OperationRecord)
+        for field in OperationRecord.FIELDS:
+            if field not in ("declared_at", "started_at", "ended_at", "duration"):
+                assert getattr(routed, field) == getattr(chain_record, field), field
+        assert (routed.status, routed.attempts, routed.warnings) == ("SUCCESS", 1, ())
+        assert routed.started_at == routed.declared_at <= routed.ended_at
+        assert routed.duration == routed.ended_at - routed.declared_at
+        assert routed.as_dict()["intent_text"] == "Sum" and "DECLARED" not in repr(routed)
+        # What the trace keeps of routed calls is plain values the collector stops tracking: once the
+        # name's shape is untracked (its first collection), each record at its own first collection.
+        gc.collect()
+        for n in range(50):
+            gateway.invoke("add", {"a": n, "b": 2, "purpose": "Sum"}, context=context)
+        gc.collect()
+        kept = list(context.trace._records)  # test-only peek
+        compact = [entry for entry in kept if type(entry) is tuple]
+        assert len(compact) >= 95 and not any(gc.is_tracked(entry) for entry in compact)
 
 
 def test_a_routed_call_that_fails_is_recorded_once_by_the_chain() -> None:

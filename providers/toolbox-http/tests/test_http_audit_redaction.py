@@ -67,7 +67,8 @@ class Stores:
             "memory": json.dumps([r.model_dump() for r in self.memory.read_trace(context.run_id)]),
             "jsonl": self.jsonl.read_text(encoding="utf-8"),
             "sqlite": sqlite_bytes.decode("latin-1"),
-            "postgres": repr(rows),
+            # Plain tuples: a Row's repr shortens long values (and costs more than the query).
+            "postgres": repr([tuple(row) for row in rows]),
             "spans": repr([dict(span.attributes or {}) for span in self.spans.get_finished_spans()]),
             "trace": repr([record.as_dict() for record in context.trace]),
             "result": repr(result.as_dict() if isinstance(result, ToolResult) else result),
