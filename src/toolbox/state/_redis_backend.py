@@ -48,6 +48,10 @@ _T = TypeVar("_T")
 LOGGER = logging.getLogger("toolbox.state")
 _TIMEOUT = 2.0
 _LISTEN = 1.0
+# How long the kill-switch listener waits for a message before it looks at `close()`: a message
+# wakes it at once, so this bounds only how long `close()` waits for the thread (redis-py's own
+# worker does the same: a socket must not be disconnected while another thread reads it).
+_POLL = 0.05
 _SCAN = 200
 
 
@@ -199,7 +203,7 @@ class RedisState:
                 pubsub.subscribe(self._layout.kill_channel)
                 self._notify()
                 while not closed.is_set():
-                    if pubsub.get_message(timeout=_LISTEN) is not None:
+                    if pubsub.get_message(timeout=_POLL) is not None:
                         self._notify()
             except (redis.RedisError, OSError, ValueError):
                 closed.wait(_LISTEN)  # the store is away: the refresh delay is the bound meanwhile
@@ -286,7 +290,7 @@ class RedisState:
         self._closed.set()
         listener = self._listener
         if listener is not None and listener is not threading.current_thread():
-            listener.join(timeout=_LISTEN * 3)
+            listener.join(timeout=_LISTEN * 3)  # a poll, or a reconnection's wait
         self._listener = None
         self._client.close()
 
