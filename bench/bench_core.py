@@ -54,6 +54,7 @@ import pydantic
 from pydantic import BaseModel
 
 import toolbox.registry._calculator
+import toolbox.registry._entry_points
 from toolbox import (
     CalculatorTool,
     Effect,
@@ -311,14 +312,16 @@ def reset_import_state() -> None:
     """Forget the fake provider modules and the import and metadata caches, so the next load re-imports.
 
     Clears the path finders' caches (``importlib.invalidate_caches``, which also
-    clears ``importlib_metadata``'s, whose finder is on ``sys.meta_path``) and the
-    standard library ``importlib.metadata`` path cache.
+    clears ``importlib_metadata``'s, whose finder is on ``sys.meta_path``), the
+    standard library ``importlib.metadata`` path cache and the listing discovery keeps
+    (`toolbox.registry._entry_points`).
     """
     for name in [n for n in sys.modules if n.startswith(FAKE_MODULE_PREFIX)]:
         del sys.modules[name]
     importlib.invalidate_caches()
     # Called on an instance: on Python 3.11 this method lacks its @classmethod decorator.
     importlib.metadata.MetadataPathFinder().invalidate_caches()
+    toolbox.registry._entry_points.clear()
 
 
 @contextmanager

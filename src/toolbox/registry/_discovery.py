@@ -18,7 +18,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, final
 
-import importlib_metadata
 import pluggy
 
 from toolbox.errors import InvalidDescriptorError, ProviderConflictError
@@ -26,6 +25,7 @@ from toolbox.foundations._binding import bind_operations, binding_problem
 from toolbox.foundations._descriptor import ToolDescriptor, validate_descriptor
 from toolbox.foundations._operations import OperationLock
 from toolbox.foundations._redact import MASK, is_secret_name, redact_url
+from toolbox.registry._entry_points import entry_points as installed_entry_points
 from toolbox.registry._namespace import EXPLICIT, check_namespace, claimant
 from toolbox.registry._policy import ToolPolicy, normalize_distribution
 from toolbox.registry._provider import ENTRY_POINT_GROUP, PROJECT_NAME, ProviderSpec, ToolProvider
@@ -181,8 +181,8 @@ class _Collector:
 
 
 def _load_entry_points(collector: _Collector, policy: ToolPolicy) -> None:
-    for ep in importlib_metadata.entry_points(group=ENTRY_POINT_GROUP):
-        distribution = ep.dist.name if ep.dist is not None else "unknown"
+    # The listing is kept while sys.path is unchanged; loading and blocking are decided here, each time.
+    for ep, distribution in installed_entry_points(ENTRY_POINT_GROUP):
         plugin_name = f"{distribution}:{ep.name}"
         origin = f"{distribution} (entry point {ep.name} = {ep.value})"
         if policy.is_blocked(distribution):
