@@ -32,7 +32,8 @@ from toolbox import (
 )
 from toolbox.audit import AuditTrail, MemorySink
 from toolbox.errors import ConfigurationError, InvalidArgumentsError
-from toolbox.pipeline.checks._arguments import described_schema, operation_schema, validate_arguments
+from toolbox.pipeline.checks._arguments import validate_arguments
+from toolbox.pipeline.checks._schemas import described_schema, operation_schema
 
 CONTEXT = ExecutionContext(tenant="tenant-a", principal="alice")
 AUDIT_AS = {

@@ -642,7 +642,7 @@ def test_every_outcome_is_recorded():
 
 def test_remote_refs_rejected():
     """Only local $ref may appear in a schema; a remote one is refused, never fetched."""
-    from toolbox.pipeline.checks._arguments import check_local_refs
+    from toolbox.pipeline.checks._schemas import check_local_refs
 
     check_local_refs({"$defs": {"A": {"type": "string"}}, "properties": {"a": {"$ref": "#/$defs/A"}}})
     for ref in ("https://schemas.example.com/a.json", "file:///etc/passwd", "other.json#/x"):

@@ -25,7 +25,7 @@ from toolbox import (
 from toolbox.errors import ConfigurationError, InvalidArgumentsError, PolicyFileError
 from toolbox.foundations._operations import DescribedOperations, describes_operations
 from toolbox.governance._policy_file import policy_from_mapping
-from toolbox.pipeline.checks._arguments import described_schema
+from toolbox.pipeline.checks._schemas import described_schema
 from toolbox.provider import OperationLock
 
 CTX = ExecutionContext(tenant="tenant-a", principal="alice")

@@ -19,7 +19,7 @@ from toolbox.foundations._operations import OperationLock, describes_operations
 from toolbox.foundations._wire_names import dotted_name, to_wire_name
 from toolbox.governance import Governance
 from toolbox.pipeline._chain import Pipeline
-from toolbox.pipeline.checks._arguments import OperationSchema, described_schema, operation_schema
+from toolbox.pipeline.checks._schemas import OperationSchema, described_schema, operation_schema
 from toolbox.registry._discovery import BrokenProvider, RegisteredTool, explain_missing
 from toolbox.registry._discovery import discover as discover_tools
 from toolbox.registry._namespace import check_namespace

@@ -50,13 +50,9 @@ from toolbox.pipeline._paths import by_name_route, gates_open
 from toolbox.pipeline._record_rows import first_success_row
 from toolbox.pipeline._result import ToolResult, succeeded
 from toolbox.pipeline._result_summary import settled_inline
-from toolbox.pipeline.checks._arguments import (
-    ArgumentLimits,
-    ArgumentValidation,
-    OperationSchema,
-    flat_and_small,
-)
+from toolbox.pipeline.checks._arguments import ArgumentLimits, ArgumentValidation, flat_and_small
 from toolbox.pipeline.checks._builtin import KillSwitch
+from toolbox.pipeline.checks._schemas import OperationSchema
 from toolbox.registry._intent import dispatch_calls, validate_intent_text
 
 if TYPE_CHECKING:

@@ -22,7 +22,7 @@ from pydantic import TypeAdapter
 
 from toolbox.doors._catalog import Catalog
 from toolbox.pipeline._shown import json_content
-from toolbox.pipeline.checks._arguments import check_local_refs
+from toolbox.pipeline.checks._schemas import check_local_refs
 from toolbox.registry._intent import ReadIntent, WriteIntent
 
 __all__ = ["OutputShape", "output_shape"]

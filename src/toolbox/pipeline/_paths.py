@@ -38,7 +38,7 @@ from toolbox.foundations._context import ExecutionContext
 from toolbox.foundations._descriptor import RiskClass
 from toolbox.pipeline._interceptor import Interceptor
 from toolbox.pipeline._invocation import Invocation
-from toolbox.pipeline.checks._arguments import ArgumentValidation, OperationSchema
+from toolbox.pipeline.checks._arguments import ArgumentValidation
 from toolbox.pipeline.checks._builtin import (
     AccessCheck,
     BudgetCheck,
@@ -46,6 +46,7 @@ from toolbox.pipeline.checks._builtin import (
     DelegationCheck,
     KillSwitch,
 )
+from toolbox.pipeline.checks._schemas import OperationSchema
 
 __all__ = [
     "CONTEXT_GATES",

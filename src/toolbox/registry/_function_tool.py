@@ -31,7 +31,7 @@ from toolbox.foundations._descriptor import (
     ToolDescriptor,
     validate_descriptor,
 )
-from toolbox.pipeline.checks._arguments import operation_schema
+from toolbox.pipeline.checks._schemas import operation_schema
 from toolbox.registry._intent import ReadIntent, WriteIntent
 from toolbox.registry._provider import ToolProvider
 from toolbox.registry._runtime import ToolRuntime
