@@ -281,12 +281,14 @@ class Catalog:
         tool_type = entry.registered.provider.tool_type
         op = next(o for o in descriptor.operations if o.name == operation)
         summary = op.summary or descriptor.summary
+        name = descriptor.offered_name(operation)  # a @tool function: by its own name
         if describes_operations(tool_type):
             parameters = tool_type.operation_parameters(operation)
-            built = described_schema(tool, operation, parameters, op.effect, summary)
-        else:
-            built = operation_schema(tool, operation, getattr(tool_type, operation), op.effect, summary)
-        built.name = descriptor.offered_name(operation)  # a @tool function: by its own name
+            built = described_schema(tool, operation, parameters, op.effect, summary, name=name)
+        else:  # shared with every catalog of this method (operation_schema keeps it): never changed here
+            built = operation_schema(
+                tool, operation, getattr(tool_type, operation), op.effect, summary, name=name
+            )
         with self._lock:
             return self._schemas.setdefault(key, built)
 

@@ -248,8 +248,11 @@ def tool(
             },
             provider=f"@tool {function.__qualname__}",
         )
-        # Fail at decoration, not on the first call: the schema must be derivable.
-        operation_schema(descriptor.name, OPERATION, function, chosen_effect)
+        # Fail at decoration, not on the first call: the schema must be derivable. Derived as a
+        # catalog asks for it (summary, offered name), so catalogs take this one (it is kept).
+        summary_shown = descriptor.operations[0].summary or descriptor.summary
+        offered = descriptor.offered_name(OPERATION)
+        operation_schema(descriptor.name, OPERATION, function, chosen_effect, summary_shown, name=offered)
         if not doc.strip():
             # Every format offers the summary as the tool's description: a model shown none
             # cannot tell what the tool is for (refused here, as an over-long name is).

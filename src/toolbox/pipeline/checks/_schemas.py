@@ -3,13 +3,21 @@
 Derived from a method's or function's signature (`operation_schema`), or taken
 from the JSON Schema a `DescribedOperations` tool gives (`described_schema`).
 `toolbox.pipeline.checks._arguments` validates by-name arguments against them.
+
+Deriving builds a pydantic model (about a millisecond), for every operation of
+every catalog load; what it derives depends only on the function and the names it
+is offered under. So a schema derived from a plain function is kept, keyed
+weakly by the function (a dynamically created one is not kept alive), and shared
+by every catalog of the process: it is read, never changed, by its users.
 """
 
 from __future__ import annotations
 
 import inspect
 import threading
+import types
 import typing
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, final
 
@@ -78,7 +86,11 @@ class OperationSchema:
         self._lock = threading.Lock()
 
     def json_schema(self) -> dict[str, Any]:
-        """The JSON Schema of the arguments (intent field included); local ``$ref`` only."""
+        """The JSON Schema of the arguments (intent field included); local ``$ref`` only.
+
+        One dict, shared by every catalog of the function: read it, never change it
+        (`definition` hands out a copy).
+        """
         with self._lock:
             if self._json_schema is None:
                 schema = self.model.model_json_schema()
@@ -87,8 +99,18 @@ class OperationSchema:
             return self._json_schema
 
     def definition(self) -> dict[str, Any]:
-        """An LLM function definition: name, description, parameters."""
-        return {"name": self.name, "description": self.summary, "parameters": self.json_schema()}
+        """An LLM function definition: name, description, parameters (a copy, the caller's to change)."""
+        return {"name": self.name, "description": self.summary, "parameters": _copied(self.json_schema())}
+
+
+def _copied(value: Any) -> Any:
+    """``value`` with each dict and list copied (a JSON Schema's; a third of `copy.deepcopy`'s time)."""
+    kind = type(value)
+    if kind is dict:
+        return {key: _copied(item) for key, item in value.items()}
+    if kind is list:
+        return [_copied(item) for item in value]
+    return value
 
 
 def _allows_non_finite(info: FieldInfo) -> bool:
@@ -125,35 +147,79 @@ def check_local_refs(schema: object, path: str = "") -> None:
             check_local_refs(value, f"{path}.{index}")
 
 
-def _hints(function: Callable[..., Any]) -> dict[str, Any]:
+def _hints(function: Callable[..., Any]) -> dict[str, Any] | None:
+    """``function``'s resolved annotations; None when they cannot be resolved (yet)."""
     try:
         return typing.get_type_hints(function, include_extras=True)
     except Exception:  # noqa: BLE001 - unresolvable annotations fall back to Any below
-        return {}
+        return None
+
+
+#: (tool, operation, effect, summary, whether ``self`` was dropped, name)
+_Key = tuple[str, str, Effect, str, bool, str | None]
+
+
+@final
+class _Kept:
+    """What is kept of one function: whether its first parameter is ``self``, and its schemas."""
+
+    __slots__ = ("first_is_self", "schemas")
+
+    def __init__(self, first_is_self: bool) -> None:
+        self.first_is_self = first_is_self  # read from its signature once, not on every look-up
+        self.schemas: dict[_Key, OperationSchema] = {}
+
+
+#: Plain functions only: their equality is identity (a callable object's may not be; a bound
+#: method lives one access).
+_derived: weakref.WeakKeyDictionary[Callable[..., Any], _Kept] = weakref.WeakKeyDictionary()
+_derived_lock = threading.Lock()
 
 
 def operation_schema(
-    tool: str, operation: str, function: Callable[..., Any], effect: Effect, summary: str = ""
+    tool: str,
+    operation: str,
+    function: Callable[..., Any],
+    effect: Effect,
+    summary: str = "",
+    *,
+    name: str | None = None,
 ) -> OperationSchema:
     """Derive the argument model of ``function`` (a tool method or a plain function).
 
     Every parameter becomes a field (annotation and default kept; unannotated
     means any JSON value). The intent field is ``purpose`` for ``READ_ONLY``
-    operations and ``audit_as`` for all others.
+    operations and ``audit_as`` for all others. ``name`` is the by-name form
+    (default ``tool.operation``).
+
+    Derived once per function and arguments, then shared; not kept when the
+    annotations could not be resolved (a later call may resolve them).
 
     Raises:
         ConfigurationError: the signature has ``*args``/``**kwargs`` or a name clashing
-            with the intent field.
+            with the intent field (every time: a refusal is not kept).
     """
     target = inspect.unwrap(function)
-    signature = inspect.signature(target)
+    # A method's ``self`` is no argument. The key says whether it was dropped, not why, so that
+    # a @tool function's catalogs find the schema its decoration derived.
+    method = target is function or is_operation_method(function)
+    keeps = type(target) is types.FunctionType
+    if keeps:
+        with _derived_lock:
+            kept = _derived.get(target)
+            if kept is not None:
+                dropped = method and kept.first_is_self
+                found = kept.schemas.get((tool, operation, effect, summary, dropped, name))
+                if found is not None:
+                    return found
+    parameters = list(inspect.signature(target).parameters.values())
+    first_is_self = bool(parameters) and parameters[0].name == "self"
+    if method and first_is_self:
+        parameters = parameters[1:]
     hints = _hints(target)
     intent_field = intent_field_for(effect)
     fields: dict[str, Any] = {}
     renames: dict[str, str] = {}
-    parameters = list(signature.parameters.values())
-    if (target is function or is_operation_method(function)) and parameters and parameters[0].name == "self":
-        parameters = parameters[1:]
     for parameter in parameters:
         if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
             raise ConfigurationError(
@@ -163,7 +229,7 @@ def operation_schema(
             raise ConfigurationError(
                 f"{tool}.{operation}: parameter {parameter.name!r} clashes with the intent"
             )
-        annotation = hints.get(parameter.name, Any)
+        annotation = Any if hints is None else hints.get(parameter.name, Any)
         default = ... if parameter.default is inspect.Parameter.empty else parameter.default
         if hasattr(BaseModel, parameter.name):
             # e.g. ``json``: keep the public name as the alias, rename the model field.
@@ -175,17 +241,31 @@ def operation_schema(
     fields[intent_field] = (str, Field(..., min_length=1, max_length=1000, description=description))
     model_name = "".join(part.capitalize() for part in f"{tool}_{operation}".replace(".", "_").split("_"))
     model = create_model(f"{model_name}Arguments", __config__=_FORBID, **fields)
-    return OperationSchema(f"{tool}.{operation}", operation, model, intent_field, summary, renames=renames)
+    schema = OperationSchema(
+        name or f"{tool}.{operation}", operation, model, intent_field, summary, renames=renames
+    )
+    if not keeps or hints is None:
+        return schema
+    key: _Key = (tool, operation, effect, summary, method and first_is_self, name)
+    with _derived_lock:  # two threads deriving at once: both get the first one kept
+        return _derived.setdefault(target, _Kept(first_is_self)).schemas.setdefault(key, schema)
 
 
 def described_schema(
-    tool: str, operation: str, parameters: Mapping[str, Any], effect: Effect, summary: str = ""
+    tool: str,
+    operation: str,
+    parameters: Mapping[str, Any],
+    effect: Effect,
+    summary: str = "",
+    *,
+    name: str | None = None,
 ) -> OperationSchema:
     """The schema of an operation described by JSON Schema (`DescribedOperations`).
 
     The JSON Schema shown to models is ``parameters`` with the intent field
     added (required) and, unless it says otherwise, no additional properties;
-    validation of everything else is the tool's.
+    validation of everything else is the tool's. ``name`` is the by-name form
+    (default ``tool.operation``). Not kept: the tool gives its schema per catalog.
 
     Raises:
         ConfigurationError: ``parameters`` is not an object schema with local ``$ref`` only,
@@ -221,4 +301,6 @@ def described_schema(
         __config__=ConfigDict(extra="allow", allow_inf_nan=False),
         **{intent_field: intent},  # type: ignore[call-overload]
     )
-    return OperationSchema(f"{tool}.{operation}", operation, model, intent_field, summary, json_schema=shown)
+    return OperationSchema(
+        name or f"{tool}.{operation}", operation, model, intent_field, summary, json_schema=shown
+    )
