@@ -1,12 +1,16 @@
 """`toolbox --version`, the operations `list` shows, and the authorization `check` shows."""
 
+import argparse
 import json
+import subprocess
+import sys
 import textwrap
 from importlib.metadata import version
 from pathlib import Path
 
 import pytest
 
+from toolbox import cli
 from toolbox.cli import main
 
 CEDAR_FILES = Path(__file__).parent / "cedar"
@@ -26,7 +30,46 @@ def _run(capsys, *argv):
 def test_version_prints_the_distribution_version(capsys):
     """``toolbox --version`` prints ``toolbox <version>`` and exits 0."""
     status, out, err = _run(capsys, "--version")
-    assert (status, out.strip(), err) == (0, f"toolbox {version('toolbox-registry')}", "")
+    assert (status, out, err) == (0, f"toolbox {version('toolbox-registry')}\n", "")
+
+
+def test_the_version_is_looked_up_only_when_asked_for(capsys, monkeypatch):
+    """Building the parser (every command) reads no distribution metadata; ``--version`` does."""
+    asked: list[str] = []
+
+    def looked_up() -> str:
+        asked.append("version")
+        return "9.8.7"
+
+    monkeypatch.setattr(cli, "_version", looked_up)
+    cli._parser()
+    assert _run(capsys, "--help")[0] == 0
+    assert asked == []
+    for argv in (["--version"], ["--versio"], ["--json", "--version", "list"]):  # argparse's own rules
+        assert _run(capsys, *argv) == (0, "toolbox 9.8.7\n", "")
+    assert asked == ["version"] * 3
+
+
+def test_the_version_is_printed_as_argparse_prints_it(capsys, monkeypatch):
+    """The help formatter's wrapping, on stdout: what ``action="version"`` printed."""
+    monkeypatch.setenv("COLUMNS", "80")
+    assert "  --version   show program's version number and exit\n" in _run(capsys, "--help")[1]
+    monkeypatch.setenv("COLUMNS", "10")
+    monkeypatch.setattr(cli, "_version", lambda: "1.2.3-a-long-local-version")
+    reference = argparse.ArgumentParser(prog="toolbox")
+    reference.add_argument("--version", action="version", version="%(prog)s 1.2.3-a-long-local-version")
+    with pytest.raises(SystemExit) as exited:
+        reference.parse_args(["--version"])
+    expected = capsys.readouterr()
+    assert exited.value.code == 0 and expected.out.count("\n") > 1  # wrapped at 10 columns
+    assert _run(capsys, "--version") == (0, expected.out, expected.err)
+
+
+def test_building_the_parser_does_not_import_multiprocessing():
+    """Only ``toolbox serve --workers`` needs it: every other command would pay its import."""
+    code = "import sys; from toolbox.cli import _parser; _parser(); print('multiprocessing' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out == "False\n"
 
 
 def test_list_shows_operations_with_effect_and_risk(capsys):

@@ -300,6 +300,7 @@ TOOLBOX_PRELOAD = (
     "toolbox.mcp._server",
     "toolbox.audit.sinks._jsonl",
     "toolbox.cli._serve",
+    "toolbox.cli._workers",  # `toolbox serve --workers` (imported there, not with the parser)
     "anyio._backends._asyncio",
     "uvicorn",
     # `toolbox serve`: the service and its console

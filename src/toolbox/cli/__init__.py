@@ -56,6 +56,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from toolbox.cli._audit import add_audit
 from toolbox.cli._auth import add_auth
@@ -82,6 +83,23 @@ def _version() -> str:
         return "unknown"
 
 
+class _Version(argparse._VersionAction):
+    """``--version``, the installed version read only when asked for (a metadata look-up, ~6 ms cold).
+
+    argparse's own action, printing as it does (stdout, the help formatter's wrapping).
+    """
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        self.version = f"%(prog)s {_version()}"
+        super().__call__(parser, namespace, values, option_string)
+
+
 def _parser() -> argparse.ArgumentParser:
     """The argument parser: ``list``, ``check`` and ``audit``, ``--json`` accepted before or after them."""
     parser = Parser(
@@ -89,7 +107,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Inspect the tools this deployment can hand to LLM agents, and its audit trail.",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON document")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action=_Version)
     # Sub-commands accept --json too; SUPPRESS keeps `toolbox --json list` from being reset.
     common_json = Parser(add_help=False)
     common_json.add_argument(

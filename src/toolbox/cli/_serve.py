@@ -33,7 +33,6 @@ import tempfile
 from collections.abc import Iterator
 from typing import Any
 
-from toolbox.cli._workers import forked_workers
 from toolbox.doors._catalog import POLICY_ENV
 from toolbox.errors import ConfigurationError
 
@@ -171,6 +170,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         from toolbox.service import app_from_policy_file
     except ImportError:
         raise ConfigurationError(_INSTALL) from None
+    # Here, not at the top: every command's parser imports this module, and _workers imports
+    # multiprocessing (about 3 ms); still before freeze_startup_objects and any fork.
+    from toolbox.cli._workers import forked_workers
+
     app = app_from_policy_file(
         policy,
         secret_file=args.secret_file,
