@@ -53,6 +53,12 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "full: runs only in the full tier (pytest --full), required before a release"
     )
+    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
+        # xdist's controller, before its workers start: one zygote of each kind for all of them.
+        import state_worker  # tests/ (the pythonpath setting)
+        import zygote
+
+        zygote.serve_workers(zygote.TOOLBOX_PRELOAD, zygote.MCP_SERVER_PRELOAD, state_worker.PRELOAD)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -39,10 +39,13 @@ hash seed is shared (``random`` is reseeded at fork by Python itself); and the e
 interpreter's teardown (`_exit`): objects alive at the end are not finalized, as with
 ``os._exit`` (threads are joined, ``atexit`` functions run and the standard streams flushed).
 
-`shared` starts one zygote per preload list per pytest process on first use; the root
-``conftest.py`` stops them when the session finishes (the zygote also exits, killing what it
-still runs, when its stdin closes, so a killed pytest worker leaves nothing behind), and its
-children's CPU is reaped into the pytest process's like any child's.
+`shared` starts one zygote per preload list per pytest process on first use; under
+pytest-xdist the controller starts the suite's three kinds for all its workers first
+(`serve_workers`, from the root ``conftest.py``: one set of imports instead of one per worker),
+and each worker attaches to them. The root ``conftest.py`` stops a process's own zygotes when
+its session finishes (the zygote also exits, killing what it still runs, when its stdin closes,
+so a killed pytest process leaves nothing behind), and their children's CPU is reaped into
+that process's like any child's.
 """
 
 from __future__ import annotations
@@ -261,9 +264,9 @@ class Zygote:
     """A zygote process preloading ``preload``; `command` is how a test starts a child of it."""
 
     def __init__(self, preload: Sequence[str]) -> None:
-        self.directory = tempfile.mkdtemp(prefix="zygote-")
+        self.directory: str | None = tempfile.mkdtemp(prefix="zygote-")
         self.socket = os.path.join(self.directory, "socket")
-        self.process = subprocess.Popen(
+        self.process: subprocess.Popen[bytes] | None = subprocess.Popen(
             [sys.executable, __file__, self.socket, *preload], stdin=subprocess.PIPE, stdout=subprocess.PIPE
         )
         assert self.process.stdout is not None
@@ -273,14 +276,23 @@ class Zygote:
             self.stop()
             raise RuntimeError(f"the zygote preloading {list(preload)} did not start")
 
+    @classmethod
+    def attached(cls, socket: str) -> Zygote:
+        """Another process's zygote listening on ``socket``: launched from, never stopped here."""
+        zygote = cls.__new__(cls)
+        zygote.directory, zygote.socket, zygote.process = None, socket, None
+        return zygote
+
     def command(self, script: str | os.PathLike[str], *args: str) -> list[str]:
         """The command line of a child running ``python SCRIPT ARGS...``, forked by this zygote."""
-        if self.process.poll() is not None:
+        if self.process is not None and self.process.poll() is not None:
             raise RuntimeError(f"the zygote died (exit {self.process.returncode})")
         return [sys.executable, "-I", "-S", str(LAUNCHER), self.socket, str(script), *args]
 
     def stop(self, timeout: float = 30.0) -> None:
         """Close its stdin (it kills and reaps what still runs, then exits) and wait for it."""
+        if self.process is None:  # attached: its owner stops it
+            return
         if self.process.stdin is not None:
             self.process.stdin.close()
         try:
@@ -288,7 +300,8 @@ class Zygote:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
-        shutil.rmtree(self.directory, ignore_errors=True)
+        if self.directory is not None:
+            shutil.rmtree(self.directory, ignore_errors=True)
 
 
 #: The ``toolbox`` console script of this environment, and what its commands import (also
@@ -351,17 +364,36 @@ def python_executable(directory: Path, *preload: str) -> Path:
 
 _SHARED: dict[tuple[str, ...], Zygote] = {}
 _LOCK = threading.Lock()
+#: The zygotes an xdist controller started for its workers: preload (one module per line) ->
+#: socket, as JSON; the workers inherit the controller's environment.
+WORKERS_ENV = "TOOLBOX_TEST_ZYGOTES"
 
 
 def shared(*preload: str) -> Zygote:
-    """This process's zygote preloading ``preload``, started on first use."""
+    """This process's zygote preloading ``preload``: the one its xdist controller started for
+    every worker (`serve_workers`), else its own, started on first use."""
     with _LOCK:
         zygote = _SHARED.get(preload)
         if zygote is None:
+            socket = json.loads(os.environ.get(WORKERS_ENV, "{}")).get("\n".join(preload))
+            if socket is not None:
+                zygote = _SHARED[preload] = Zygote.attached(socket)
+                return zygote
             if not _SHARED:
                 atexit.register(stop_all)  # outside pytest; its session's end calls it first
             zygote = _SHARED[preload] = Zygote(preload)
         return zygote
+
+
+def serve_workers(*preloads: Sequence[str]) -> None:
+    """In pytest-xdist's controller, before its workers start: one zygote per preload for all
+    of them (each worker starting its own paid ~2.3 s of CPU for the same imports).
+
+    A child still lives and dies with the launcher its test started (a child of the worker);
+    the controller stops the zygotes when its session ends, after every worker's.
+    """
+    sockets = {"\n".join(preload): shared(*preload).socket for preload in preloads}
+    os.environ[WORKERS_ENV] = json.dumps(sockets)
 
 
 def stop_all() -> None:
