@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import multiprocessing
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -13,7 +12,7 @@ from typing import Any
 import pytest
 
 import audit_scale_support as support
-from audit_sql_support import Store, event, make_store
+from audit_sql_support import Store, event, make_store, process_context
 from polling import wait_until
 from tiers import sized
 from toolbox import ExecutionContext, Status
@@ -354,7 +353,7 @@ def test_strict_from_8_threads_in_4_processes_is_gap_free(store: Store, tmp_path
     """
     store.sink().schema_version()
     threads, calls, processes_count = sized(4, 8), 20, sized(2, 4)
-    context = multiprocessing.get_context("spawn")
+    context = process_context()
     start = context.Barrier(processes_count)
     processes = [
         context.Process(

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import multiprocessing
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from audit_sql_support import Store, event, make_store, open_then_append_worker
+from audit_sql_support import Store, event, make_store, open_then_append_worker, process_context
 from tiers import sized
 from toolbox.audit import AuditEvent, AuditQuery, AuditSinkError, verify_chain
 from toolbox.audit._events import FIELDS
@@ -304,7 +303,7 @@ def test_processes_opening_a_version_2_store_at_once_migrate_it_once(store: Stor
     the full tier, 2 in the default tier)."""
     heads = _version_2_store_holding(store, [event("old"), event("old")])
     count = sized(2, 4)
-    context = multiprocessing.get_context("spawn")
+    context = process_context()
     start = context.Barrier(count)
     processes = [
         context.Process(

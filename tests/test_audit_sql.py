@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import sys
 import threading
 from collections.abc import Iterator
@@ -12,7 +11,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy.engine import make_url
 
-from audit_sql_support import POSTGRES_URL, Store, append_worker, event, make_store
+from audit_sql_support import POSTGRES_URL, Store, append_worker, event, make_store, process_context
 from tiers import sized
 from toolbox.audit import AuditQuery, AuditSink, AuditSinkError, PostgresSink, SqliteSink, verify_chain
 from toolbox.audit._events import GENESIS_HASH
@@ -145,7 +144,7 @@ def test_concurrent_processes_on_one_trace_stay_gap_free(store: Store) -> None:
     in the full tier, 2 in the default tier)."""
     store.sink().schema_version()
     count = sized(2, 4)
-    context = multiprocessing.get_context("spawn")
+    context = process_context()
     start = context.Barrier(count)
     processes = [
         context.Process(

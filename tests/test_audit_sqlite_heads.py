@@ -8,7 +8,6 @@ edit) changes the writer's ``PRAGMA data_version`` and drops it.
 
 from __future__ import annotations
 
-import multiprocessing
 import sqlite3
 import time
 from pathlib import Path
@@ -16,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import toolbox.audit.sinks._sql as sql_module
-from audit_sql_support import append_worker, event
+from audit_sql_support import append_worker, event, process_context
 from toolbox.audit import AuditSinkError, SqliteSink, verify_chain
 
 
@@ -89,7 +88,7 @@ def test_processes_interleaving_with_a_cached_writer_stay_gap_free(tmp_path: Pat
     path = tmp_path / "a.db"
     sink = SqliteSink(path)
     sink.schema_version()
-    context = multiprocessing.get_context("spawn")
+    context = process_context()
     start = context.Event()
     workers = [
         context.Process(target=append_worker, args=("sqlite", str(path), None, "shared", 300, start))

@@ -8,7 +8,6 @@ duplicates on either side, a fold that cannot run, several processes folding.
 
 from __future__ import annotations
 
-import multiprocessing
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import toolbox.audit.sinks._sqlite as sqlite_module
-from audit_sql_support import Store, append_worker, assert_intact, event, make_store
+from audit_sql_support import Store, append_worker, assert_intact, event, make_store, process_context
 from tiers import sized
 from toolbox.audit import AuditQuery, AuditSinkError, SqliteSink
 
@@ -155,7 +154,7 @@ def test_processes_folding_one_file_lose_and_double_nothing(store: Store) -> Non
     store.sink().schema_version()
     count = sized(2, 4)
     each = sqlite_module._FOLD_AT * 3 // 2
-    context = multiprocessing.get_context("spawn")
+    context = process_context()
     start = context.Barrier(count)
     processes = [
         context.Process(target=append_worker, args=("sqlite", store.location, None, "shared", each, start))
