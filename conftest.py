@@ -35,6 +35,19 @@ settings.register_profile("ci", settings.get_profile("dev"), print_blob=True)
 settings.register_profile("full", settings.get_profile("ci"), max_examples=500)
 
 
+if os.environ.get("TOOLBOX_TEST_FRESH_CACHES"):
+    # scripts/mutation: mutmut forks each mutant's run from a process that already ran the tests,
+    # and the schemas and entry point listing that process kept would answer for the mutated code.
+
+    @pytest.fixture(autouse=True)
+    def _fresh_caches() -> None:
+        from toolbox.pipeline.checks import _schemas
+        from toolbox.registry import _entry_points
+
+        _schemas._derived.clear()
+        _entry_points.clear()
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--full",

@@ -71,6 +71,28 @@ def test_a_tool_function_is_derived_once_at_decoration(monkeypatch: pytest.Monke
     assert made == ["LookupCallArguments"]
 
 
+def test_a_tool_methods_kept_schema_is_found_without_deriving_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A method (``self`` dropped) finds its kept schema on the look-up, not by deriving it again."""
+    made: list[str] = []
+    real = _schemas.create_model
+
+    def counted(name: str, /, **fields: Any) -> Any:
+        made.append(name)
+        return real(name, **fields)
+
+    monkeypatch.setattr(_schemas, "create_model", counted)
+
+    class Notes:
+        def read(self, key: str) -> str:
+            return key
+
+    first = operation_schema("notes", "read", Notes.read, Effect.READ_ONLY, "Read a note.")
+    assert "self" not in first.json_schema()["properties"]
+    assert made == ["NotesReadArguments"]
+    assert operation_schema("notes", "read", Notes.read, Effect.READ_ONLY, "Read a note.") is first
+    assert made == ["NotesReadArguments"]  # found, not derived and then matched to the kept one
+
+
 def test_the_other_arguments_are_part_of_the_key() -> None:
     method = fake_provider("acme").tool_type.read
     read = operation_schema("acme", "read", method, Effect.READ_ONLY, "Read.")
