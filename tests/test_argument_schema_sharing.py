@@ -50,16 +50,22 @@ def test_two_gateways_over_one_tool_share_its_schemas() -> None:
     assert first.catalog.schema("acme", "read").name == "acme.read"
 
 
-def test_a_tool_function_is_derived_once_at_decoration(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Decoration derives the schema as catalogs ask for it: no catalog builds another model."""
-    made: list[str] = []
+@pytest.fixture
+def made(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the argument models built from now on (``create_model`` counted)."""
+    names: list[str] = []
     real = _schemas.create_model
 
     def counted(name: str, /, **fields: Any) -> Any:
-        made.append(name)
+        names.append(name)
         return real(name, **fields)
 
     monkeypatch.setattr(_schemas, "create_model", counted)
+    return names
+
+
+def test_a_tool_function_is_derived_once_at_decoration(made: list[str]) -> None:
+    """Decoration derives the schema as catalogs ask for it: no catalog builds another model."""
 
     @tool(risk=RiskClass.MEMORY_ONLY, effect=Effect.READ_ONLY, name="lookup", summary="Look something up.")
     def find(query: str) -> str:
@@ -71,16 +77,8 @@ def test_a_tool_function_is_derived_once_at_decoration(monkeypatch: pytest.Monke
     assert made == ["LookupCallArguments"]
 
 
-def test_a_tool_methods_kept_schema_is_found_without_deriving_again(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_tool_methods_kept_schema_is_found_without_deriving_again(made: list[str]) -> None:
     """A method (``self`` dropped) finds its kept schema on the look-up, not by deriving it again."""
-    made: list[str] = []
-    real = _schemas.create_model
-
-    def counted(name: str, /, **fields: Any) -> Any:
-        made.append(name)
-        return real(name, **fields)
-
-    monkeypatch.setattr(_schemas, "create_model", counted)
 
     class Notes:
         def read(self, key: str) -> str:
