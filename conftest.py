@@ -21,6 +21,9 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
+# `--forked-workers N` (scripts/test): collect once, then run in N forked workers.
+pytest_plugins = ["toolbox_test_support.forked"]
+
 _DATABASE = Path(os.environ.get("TOOLBOX_HYPOTHESIS_DB", Path(__file__).parent / ".hypothesis" / "examples"))
 
 settings.register_profile(
@@ -66,8 +69,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "full: runs only in the full tier (pytest --full), required before a release"
     )
-    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
-        # xdist's controller, before its workers start: one zygote of each kind for all of them.
+    xdist_controller = getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput")
+    if xdist_controller or config.getoption("forked_workers") > 0:
+        # Before the workers start (forked or xdist's): one zygote of each kind for all of them.
         import state_worker  # tests/ (the pythonpath setting)
         import zygote
 

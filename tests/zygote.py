@@ -3,8 +3,8 @@
 Why: the MCP tests start the stdio test server (``mcp_test_server.py``) hundreds of times and
 the fleet tests start dozens of ``state_worker.py`` processes; each start spent ~0.7 s of CPU
 importing the MCP SDK, or toolbox and its state backends, before doing any work: the largest
-part of the suite's CPU. A zygote imports those modules once per pytest worker (xdist worker,
-or the single pytest process) and forks a fresh child per start, at the cost of a fork.
+part of the suite's CPU. A zygote imports those modules once per pytest run and forks a fresh
+child per start, at the cost of a fork.
 
 What a test starts is still one process per server or worker:
 ``python -I -S zygote_launcher.py SOCKET SCRIPT ARGS...`` (`Zygote.command`; the standard
@@ -39,13 +39,14 @@ hash seed is shared (``random`` is reseeded at fork by Python itself); and the e
 interpreter's teardown (`_exit`): objects alive at the end are not finalized, as with
 ``os._exit`` (threads are joined, ``atexit`` functions run and the standard streams flushed).
 
-`shared` starts one zygote per preload list per pytest process on first use; under
-pytest-xdist the controller starts the suite's three kinds for all its workers first
-(`serve_workers`, from the root ``conftest.py``: one set of imports instead of one per worker),
-and each worker attaches to them. The root ``conftest.py`` stops a process's own zygotes when
-its session finishes (the zygote also exits, killing what it still runs, when its stdin closes,
-so a killed pytest process leaves nothing behind), and their children's CPU is reaped into
-that process's like any child's.
+`shared` starts one zygote per preload list per pytest process on first use; when pytest runs
+workers (forked after collection, or pytest-xdist's) the process that starts them starts the
+suite's three kinds for all of them first (`serve_workers`, from the root ``conftest.py``: one
+set of imports instead of one per worker), and each worker attaches to them (a forked child
+drops its parent's zygotes as its own: `_forget_inherited`). The root ``conftest.py`` stops a
+process's own zygotes when its session finishes (the zygote also exits, killing what it still
+runs, when its stdin closes, so a killed pytest process leaves nothing behind), and their
+children's CPU is reaped into that process's like any child's.
 """
 
 from __future__ import annotations
@@ -364,14 +365,14 @@ def python_executable(directory: Path, *preload: str) -> Path:
 
 _SHARED: dict[tuple[str, ...], Zygote] = {}
 _LOCK = threading.Lock()
-#: The zygotes an xdist controller started for its workers: preload (one module per line) ->
-#: socket, as JSON; the workers inherit the controller's environment.
+#: The zygotes started for the pytest workers: preload (one module per line) -> socket, as JSON;
+#: the workers inherit the environment of the process that started them.
 WORKERS_ENV = "TOOLBOX_TEST_ZYGOTES"
 
 
 def shared(*preload: str) -> Zygote:
-    """This process's zygote preloading ``preload``: the one its xdist controller started for
-    every worker (`serve_workers`), else its own, started on first use."""
+    """This process's zygote preloading ``preload``: the one started for every pytest worker
+    (`serve_workers`), else its own, started on first use."""
     with _LOCK:
         zygote = _SHARED.get(preload)
         if zygote is None:
@@ -385,9 +386,24 @@ def shared(*preload: str) -> Zygote:
         return zygote
 
 
+#: A forked child's copies of its parent's zygotes, kept so they are never finalized here.
+_INHERITED: list[Zygote] = []
+
+
+def _forget_inherited() -> None:
+    """In a forked child: the zygotes in `_SHARED` are the parent's to stop; it attaches to them."""
+    _INHERITED.extend(_SHARED.values())
+    for preload, zygote in _SHARED.items():
+        _SHARED[preload] = Zygote.attached(zygote.socket)
+
+
+os.register_at_fork(after_in_child=_forget_inherited)
+
+
 def serve_workers(*preloads: Sequence[str]) -> None:
-    """In pytest-xdist's controller, before its workers start: one zygote per preload for all
-    of them (each worker starting its own paid ~2.3 s of CPU for the same imports).
+    """Before the pytest workers start (xdist's controller, or the process that forks them): one
+    zygote per preload for all of them (each worker starting its own paid ~2.3 s of CPU for the
+    same imports).
 
     A child still lives and dies with the launcher its test started (a child of the worker);
     the controller stops the zygotes when its session ends, after every worker's.

@@ -16,8 +16,12 @@ def collector_sees_only_new_objects() -> Iterator[None]:
     generation for the block; a collection still untracks, frees and (``DEBUG_SAVEALL``) saves
     the objects the test made. ``gc.unfreeze()`` gives the heap back to the collector.
     """
+    # A forked worker starts with the collected heap frozen already (toolbox_test_support/
+    # forked.py): it stays frozen, with what the worker made before this block.
+    frozen_before = gc.get_freeze_count() > 0
     gc.freeze()
     try:
         yield
     finally:
-        gc.unfreeze()
+        if not frozen_before:
+            gc.unfreeze()

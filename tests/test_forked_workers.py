@@ -1,0 +1,89 @@
+"""The forked workers scripts/test runs the suite on (tests/toolbox_test_support/forked.py).
+
+A run of its own, in a child pytest: every item reported exactly once, failures with their
+captured output, a worker that dies mid-test failing that test (and only it), each worker with
+its own tmp_path root, and ``--start-after`` refusing to start on a failed set-up.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+SUPPORT = Path(__file__).parent
+
+SUITE = """
+import os, signal, warnings
+import pytest
+
+@pytest.mark.parametrize("n", range(12))
+def test_passes(n, tmp_path):
+    (tmp_path / "mine").write_text(os.environ["TOOLBOX_TEST_WORKER"])
+
+def test_fails_with_its_output():
+    print("what the failing test printed")
+    assert 1 == 2
+
+def test_exits():
+    os._exit(3)
+
+def test_is_killed():
+    os.kill(os.getpid(), signal.SIGKILL)
+
+def test_warns():
+    warnings.warn("a warning from a worker", DeprecationWarning)
+
+def test_tmp_path_is_the_workers(tmp_path):
+    assert tmp_path.parent.name == os.environ["TOOLBOX_TEST_WORKER"]
+    assert tmp_path.parent.name.startswith("fw")
+"""
+
+
+def run(directory: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(SUPPORT)}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "toolbox_test_support.forked", "-p", "no:cacheprovider",
+         "-rA", "-W", "default", "--basetemp", str(directory / "tmp"), *args],
+        cwd=directory, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+
+def test_every_item_reported_once_and_a_dying_worker_fails_only_its_test(tmp_path: Path) -> None:
+    (tmp_path / "test_suite.py").write_text(SUITE)
+    result = run(tmp_path, "--forked-workers", "3")
+    out = result.stdout
+    assert result.returncode == 1, out + result.stderr
+    outcomes = re.findall(r"^(PASSED|FAILED) test_suite\.py::(\S+)", out, re.MULTILINE)
+    names = [name for _, name in outcomes]
+    assert sorted(names) == sorted(
+        [f"test_passes[{n}]" for n in range(12)]
+        + ["test_fails_with_its_output", "test_exits", "test_is_killed", "test_warns"]
+        + ["test_tmp_path_is_the_workers"]
+    )
+    failed = {name for outcome, name in outcomes if outcome == "FAILED"}
+    assert failed == {"test_fails_with_its_output", "test_exits", "test_is_killed"}
+    assert re.search(r"worker fw\d exited with status 3 while running this test", out)
+    assert re.search(r"worker fw\d killed by signal 9 while running this test", out)
+    assert "what the failing test printed" in out and "assert 1 == 2" in out
+    assert "DeprecationWarning: a warning from a worker" in out
+    assert "3 failed, 14 passed, 1 warning" in out
+    # The 12 passing tests wrote into their workers' own roots; the dead workers' items went on.
+    written = list((tmp_path / "tmp").glob("fw*/test_passes_*_0/mine"))
+    assert len(written) == 12
+    assert all(path.parent.parent.name == path.read_text() for path in written)
+
+
+def test_start_after_refuses_a_failed_setup_before_any_test(tmp_path: Path) -> None:
+    (tmp_path / "test_suite.py").write_text("def test_runs(tmp_path):\n    open('ran', 'w').close()\n")
+    (tmp_path / "status").write_text("100\n")
+    result = run(tmp_path, "--forked-workers", "2", "--start-after", "status")
+    assert result.returncode == 3
+    assert "status holds '100', not 0" in result.stdout + result.stderr
+    assert not (tmp_path / "ran").exists()
+    (tmp_path / "status").write_text("0\n")
+    result = run(tmp_path, "--forked-workers", "2", "--start-after", "status")
+    assert result.returncode == 0, result.stdout
+    assert (tmp_path / "ran").exists()
