@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from pathlib import Path
 
+import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
 
@@ -62,9 +62,12 @@ def build_server(mode: str = "v1", count=_count) -> MCPServer:
         return f"found: {query}"
 
     @server.tool(description="Sleep for some seconds.")
-    def sleep(seconds: float) -> str:
+    async def sleep(seconds: float) -> str:
         count("sleep")
-        time.sleep(seconds)
+        # Awaited on the server's loop, not time.sleep on a worker thread: the call hangs for the
+        # client all the same, but the server still exits when its stdin closes (a blocked thread
+        # held the exit until the SDK's 2 s shutdown grace ran out and it killed the server).
+        await anyio.sleep(seconds)
         return "slept"
 
     @server.tool(description="Exit the server process mid-call.")
