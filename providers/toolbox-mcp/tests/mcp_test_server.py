@@ -1,8 +1,8 @@
 """A real MCP server (the SDK's `MCPServer`) for the toolbox-mcp tests.
 
 Run as ``python mcp_test_server.py`` (stdio) with ``MODE`` choosing its tools
-(``v1``: ``add``, ``echo``, ``notes_search``, ``sleep``, ``crash``, ``big``,
-``fail``; ``v2``: ``add`` with another schema, and a new tool ``wipe``), and
+(``v1``: ``add``, ``echo``, ``notes_search``, ``sleep``, ``hold``, ``crash``,
+``big``, ``fail``; ``v2``: ``add`` with another schema, and a new tool ``wipe``), and
 ``COUNT_FILE`` naming a file each tool call appends one line to, so tests count
 upstream executions; ``DROP`` names tools it no longer lists (comma-separated).
 `build_server` is used in-process for the HTTP server.
@@ -69,6 +69,16 @@ def build_server(mode: str = "v1", count=_count) -> MCPServer:
         # held the exit until the SDK's 2 s shutdown grace ran out and it killed the server).
         await anyio.sleep(seconds)
         return "slept"
+
+    @server.tool(description="Wait until a file exists, at most some seconds.")
+    async def hold(path: str, seconds: float) -> str:
+        count("hold")
+        # A call that stays busy until the test releases it: no guess at how long the test needs.
+        with anyio.move_on_after(seconds):
+            while not await anyio.Path(path).exists():
+                await anyio.sleep(0.01)
+            return "released"
+        return "timed out"
 
     @server.tool(description="Exit the server process mid-call.")
     def crash() -> str:

@@ -140,19 +140,25 @@ def test_one_slow_server_does_not_hold_up_another(tmp_path, count_file, make_set
         is Status.SUCCESS
     )
     slow_done = threading.Event()
+    release = tmp_path / "release"
+    slow_results = []
 
     def slow_call():
-        setup.gateway.invoke("mcp.slow.sleep", {"seconds": 5, "audit_as": "Wait"}, context=CTX)
+        # Busy until the test releases it (bounded by 15 s), not for a guessed number of seconds.
+        arguments = {"path": str(release), "seconds": 15, "audit_as": "Wait"}
+        slow_results.append(setup.gateway.invoke("mcp.slow.hold", arguments, context=CTX))
         slow_done.set()
 
     thread = threading.Thread(target=slow_call)
     thread.start()
-    while "sleep" not in setup.executions():  # bounded by the slow call itself
+    while "hold" not in setup.executions():  # bounded by the slow call itself
         time.sleep(0.02)
     for n in range(3):
         fast = setup.gateway.invoke("mcp.fast.add", {"a": n, "b": 1, "audit_as": "Add"}, context=CTX)
         assert fast.status is Status.SUCCESS
     assert not slow_done.is_set()  # the fast server answered while the slow one was still busy
+    release.touch()
     thread.join(30)
     assert slow_done.is_set()
+    assert [(r.status, r.content.text) for r in slow_results] == [(Status.SUCCESS, "released")]
     assert len(server_children()) == 2
