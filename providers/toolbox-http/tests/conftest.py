@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import ssl
@@ -286,6 +287,11 @@ def _serve(server: LoopbackServer) -> Iterator[LoopbackServer]:
     try:
         yield server
     finally:
+        # serve_forever only sees shutdown() when its select returns: at the next poll interval,
+        # or at once when the listening socket is shut down (Linux wakes the select; elsewhere
+        # this may fail and the poll interval bounds the wait).
+        with contextlib.suppress(OSError):
+            server.socket.shutdown(socket.SHUT_RDWR)
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
