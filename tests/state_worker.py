@@ -8,6 +8,9 @@ Run as ``python tests/state_worker.py MODE POLICY [options]``; prints JSON lines
 - ``decide --request ID --go FILE --principal NAME``: wait for FILE, approve the request as NAME.
 - ``ask --go FILE --a N``: wait for FILE, make one call (argument ``a`` = N) that needs an approval.
 
+The waiting modes first create ``FILE.ready.PID`` (`at_start_line` counts them), so the test
+creates FILE once every worker is at the start line.
+
 Every line carries ``executions``: how many times the tool's code ran in this process.
 """
 
@@ -73,8 +76,7 @@ def decide(policy: str, request_id: str, go: Path, reviewer: str) -> int:
     _, governed = governance(policy)
     state = governed.state
     assert state is not None and state.approvals is not None
-    while not go.exists():
-        time.sleep(0.001)
+    wait_for(go)
     try:
         state.approvals.decide(request_id, approve=True, decided_by=reviewer, reason="race")
         emit(decided=True, reason=None)
@@ -82,6 +84,18 @@ def decide(policy: str, request_id: str, go: Path, reviewer: str) -> int:
         emit(decided=False, reason=exc.reason_code)
     state.close()
     return 0
+
+
+def wait_for(go: Path) -> None:
+    """Say this worker is at the start line (a file `at_start_line` counts), then wait for ``go``."""
+    go.with_name(f"{go.name}.ready.{os.getpid()}").touch()
+    while not go.exists():
+        time.sleep(0.001)
+
+
+def at_start_line(go: Path) -> int:
+    """How many workers wait for ``go`` (the test creates it once all of them do)."""
+    return len(list(go.parent.glob(f"{go.name}.ready.*")))
 
 
 def emit(**fields: object) -> None:
@@ -125,14 +139,12 @@ def main() -> int:
             emit(status=result.status.value, reason=result.reason_code, at=time.time())
             time.sleep(0.005)
     elif args.mode == "ask":
-        while not Path(args.go).exists():
-            time.sleep(0.001)
+        wait_for(Path(args.go))
         result = gw.invoke("add", {**CALL, "a": args.a}, context=context)
         request = result.approval.id if result.approval is not None else None
         emit(status=result.status.value, reason=result.reason_code, request=request, a=args.a)
     else:
-        while not Path(args.go).exists():
-            time.sleep(0.001)
+        wait_for(Path(args.go))
         grant = Approval.of_request(args.request, args.fingerprint)
         result = gw.invoke("add", CALL, context=context, approval=grant)
         emit(status=result.status.value, reason=result.reason_code, message=result.message)

@@ -25,6 +25,7 @@ import pytest
 
 import state_worker
 import zygote
+from polling import wait_until
 from state_support import POSTGRES_URL, REDIS_URL, free_port, start_redis, unique
 from tiers import sized
 from toolbox import ExecutionContext, Gateway, Status
@@ -118,6 +119,18 @@ def finish(process: subprocess.Popen[str]) -> list[dict[str, Any]]:
     return [json.loads(line) for line in out.splitlines() if line.strip()]
 
 
+def start_race(go: Path, workers: list[subprocess.Popen[str]]) -> None:
+    """Create ``go`` once every worker waits for it at the start line (a bounded poll).
+
+    A worker that exited before it got there ends the wait too: `finish` reports its error.
+    """
+    wait_until(
+        lambda: state_worker.at_start_line(go) == len(workers) or any(w.poll() is not None for w in workers),
+        TIMEOUT,
+    )
+    go.touch()
+
+
 def test_a_shared_budget_admits_exactly_its_size(counting_fleet: Fleet, tmp_path: Path) -> None:
     """Four processes spend twice a shared budget: exactly the budget is admitted and ran."""
     size = sized(100, 1000)
@@ -159,8 +172,7 @@ def test_racing_reviewers_then_one_grant_eight_racing_processes_one_execution(
         )
         for i in range(4)
     ]
-    time.sleep(0.5)  # not an assertion: let them reach the start line
-    decide_go.touch()
+    start_race(decide_go, deciders)
     decisions = [finish(d)[-1] for d in deciders]
     assert sorted(str(d["reason"]) for d in decisions) == ["ALREADY_DECIDED"] * 3 + ["None"]
     record = state.approvals.get(asked.approval.id)
@@ -173,8 +185,7 @@ def test_racing_reviewers_then_one_grant_eight_racing_processes_one_execution(
     args = ("--request", asked.approval.id, "--fingerprint", asked.approval.fingerprint, "--go", str(go))
     redeemers = sized(4, 8)
     workers = [start("redeem", policy, *args, "--principal", "requester") for _ in range(redeemers)]
-    time.sleep(0.5)  # not an assertion: let them reach the start line (late ones race just the same)
-    go.touch()
+    start_race(go, workers)
     lines = [finish(w)[-1] for w in workers]
     assert sum(line["executions"] for line in lines) == 1
     statuses = sorted(line["status"] for line in lines)
@@ -205,8 +216,7 @@ def test_racing_processes_ask_for_approval_within_the_bound(fleet: Fleet, tmp_pa
         start("ask", policy, "--go", str(go), "--principal", "looper", "--a", str(10 + i % calls))
         for i in range(processes)
     ]
-    time.sleep(0.5)  # not an assertion: let them reach the start line
-    go.touch()
+    start_race(go, workers)
     lines = [finish(w)[-1] for w in workers]
     assert sum(line["executions"] for line in lines) == 0
     asked = [line for line in lines if line["status"] == "APPROVAL_REQUIRED"]
