@@ -43,7 +43,9 @@ def test_tmp_path_is_the_workers(tmp_path):
 
 
 def run(directory: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    # Only this run's options: not the ones this suite's own run was given.
     env = {**os.environ, "PYTHONPATH": str(SUPPORT)}
+    env.pop("PYTEST_ADDOPTS", None)
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "toolbox_test_support.forked", "-p", "no:cacheprovider",
          "-rA", "-W", "default", "--basetemp", str(directory / "tmp"), *args],
@@ -87,3 +89,46 @@ def test_start_after_refuses_a_failed_setup_before_any_test(tmp_path: Path) -> N
     result = run(tmp_path, "--forked-workers", "2", "--start-after", "status")
     assert result.returncode == 0, result.stdout
     assert (tmp_path / "ran").exists()
+
+
+LATE_CRASH = """
+import os, time
+from pathlib import Path
+
+def wait_for(check):
+    end = time.monotonic() + 60
+    while not check():
+        assert time.monotonic() < end
+        time.sleep(0.01)
+
+def test_a_dies_after_the_other_worker_is_gone():
+    Path("a-started").touch()  # fw0 has been handed its next item (b) by now
+    wait_for(lambda: Path("c-pid").exists())
+    pid = int(Path("c-pid").read_text())
+    wait_for(lambda: ended(pid))  # fw1 was told there is nothing left, and exited
+    os._exit(3)
+
+def ended(pid):
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+    except FileNotFoundError:
+        return True
+
+def test_b_was_handed_to_the_dead_worker():
+    Path("b-ran-in").write_text(os.environ["TOOLBOX_TEST_WORKER"])
+
+def test_c_runs_on_the_other_worker():
+    wait_for(lambda: Path("a-started").exists())
+    Path("c-pid").write_text(str(os.getpid()))
+"""
+
+
+def test_what_a_dead_worker_was_handed_runs_on_a_new_worker(tmp_path: Path) -> None:
+    """fw0 dies holding b after fw1 was told there is nothing left: b runs on a new worker."""
+    (tmp_path / "test_suite.py").write_text(LATE_CRASH)
+    result = run(tmp_path, "--forked-workers", "2")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "1 failed, 2 passed" in result.stdout
+    assert "FAILED test_suite.py::test_a_dies_after_the_other_worker_is_gone" in result.stdout
+    assert "worker fw0 exited with status 3 while running this test" in result.stdout
+    assert (tmp_path / "b-ran-in").read_text() == "fw2"

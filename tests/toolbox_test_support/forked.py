@@ -18,7 +18,8 @@ How a run goes:
   ``nextitem``, so fixtures are set up and torn down as in one process, and sends each report
   to the parent through pytest's report serialization hooks; the parent logs it: progress,
   failures, warnings, ``--durations`` and the exit status are the parent's, as in one process;
-- a worker that dies mid-test fails that test, saying how it died; its queue goes to the others;
+- a worker that dies mid-test fails that test, saying how it died; what it was still to run goes
+  to a worker forked anew (the others may have been told there is nothing left);
 - ``-x`` / ``--maxfail``: once the parent counts enough failures it hands out nothing more;
 - each worker gets its own ``tmp_path`` root (``<basetemp>/fwN``) and sees
   ``TOOLBOX_TEST_WORKER=fwN``;
@@ -147,23 +148,23 @@ class _Parent:
         self.count = count
         self.workers: list[_Worker] = []
         self.by_nodeid = {item.nodeid: index for index, item in enumerate(self.items)}
+        self.basetemp: Path = self.config._tmp_path_factory.getbasetemp()  # type: ignore[attr-defined]
+        self.selector = selectors.DefaultSelector()
+        self.running = 0
 
     def run(self) -> None:
-        basetemp = self.config._tmp_path_factory.getbasetemp()  # type: ignore[attr-defined]
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            # Reports of several modules interleave: a progress line, not a line per module switch
+            # (as pytest-xdist does).
+            reporter.showfspath = False
         share = len(self.items) / self.count
-        queues = [deque(range(round(n * share), round((n + 1) * share))) for n in range(self.count)]
-        sys.stdout.flush()
-        sys.stderr.flush()
-        # The collected heap stays out of every worker's collections (and its pages shared).
-        gc.collect()
-        gc.freeze()
+        for number in range(self.count):
+            self._start(deque(range(round(number * share), round((number + 1) * share))))
         try:
-            for number, queue in enumerate(queues):
-                self.workers.append(self._fork(f"fw{number}", queue, basetemp))
-        finally:
-            gc.unfreeze()
-        try:
-            self._serve()
+            while self.running:
+                for key, _ in self.selector.select():
+                    self._read(key.data)
         except BaseException:
             for worker in self.workers:
                 if worker.status is None:
@@ -172,17 +173,30 @@ class _Parent:
                 if worker.status is None:
                     os.waitpid(worker.pid, 0)
             raise
+        finally:
+            self.selector.close()
 
-    def _fork(self, name: str, queue: deque[int], basetemp: Path) -> _Worker:
+    def _start(self, queue: deque[int]) -> None:
+        """Fork a worker (named after how many came before it) that starts on ``queue``."""
+        name = f"fw{len(self.workers)}"
         parent_end, child_end = socket.socketpair()
-        pid = os.fork()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # The collected heap stays out of the worker's collections (and its pages shared).
+        gc.collect()
+        gc.freeze()
+        try:
+            pid = os.fork()
+        finally:
+            gc.unfreeze()
         if pid == 0:  # the worker
             parent_end.close()
-            for worker in self.workers:
-                worker.sock.close()
+            self.selector.close()
+            for other in self.workers:
+                other.sock.close()
             code = 1
             try:
-                _WorkerProcess(self.session, name, child_end, basetemp / name).run()
+                _WorkerProcess(self.session, name, child_end, self.basetemp / name).run()
                 code = 0
             except KeyboardInterrupt:  # Ctrl-C reaches the whole process group: the parent says so
                 code = 130
@@ -194,26 +208,21 @@ class _Parent:
                 os._exit(code)
         child_end.close()
         parent_end.setblocking(False)
-        return _Worker(name, pid, parent_end, queue)
+        worker = _Worker(name, pid, parent_end, queue)
+        self.workers.append(worker)
+        self.selector.register(parent_end, selectors.EVENT_READ, worker)
+        self.running += 1
 
-    def _serve(self) -> None:
-        selector = selectors.DefaultSelector()
-        for each in self.workers:
-            selector.register(each.sock, selectors.EVENT_READ, each)
-        running = len(self.workers)
-        while running:
-            for key, _ in selector.select():
-                worker: _Worker = key.data
-                chunk = worker.sock.recv(1 << 16)
-                if chunk:
-                    worker.buffer += chunk
-                    self._drain(worker)
-                    continue
-                selector.unregister(worker.sock)
-                worker.sock.close()
-                self._reap(worker)
-                running -= 1
-        selector.close()
+    def _read(self, worker: _Worker) -> None:
+        chunk = worker.sock.recv(1 << 16)
+        if chunk:
+            worker.buffer += chunk
+            self._drain(worker)
+            return
+        self.selector.unregister(worker.sock)
+        worker.sock.close()
+        self.running -= 1
+        self._reap(worker)
 
     def _drain(self, worker: _Worker) -> None:
         buffer = worker.buffer
@@ -273,29 +282,24 @@ class _Parent:
     def _reap(self, worker: _Worker) -> None:
         _, wait_status = os.waitpid(worker.pid, 0)
         worker.status = wait_status
-        if not worker.handed:
+        if not worker.handed and not worker.queue:
             return
-        # It died with items handed to it: the one it had started fails, the rest go back.
+        # It died with items: the one it had started fails; the others go to a new worker (the
+        # others may have been told there is nothing left, and this process is still as collected).
         how = (
             f"killed by signal {os.WTERMSIG(wait_status)}"
             if os.WIFSIGNALED(wait_status)
             else f"exited with status {os.WEXITSTATUS(wait_status)}"
         )
-        for index in list(worker.handed):
+        for index in worker.handed:
             if index in worker.started:
                 self._fail_crashed(self.items[index], f"worker {worker.name} {how} while running this test")
-            else:
-                others = [other for other in self.workers if other.status is None]
-                (others[0].queue if others else worker.queue).appendleft(index)
+        left = deque(index for index in worker.handed if index not in worker.started)
+        left.extend(worker.queue)
         worker.handed.clear()
-        # A queue no worker will ask for again: its items go to a live worker, or fail.
-        others = [other for other in self.workers if other.status is None]
-        if others:
-            others[0].queue.extend(worker.queue)
-        else:
-            for index in worker.queue:
-                self._fail_crashed(self.items[index], f"every worker died before this test ({how})")
         worker.queue.clear()
+        if left:
+            self._start(left)
 
     def _fail_crashed(self, item: pytest.Item, message: str) -> None:
         hook = self.config.hook
