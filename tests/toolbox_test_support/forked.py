@@ -334,6 +334,7 @@ class _WorkerProcess:
         self.name = name
         self.sock = sock
         self.basetemp = basetemp
+        self.registered = False
 
     def run(self) -> None:
         config = self.config
@@ -346,7 +347,9 @@ class _WorkerProcess:
         reporter = config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             config.pluginmanager.unregister(reporter)
+        # Registering replays the parent's earlier warnings (a historic hook): not this worker's.
         config.pluginmanager.register(self, f"forked-worker-{self.name}")
+        self.registered = True
         items = self.session.items
         current = self._ask()
         while current is not None:
@@ -385,6 +388,8 @@ class _WorkerProcess:
         nodeid: str,
         location: tuple[str, int, str] | None,
     ) -> None:
+        if not self.registered:
+            return
         data = {
             "message": str(warning_message.message),
             "category_module": warning_message.category.__module__,
