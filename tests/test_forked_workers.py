@@ -43,8 +43,9 @@ def test_tmp_path_is_the_workers(tmp_path):
 
 
 def run(directory: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    # Only this run's options: not the ones this suite's own run was given.
-    env = {**os.environ, "PYTHONPATH": str(SUPPORT)}
+    # Only this run's options and plugins: not the ones this suite's own run was given, nor the
+    # installed ones (hypothesis, langsmith, anyio, ... cost seconds of start-up, checking nothing).
+    env = {**os.environ, "PYTHONPATH": str(SUPPORT), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
     env.pop("PYTEST_ADDOPTS", None)
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "toolbox_test_support.forked", "-p", "no:cacheprovider",
