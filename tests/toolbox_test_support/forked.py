@@ -47,11 +47,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _pytest.reports import TestReport
 
 _HEADER = struct.Struct("!I")
-#: How often ``--start-after`` looks for its file.
+#: How often ``--start-after`` looks for its file, and how long at most (then the run ends).
 _START_POLL = 0.1
+_START_LIMIT = 1800.0
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -87,12 +87,12 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
 
 
 def _wait_for_start(path: Path) -> None:
-    while not path.exists():
+    give_up = time.monotonic() + _START_LIMIT
+    # Not there yet, or created and not yet written: wait (bounded, so a lost writer ends the run).
+    while not (status := path.read_text().strip() if path.exists() else ""):
+        if time.monotonic() > give_up:
+            pytest.exit(f"not running the tests: nothing in {path} after {_START_LIMIT:.0f} s", returncode=3)
         time.sleep(_START_POLL)
-    status = path.read_text().strip()
-    while not status:  # created, not yet written
-        time.sleep(_START_POLL)
-        status = path.read_text().strip()
     if status != "0":
         pytest.exit(f"not running the tests: {path} holds {status!r}, not 0", returncode=3)
 
@@ -304,7 +304,7 @@ class _Parent:
     def _fail_crashed(self, item: pytest.Item, message: str) -> None:
         hook = self.config.hook
         hook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
-        report = TestReport(item.nodeid, item.location, {}, "failed", message, "call")
+        report = pytest.TestReport(item.nodeid, item.location, {}, "failed", message, "call")
         hook.pytest_runtest_logreport(report=report)
         hook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
 
