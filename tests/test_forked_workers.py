@@ -122,16 +122,23 @@ def test_c_runs_on_the_other_worker():
     wait_for(lambda: Path("a-started").exists())
     warnings.warn("recorded before the new worker is forked", UserWarning)
     Path("c-pid").write_text(str(os.getpid()))
+
+def test_d_keeps_the_other_worker_from_stealing_b():
+    pass
 """
 
 
 def test_what_a_dead_worker_was_handed_runs_on_a_new_worker(tmp_path: Path) -> None:
-    """fw0 dies holding b after fw1 was told there is nothing left: b runs on a new worker."""
+    """fw0 dies holding b after fw1 was told there is nothing left: b runs on a new worker.
+
+    Two workers share [a, b] and [c, d]: fw1 never runs out before c has seen a start, when fw0
+    has been handed b (a worker asks for its next item before running the current one).
+    """
     (tmp_path / "test_suite.py").write_text(LATE_CRASH)
     result = run(tmp_path, "--forked-workers", "2")
     assert result.returncode == 1, result.stdout + result.stderr
     # The warning once: the new worker, forked after it was recorded, does not send it again.
-    assert "1 failed, 2 passed, 1 warning in" in result.stdout
+    assert "1 failed, 3 passed, 1 warning in" in result.stdout
     assert "FAILED test_suite.py::test_a_dies_after_the_other_worker_is_gone" in result.stdout
     assert "worker fw0 exited with status 3 while running this test" in result.stdout
     assert (tmp_path / "b-ran-in").read_text() == "fw2"
