@@ -108,7 +108,10 @@ def _send(sock: socket.socket, message: tuple[Any, ...]) -> None:
 def _receive_exactly(sock: socket.socket, size: int) -> bytes | None:
     chunks, left = [], size
     while left:
-        chunk = sock.recv(left)
+        try:
+            chunk = sock.recv(left)
+        except ConnectionResetError:  # the other end died with our message unread
+            return None
         if not chunk:
             return None
         chunks.append(chunk)
@@ -136,7 +139,7 @@ class _Worker:
     #: Items handed out and not finished, oldest first (the running one, then the next).
     handed: deque[int] = field(default_factory=deque)
     started: set[int] = field(default_factory=set)
-    buffer: bytearray = field(default_factory=bytearray)
+    #: Its wait status, once reaped.
     status: int | None = None
 
 
@@ -150,7 +153,6 @@ class _Parent:
         self.by_nodeid = {item.nodeid: index for index, item in enumerate(self.items)}
         self.basetemp: Path = self.config._tmp_path_factory.getbasetemp()  # type: ignore[attr-defined]
         self.selector = selectors.DefaultSelector()
-        self.running = 0
 
     def run(self) -> None:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
@@ -162,7 +164,7 @@ class _Parent:
         for number in range(self.count):
             self._start(deque(range(round(number * share), round((number + 1) * share))))
         try:
-            while self.running:
+            while any(worker.status is None for worker in self.workers):
                 for key, _ in self.selector.select():
                     self._read(key.data)
         except BaseException:
@@ -207,32 +209,19 @@ class _Parent:
                 sys.stderr.flush()
                 os._exit(code)
         child_end.close()
-        parent_end.setblocking(False)
         worker = _Worker(name, pid, parent_end, queue)
         self.workers.append(worker)
         self.selector.register(parent_end, selectors.EVENT_READ, worker)
-        self.running += 1
 
     def _read(self, worker: _Worker) -> None:
-        chunk = worker.sock.recv(1 << 16)
-        if chunk:
-            worker.buffer += chunk
-            self._drain(worker)
+        # One message: a worker writes each whole (sendall), so the rest follows at once.
+        message = _receive(worker.sock)
+        if message is not None:
+            self._handle(worker, message)
             return
         self.selector.unregister(worker.sock)
         worker.sock.close()
-        self.running -= 1
         self._reap(worker)
-
-    def _drain(self, worker: _Worker) -> None:
-        buffer = worker.buffer
-        while len(buffer) >= _HEADER.size:
-            size = _HEADER.unpack_from(buffer)[0]
-            if len(buffer) < _HEADER.size + size:
-                return
-            message = pickle.loads(bytes(buffer[_HEADER.size : _HEADER.size + size]))
-            del buffer[: _HEADER.size + size]
-            self._handle(worker, message)
 
     def _handle(self, worker: _Worker, message: tuple[Any, ...]) -> None:
         kind, *args = message
@@ -241,9 +230,7 @@ class _Parent:
             index = self._next_for(worker)
             if index is not None:
                 worker.handed.append(index)
-            worker.sock.setblocking(True)
             _send(worker.sock, ("item", index))
-            worker.sock.setblocking(False)
         elif kind == "logstart":
             nodeid, location = args
             worker.started.add(self.by_nodeid[nodeid])
