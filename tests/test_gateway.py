@@ -588,15 +588,28 @@ def test_versions():
 
 def test_per_operation_timeout_sync_and_async():
     """A governed timeout: ERROR/TIMEOUT for READ_ONLY after retries, UNCERTAIN_EFFECT for UNSAFE."""
-    import time
+    import threading
 
     gateway, context = make(timeouts={"billing": 0.05}, retry=RetryPolicy(max_attempts=1)), ctx()
     tool = billing(gateway, context)
-    tool.on_call = lambda: time.sleep(0.3)
-    read = gateway.invoke("billing.lookup_invoice", LOOKUP, context=context)
-    assert (read.status, read.error_code) == (Status.ERROR, "TIMEOUT")
-    write = asyncio.run(gateway.ainvoke("billing.charge", CHARGE, context=context))
-    assert (write.status, write.error_code) == (Status.UNCERTAIN_EFFECT, "TIMEOUT")
+    # The call never ends by itself (not "takes longer than the timeout"), so no scheduling delay
+    # can let it finish first; it is released when the test is done with it.
+    release = threading.Event()
+    tool.on_call = lambda: release.wait(60)
+
+    async def charge():
+        try:
+            return await gateway.ainvoke("billing.charge", CHARGE, context=context)
+        finally:
+            release.set()  # before asyncio.run waits for its executor's threads
+
+    try:
+        read = gateway.invoke("billing.lookup_invoice", LOOKUP, context=context)
+        assert (read.status, read.error_code) == (Status.ERROR, "TIMEOUT")
+        write = asyncio.run(charge())
+        assert (write.status, write.error_code) == (Status.UNCERTAIN_EFFECT, "TIMEOUT")
+    finally:
+        release.set()
 
 
 def test_ainvoke_matches_invoke():

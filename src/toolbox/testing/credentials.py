@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -129,4 +130,14 @@ def mint_jwt(
     if tenant is not None:
         payload["tenant"] = tenant
     headers = {"kid": kid} if kid is not None else None
-    return jwt.encode(payload, private_pem, algorithm=algorithm, headers=headers)
+    key = _private_key(private_pem) if private_pem.lstrip().startswith("-----BEGIN") else private_pem
+    return jwt.encode(payload, key, algorithm=algorithm, headers=headers)
+
+
+@lru_cache(maxsize=32)
+def _private_key(private_pem: str) -> Any:
+    """The loaded key of a PEM, once: PyJWT would re-read (and check) the text at every
+    signature, about 30 ms for an RSA key."""
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+    return load_pem_private_key(private_pem.encode("ascii"), password=None)
