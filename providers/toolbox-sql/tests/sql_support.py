@@ -238,7 +238,9 @@ def sqlite_database(folder: Path) -> Iterator[TestDatabase]:
 def postgres_database() -> Iterator[TestDatabase]:
     """A fresh schema on the shared PostgreSQL server, dropped afterwards."""
     schema = f"sqlt_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(POSTGRES_URL, poolclass=NullPool)
+    # Pooled (one idle session kept), not NullPool: the property tests take a checksum before and
+    # after every example, and a new PostgreSQL session each time was most of what they cost.
+    admin = create_engine(POSTGRES_URL, pool_size=1, max_overflow=4, pool_pre_ping=True)
     database = TestDatabase("postgres", POSTGRES_URL, admin, schema, None)
     with admin.begin() as connection:
         connection.execute(text(f"CREATE SCHEMA {schema}"))
