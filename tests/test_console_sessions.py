@@ -20,7 +20,7 @@ import pytest
 from starlette.requests import Request
 from starlette.responses import Response
 
-from service_support import USERS, Deployment, deployment, write_keys_again
+from service_support import PLAIN_HTTP, USERS, Deployment, deployment, write_keys_again
 from toolbox.auth import ApiKeyFile, Identity
 from toolbox.service._console_session import SESSION_COOKIE, Sessions
 from toolbox.testing.credentials import jwt_keypair, write_api_keys
@@ -36,7 +36,7 @@ def service(tmp_path: Path) -> Iterator[Deployment]:
 
 @contextmanager
 def sign_in(service: Deployment, token: str) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=service.url, timeout=30) as client:
+    with httpx.Client(base_url=service.url, timeout=30, verify=PLAIN_HTTP) as client:
         login = client.get("/console/login")
         csrf = re.search(r'name="csrf" value="([^"]+)"', login.text)
         assert csrf is not None

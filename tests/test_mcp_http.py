@@ -20,6 +20,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 import mcp_scenario_tools as scenario
+from service_support import PLAIN_HTTP
 from test_mcp_serve import PURPOSE, SCENARIOS, outcome, trace_of
 from toolbox import Gateway, Governance, ToolPolicy
 from toolbox.audit import AuditQuery, AuditTrail, MemorySink
@@ -252,7 +253,7 @@ def test_unauthenticated_requests_get_401(served):
         "params": {"name": "lookup", "arguments": {"note_id": 1, "purpose": PURPOSE}},
     }
     listing = {"jsonrpc": "2.0", "id": 3, "method": "tools/list"}
-    with httpx.Client(timeout=10) as http:
+    with httpx.Client(timeout=10, verify=PLAIN_HTTP) as http:
         for label, headers in _refused_tokens(served).items():
             for body in (INITIALIZE, listing, call):
                 response = http.post(served.url, json=body, headers={**ACCEPT, **headers})
@@ -273,7 +274,7 @@ def test_sdk_client_without_credentials_fails(served):
 
 def test_tenant_a_cannot_use_tenant_b_session(served):
     """A session opened by tenant B answers 404 to tenant A's credential: no call, no event."""
-    with httpx.Client(timeout=10) as http:
+    with httpx.Client(timeout=10, verify=PLAIN_HTTP) as http:
         opened = http.post(
             served.url, json=INITIALIZE, headers={**ACCEPT, "Authorization": f"Bearer {served.keys['bob']}"}
         )
@@ -306,7 +307,7 @@ def test_oversized_body_is_413_before_parsing(served):
     """A body over the argument guards' limit (plus the envelope) is refused with 413; nothing runs."""
     headers = {**ACCEPT, "Authorization": f"Bearer {served.keys['alice']}"}
     body = json.dumps({**INITIALIZE, "params": {**INITIALIZE["params"], "pad": "x" * (100 * 1024)}})
-    with httpx.Client(timeout=10) as http:
+    with httpx.Client(timeout=10, verify=PLAIN_HTTP) as http:
         response = http.post(served.url, content=body, headers=headers)
         assert response.status_code == 413
         # A lying Content-Length does not help: the stream is counted too.
@@ -322,7 +323,7 @@ def test_oversized_body_is_413_before_parsing(served):
 def test_foreign_host_and_origin_are_refused(served):
     """DNS rebinding: a Host or Origin that is not loopback is refused even with valid credentials."""
     headers = {**ACCEPT, "Authorization": f"Bearer {served.keys['alice']}"}
-    with httpx.Client(timeout=10) as http:
+    with httpx.Client(timeout=10, verify=PLAIN_HTTP) as http:
         assert (
             http.post(served.url, json=INITIALIZE, headers={**headers, "Host": "evil.example"}).status_code
             == 421
@@ -356,7 +357,7 @@ def test_an_allowed_host_is_accepted_with_and_without_a_port_and_as_its_own_orig
     port = url.rsplit(":", 1)[1].split("/")[0]
     headers = {**ACCEPT, "Authorization": f"Bearer {keys['alice']}"}
     try:
-        with httpx.Client(timeout=10) as http:
+        with httpx.Client(timeout=10, verify=PLAIN_HTTP) as http:
 
             def status(**extra: str) -> int:
                 return http.post(url, json=INITIALIZE, headers={**headers, **extra}).status_code

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from service_support import RUNS, Deployment, deployment
+from service_support import PLAIN_HTTP, RUNS, Deployment, deployment
 
 PROBLEM = "application/problem+json"
 
@@ -245,7 +245,7 @@ def test_concurrent_redeems_of_one_grant_run_once(service: Deployment) -> None:
     )
 
     def attempt(_: int) -> int:
-        with httpx.Client(base_url=service.url, timeout=30) as client:
+        with httpx.Client(base_url=service.url, timeout=30, verify=PLAIN_HTTP) as client:
             return client.post(
                 "/v1/tools/transfer/invoke",
                 headers=service.headers("alice"),

@@ -19,7 +19,7 @@ import httpx
 import pytest
 from playwright.sync_api import BrowserContext, Page, Playwright, sync_playwright
 
-from service_support import RUNS, TOOLS, Deployment, deployment
+from service_support import PLAIN_HTTP, RUNS, TOOLS, Deployment, deployment
 from toolbox.audit import AuditQuery
 
 CHROMIUM = "/usr/bin/chromium"
@@ -187,7 +187,7 @@ def test_kill_switch_page_needs_confirmation(browser: Browser, service: Deployme
 
 
 def test_session_cookie_flags_and_login_csrf(service: Deployment) -> None:
-    with httpx.Client(base_url=service.url) as client:
+    with httpx.Client(base_url=service.url, verify=PLAIN_HTTP) as client:
         check_login(service, client)
 
 
@@ -262,7 +262,7 @@ def test_pages_show_line_separators_and_bidi_controls_as_escapes(service: Deploy
     spoof = "acct-1\u202e7-tcca\u2028FAKE"
     raised = service.invoke("alice", "transfer", {"amount": 40, "to": spoof}, audit_as="Pay the supplier")
     assert raised.status_code == 202, raised.text
-    with httpx.Client(base_url=service.url) as client:
+    with httpx.Client(base_url=service.url, verify=PLAIN_HTTP) as client:
         login = client.get("/console/login")
         token = re.search(r'name="csrf" value="([^"]+)"', login.text)
         assert token
@@ -299,7 +299,7 @@ def test_the_audit_page_filters_by_tool_operation_and_until(tmp_path: Path) -> N
         echo_call = service.invoke("alice", "echo", {"text": "x"}, purpose="Greet")
         assert sum_call.status_code == echo_call.status_code == 200
         adding, echoing = sum_call.json()["trace_id"], echo_call.json()["trace_id"]
-        with httpx.Client(base_url=service.url) as client:
+        with httpx.Client(base_url=service.url, verify=PLAIN_HTTP) as client:
             login = client.get("/console/login")
             token = re.search(r'name="csrf" value="([^"]+)"', login.text)
             assert token

@@ -21,7 +21,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from service_support import RUNS, Deployment, deployment
+from service_support import PLAIN_HTTP, RUNS, Deployment, deployment
 from test_mcp_serve import outcome
 
 PAY = {"amount": 40, "to": "acct-7"}
@@ -50,7 +50,7 @@ def over_mcp(service: Deployment, user: str, steps: Any) -> Any:
 
 def console(service: Deployment, user: str) -> httpx.Client:
     """A browser-like client signed in to the console as ``user``."""
-    client = httpx.Client(base_url=service.url, timeout=30)
+    client = httpx.Client(base_url=service.url, timeout=30, verify=PLAIN_HTTP)
     login = client.get("/console/login")
     token = re.search(r'name="csrf" value="([^"]+)"', login.text)
     assert token

@@ -20,7 +20,7 @@ import pytest
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from service_support import RUNS, Deployment, deployment
+from service_support import PLAIN_HTTP, RUNS, Deployment, deployment
 from toolbox.errors import ConfigurationError
 from toolbox.service import create_app
 
@@ -155,7 +155,7 @@ def test_an_approval_of_the_same_principal_cannot_be_redeemed_by_the_limited_cre
 
 def test_concurrent_calls_outside_the_toolset_all_fail_closed(sqlite_service: Deployment) -> None:
     def attempt(index: int) -> int:
-        with httpx.Client(base_url=sqlite_service.url, timeout=30) as client:
+        with httpx.Client(base_url=sqlite_service.url, timeout=30, verify=PLAIN_HTTP) as client:
             return client.post(
                 "/v1/tools/transfer/invoke",
                 headers=sqlite_service.headers("alice-echo"),
@@ -206,7 +206,7 @@ def test_a_toolset_naming_an_unregistered_tool_stops_the_service_from_starting(t
 
 def test_the_console_tools_page_shows_only_the_toolset(sqlite_service: Deployment) -> None:
     def tools_page(user: str) -> httpx.Response:
-        with httpx.Client(base_url=sqlite_service.url) as client:
+        with httpx.Client(base_url=sqlite_service.url, verify=PLAIN_HTTP) as client:
             login = client.get("/console/login")
             token = re.search(r'name="csrf" value="([^"]+)"', login.text)
             assert token
