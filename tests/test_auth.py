@@ -254,6 +254,29 @@ def test_a_valid_jwt_is_its_identity(jwt_auth, es_keys):
     )
 
 
+@pytest.mark.parametrize("algorithm", ["ES256", "RS256"])
+def test_mint_jwt_signs_with_each_key_loaded_once(algorithm):
+    """The helper loads a PEM once (PyJWT re-read it per signature); every token still verifies."""
+    from toolbox.testing import credentials
+
+    private, public = jwt_keypair(algorithm)
+    credentials._private_key.cache_clear()
+    tokens = [
+        mint_jwt(private, issuer=ISSUER, audience=AUDIENCE, subject=f"s{i}", algorithm=algorithm)
+        for i in range(3)
+    ]
+    assert credentials._private_key.cache_info().misses == 1
+    subjects = [jwt.decode(t, public, algorithms=[algorithm], audience=AUDIENCE)["sub"] for t in tokens]
+    assert subjects == ["s0", "s1", "s2"]
+
+
+def test_mint_jwt_passes_a_secret_that_is_not_a_pem_to_pyjwt():
+    """An HMAC secret is no PEM: signed with it as before, not refused by the key loader."""
+    secret = "s" * 32
+    token = mint_jwt(secret, issuer=ISSUER, audience=AUDIENCE, subject="b", algorithm="HS256")
+    assert jwt.decode(token, secret, algorithms=["HS256"], audience=AUDIENCE)["sub"] == "b"
+
+
 def test_space_separated_roles_are_accepted(jwt_auth, es_keys):
     token = mint_jwt(es_keys[0], issuer=ISSUER, audience=AUDIENCE, subject="b", tenant="t")
     claims = jwt.decode(token, options={"verify_signature": False})
