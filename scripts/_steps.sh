@@ -27,7 +27,10 @@ find_uv() {
     fi
     if [ ! -x .tools/uv/bin/uv ] || [ "$(.tools/uv/bin/uv --version 2>/dev/null | cut -d' ' -f2)" != "$UV_VERSION" ]; then
         rm -rf .tools/uv
-        "$PYTHON" -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --target .tools/uv "uv==$UV_VERSION" >&2 \
+        # uv has no dependencies and is run as a binary: --no-deps --no-compile spare pip a
+        # resolution and a bytecode pass, about 1 s of a fresh machine's first command.
+        "$PYTHON" -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
+            --no-deps --no-compile --target .tools/uv "uv==$UV_VERSION" >&2 \
             || return 0
     fi
     if .tools/uv/bin/uv --version >/dev/null 2>&1; then
