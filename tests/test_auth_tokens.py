@@ -17,7 +17,6 @@ from typing import Any
 import httpx
 import jwt
 import pytest
-from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -30,16 +29,14 @@ from toolbox.auth._jwt import JwtAuthenticator
 from toolbox.errors import AuthenticationError
 from toolbox.service import create_app
 from toolbox.service._audit_log import UNAUTHENTICATED_TRACE
-from toolbox.testing.credentials import jwt_keypair, mint_jwt, write_api_keys, write_jwks
+from toolbox.testing.credentials import _private_key, jwt_keypair, mint_jwt, write_api_keys, write_jwks
 
 ISSUER, AUDIENCE = "https://idp.test", "toolbox"
 REASONS = {"MISSING_CREDENTIALS", "INVALID_CREDENTIALS", "EXPIRED", "WRONG_AUDIENCE", "WRONG_ISSUER"}
 RSA_PRIVATE, RSA_PUBLIC = jwt_keypair("RS256")
 EC_PRIVATE, EC_PUBLIC = jwt_keypair("ES256")
-# Loaded once for the property test's signatures: PyJWS re-reads (and checks) a PEM text at each
-# one, about 30 ms for the RSA key.
-RSA_KEY = load_pem_private_key(RSA_PRIVATE.encode(), password=None)
-EC_KEY = load_pem_private_key(EC_PRIVATE.encode(), password=None)
+# The property test signs with loaded keys, as mint_jwt does (a PEM text costs PyJWS a re-read).
+RSA_KEY, EC_KEY = _private_key(RSA_PRIVATE), _private_key(EC_PRIVATE)
 ALGORITHMS = ("RS256", "PS256", "ES256", "ES384", "EdDSA")
 RAN: list[str] = []
 
