@@ -24,7 +24,9 @@ How a run goes:
 - each worker gets its own ``tmp_path`` root (``<basetemp>/fwN``) and sees
   ``TOOLBOX_TEST_WORKER=fwN``;
 - ``--start-after PATH`` makes the run wait, collected, until PATH exists and holds ``0``
-  (``scripts/test`` installs what only the tests need meanwhile); any other content ends the run.
+  (``scripts/test`` installs what only the tests need meanwhile); any other content ends the run;
+- once every worker is done the parent freezes its heap (``gc.freeze()``), so the interpreter's
+  exit frees it without collecting it first (~1.3 s of one core at the end of every run).
 """
 
 from __future__ import annotations
